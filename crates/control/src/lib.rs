@@ -1,0 +1,1 @@
+//! vrhost-control
