@@ -1,1 +1,37 @@
-//! vrhost-dataplane
+//! vrhost's forwarding pipeline, sans-IO.
+//!
+//! The [`Engine`] holds every virtual router's interfaces, FIBs, next hops,
+//! neighbor tables and counters. Drivers hand it bursts of received frames
+//! ([`Mbuf`]s with `port` set) and the current time; it runs each frame to
+//! completion and fills a [`TxBatch`] with what leaves, per port. It never
+//! opens a socket or reads a clock, so tests drive it frame by frame and
+//! `vrhost replay` drives it from pcap timestamps, deterministically.
+//!
+//! One stage per file: [`demux`](crate::demux) → ARP / IPv4 / IPv6 input →
+//! forward (fragment) or local delivery → output. Every drop is a
+//! [`Drop`] variant with its own counter.
+
+pub mod counters;
+pub mod drop_reason;
+pub mod engine;
+pub mod mbuf;
+pub mod neighbor;
+pub mod spec;
+
+mod arp_input;
+mod demux;
+mod fragment;
+mod icmp_error;
+mod ip_forward;
+mod ipv4_input;
+mod ipv6_input;
+mod local;
+mod ndp;
+mod output;
+mod pipeline;
+
+pub use counters::Counters;
+pub use drop_reason::Drop;
+pub use engine::{link_local_from_mac, BuildError, Engine, Iface, NextHop, TxBatch, Vr};
+pub use mbuf::{Mbuf, MbufPool};
+pub use spec::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};

@@ -1,0 +1,59 @@
+//! Demux: (port, VLAN) → interface → VR, then the L2 accept check.
+
+use vrhost_wire::ethernet::{EtherType, EthernetFrame};
+use vrhost_wire::vlan::VlanHeader;
+
+use crate::drop_reason::Drop;
+use crate::engine::{Iface, Port, NO_IFACE};
+use crate::mbuf::Mbuf;
+
+/// Where a frame goes after demux.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    Arp,
+    Ipv4,
+    Ipv6,
+    Drop(Drop),
+}
+
+/// Finds the frame's interface, sets `m.iface` and `m.l3_off`, and checks
+/// that the frame is addressed to it.
+#[inline]
+pub(crate) fn process(ports: &[Port], ifaces: &[Iface], m: &mut Mbuf) -> Next {
+    let data = m.data();
+    if data.len() < EthernetFrame::<&[u8]>::HEADER_LEN {
+        return Next::Drop(Drop::TruncatedL2);
+    }
+    let eth = EthernetFrame::new_unchecked(data);
+    let dst = eth.dst_addr();
+    let (vlan, l3_off, ethertype) = match eth.ethertype() {
+        EtherType::Vlan => {
+            if data.len() < 18 {
+                return Next::Drop(Drop::TruncatedL2);
+            }
+            let tag = VlanHeader::new_unchecked(&data[14..18]);
+            // VID 0 is a priority tag: the frame belongs to the untagged interface (802.1Q §9.6).
+            (tag.vlan_id(), 18u16, tag.ethertype())
+        }
+        other => (0, 14u16, other),
+    };
+    let Some(port) = ports.get(m.port as usize) else {
+        return Next::Drop(Drop::NoInterface);
+    };
+    let iface = port.demux[(vlan & 0x0fff) as usize];
+    if iface == NO_IFACE {
+        return Next::Drop(Drop::NoInterface);
+    }
+    m.iface = iface;
+    m.l3_off = l3_off;
+    let i = &ifaces[iface as usize];
+    if dst != i.mac && !dst.is_broadcast() && !(dst.is_multicast() && i.mcast.contains(&dst)) {
+        return Next::Drop(Drop::NotForUs);
+    }
+    match ethertype {
+        EtherType::Arp => Next::Arp,
+        EtherType::Ipv4 => Next::Ipv4,
+        EtherType::Ipv6 => Next::Ipv6,
+        _ => Next::Drop(Drop::UnsupportedEthertype),
+    }
+}

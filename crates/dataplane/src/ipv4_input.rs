@@ -1,0 +1,106 @@
+//! IPv4 input: validation, martian filters, and the routing decision.
+//!
+//! Walks RFC 1812 §5.2.2 in order, then §5.3.7 / §4.2.2.11 (martians), then
+//! looks the destination up in the VR's FIB.
+
+use std::net::Ipv4Addr;
+
+use vrhost_wire::ipv4::{Ipv4OptionKind, Ipv4Packet};
+use vrhost_wire::Error as WireError;
+
+use crate::drop_reason::Drop;
+use crate::engine::{NextHop, Vr};
+use crate::icmp_error::Icmp4;
+use crate::mbuf::Mbuf;
+
+/// Where an IPv4 packet goes after input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Toward a neighbor: an attached host or a gateway.
+    Forward(NextHop),
+    /// To one of the VR's own unicast addresses.
+    Local,
+    /// Control traffic for the router that is not unicast to it (224.0.0.0/24, limited broadcast).
+    Punt,
+    /// Dropped, answered with an ICMP error.
+    Icmp(Icmp4, Drop),
+    /// Dropped silently.
+    Drop(Drop),
+}
+
+/// Link-local multicast block, always for the router's control plane (RFC 5771 §4).
+fn link_local_multicast(a: Ipv4Addr) -> bool {
+    a.octets()[..3] == [224, 0, 0]
+}
+
+#[inline]
+pub(crate) fn process(vr: &Vr, m: &mut Mbuf) -> Next {
+    let l3_off = m.l3_off as usize;
+    let pkt = match Ipv4Packet::new_checked(m.l3()) {
+        Ok(p) => p,
+        // RFC 1812 §5.2.2 (1)-(5): length, version, IHL, total length.
+        Err(WireError::Malformed) if m.l3().first().is_some_and(|b| b >> 4 != 4) => {
+            return Next::Drop(Drop::Ipv4BadVersion)
+        }
+        Err(_) => return Next::Drop(Drop::Ipv4Truncated),
+    };
+    // RFC 1812 §5.2.2 (2): the header checksum.
+    if !pkt.verify_checksum() {
+        return Next::Drop(Drop::Ipv4BadChecksum);
+    }
+    let total_len = pkt.total_len() as usize;
+    let src = pkt.src_addr();
+    let dst = pkt.dst_addr();
+    // RFC 1812 §5.3.7 and §4.2.2.11: martian sources.
+    let s = src.octets()[0];
+    if s == 0 || s == 127 || s >= 224 {
+        return Next::Drop(Drop::MartianSource);
+    }
+    // ... and martian destinations (class E; the limited broadcast is handled below).
+    let d = dst.octets()[0];
+    if d == 0 || d == 127 || (d >= 240 && !dst.is_broadcast()) {
+        return Next::Drop(Drop::MartianDestination);
+    }
+    // RFC 1812 §5.2.4: options are processed, not ignored. Source routes are
+    // dropped, as RFC 7126 §4.3/§4.4 recommends for routers by default.
+    if pkt.header_len() > 20 {
+        for opt in pkt.options_iter() {
+            match opt {
+                Err(_) => return Next::Drop(Drop::Ipv4BadOptions),
+                Ok(o)
+                    if matches!(
+                        o.kind,
+                        Ipv4OptionKind::LooseSourceRoute | Ipv4OptionKind::StrictSourceRoute
+                    ) =>
+                {
+                    return Next::Drop(Drop::Ipv4BadOptions)
+                }
+                Ok(_) => {}
+            }
+        }
+    }
+    if dst.is_multicast() {
+        return if link_local_multicast(dst) {
+            Next::Punt
+        } else {
+            Next::Drop(Drop::MulticastNotRouted)
+        };
+    }
+    if dst.is_broadcast() {
+        return Next::Punt;
+    }
+    // Drop Ethernet padding so later stages see exactly the IP packet.
+    m.truncate(l3_off + total_len);
+    match vr.lookup4(dst) {
+        Some(NextHop::Local) => Next::Local,
+        Some(nh @ (NextHop::Connected { .. } | NextHop::Gateway { .. })) => Next::Forward(nh),
+        Some(NextHop::Broadcast) => Next::Drop(Drop::DirectedBroadcast),
+        Some(NextHop::Blackhole) => Next::Drop(Drop::Blackhole),
+        // Like Linux for an `unreachable` route: host unreachable.
+        Some(NextHop::Unreachable) => {
+            Next::Icmp(Icmp4::DstUnreachable { code: 1, mtu: 0 }, Drop::Unreachable)
+        }
+        // RFC 1812 §5.2.7.1: network unreachable when no route matches.
+        None => Next::Icmp(Icmp4::DstUnreachable { code: 0, mtu: 0 }, Drop::NoRoute),
+    }
+}

@@ -1,0 +1,158 @@
+//! Neighbor Discovery in the worker (RFC 4861 §7): answer solicitations for
+//! the interface's addresses, learn from solicitations and advertisements.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use vrhost_wire::ethernet::{self, EtherType};
+use vrhost_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr, NdiscNeighborFlags, NdiscRepr};
+use vrhost_wire::ipv6::{self as wire6, Ipv6Packet};
+
+use crate::drop_reason::Drop;
+use crate::engine::Vr;
+use crate::mbuf::Mbuf;
+use crate::output::{build_icmpv6, Ctx};
+
+/// Parses the NDP message at `offset` in the IPv6 payload, checking the
+/// validity rules every NDP message shares (RFC 4861 §7.1.1, §7.1.2):
+/// hop limit 255 and code 0.
+fn parse(m: &Mbuf, offset: usize) -> Option<(Ipv6Addr, Ipv6Addr, NdiscRepr)> {
+    let ip = Ipv6Packet::new_unchecked(m.l3());
+    if ip.hop_limit() != 255 {
+        return None;
+    }
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    let icmp = Icmpv6Packet::new_checked(ip.payload().get(offset..)?).ok()?;
+    if icmp.msg_code() != 0 {
+        return None;
+    }
+    match Icmpv6Repr::parse(&src, &dst, &icmp).ok()? {
+        Icmpv6Repr::Ndisc(n) => Some((src, dst, n)),
+        _ => None,
+    }
+}
+
+/// A Neighbor Solicitation: learn the sender, answer for our own target.
+pub(crate) fn solicit(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
+    let Some((
+        src,
+        dst,
+        NdiscRepr::NeighborSolicit {
+            target_addr,
+            lladdr,
+        },
+    )) = parse(&m, offset)
+    else {
+        return ctx.drop(m, Drop::BadNdp);
+    };
+    // RFC 4861 §7.1.1: target not multicast; from :: only to a solicited-node
+    // group and without a source link-layer option.
+    if target_addr.is_multicast()
+        || (src.is_unspecified()
+            && (lladdr.is_some() || dst != wire6::solicited_node(&target_addr)))
+    {
+        return ctx.drop(m, Drop::BadNdp);
+    }
+    let ingress = m.iface;
+    let iface = &ctx.ifaces[ingress as usize];
+    if !iface.owns6(&target_addr) {
+        return ctx.drop(m, Drop::NeighborNotForUs);
+    }
+    let mac = iface.mac;
+    // RFC 4861 §7.2.3: a solicitation with a source link-layer address
+    // creates or updates the sender's entry as Stale.
+    if let (Some(ll), false) = (lladdr, src.is_unspecified()) {
+        if iface.on_link6(src) {
+            learn(ctx, vr, ingress, IpAddr::V6(src), ll, false);
+        }
+    }
+    ctx.iface_counters(ingress).local += 1;
+    // RFC 4861 §7.2.4: answer unicast to the solicitor, or to all-nodes for DAD.
+    let dad = src.is_unspecified();
+    let mut flags = NdiscNeighborFlags::ROUTER | NdiscNeighborFlags::OVERRIDE;
+    if !dad {
+        flags = flags | NdiscNeighborFlags::SOLICITED;
+    }
+    let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+        flags,
+        target_addr,
+        lladdr: Some(mac),
+    });
+    let reply_dst = if dad { wire6::ALL_NODES } else { src };
+    let mut r = ctx.new_local(0, &m);
+    build_icmpv6(&mut r, target_addr, reply_dst, 255, &na);
+    ctx.pool.put(m);
+    match (dad, lladdr) {
+        (true, _) => ctx.send(
+            r,
+            ingress,
+            ethernet::ipv6_multicast_mac(&wire6::ALL_NODES),
+            EtherType::Ipv6,
+        ),
+        (false, Some(ll)) => ctx.send(r, ingress, ll, EtherType::Ipv6),
+        (false, None) => ctx.output(vr, r, ingress, IpAddr::V6(src)),
+    }
+}
+
+/// A Neighbor Advertisement: update the entry we have for the target.
+pub(crate) fn advert(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
+    let Some((
+        _,
+        dst,
+        NdiscRepr::NeighborAdvert {
+            flags,
+            target_addr,
+            lladdr,
+        },
+    )) = parse(&m, offset)
+    else {
+        return ctx.drop(m, Drop::BadNdp);
+    };
+    // RFC 4861 §7.1.2: target not multicast; solicited NAs are not multicast.
+    if target_addr.is_multicast()
+        || (dst.is_multicast() && flags.contains(NdiscNeighborFlags::SOLICITED))
+    {
+        return ctx.drop(m, Drop::BadNdp);
+    }
+    let ingress = m.iface;
+    if ctx.ifaces[ingress as usize].owns6(&target_addr) {
+        // Somebody else claims our address (RFC 4862 §5.4.4).
+        return ctx.drop(m, Drop::AddressConflict);
+    }
+    ctx.iface_counters(ingress).local += 1;
+    ctx.pool.put(m);
+    // RFC 4861 §7.2.5: only existing entries are updated; no lladdr, nothing to learn.
+    if let (Some(ll), Some(_)) = (lladdr, vr.neighbors.find(ingress, IpAddr::V6(target_addr))) {
+        learn(
+            ctx,
+            vr,
+            ingress,
+            IpAddr::V6(target_addr),
+            ll,
+            flags.contains(NdiscNeighborFlags::SOLICITED),
+        );
+    }
+}
+
+/// Records `mac` for `addr` on `iface`, creating the entry if needed, and
+/// sends whatever was held for it. Shared by ARP and NDP.
+pub(crate) fn learn(
+    ctx: &mut Ctx<'_>,
+    vr: &mut Vr,
+    iface: u16,
+    addr: IpAddr,
+    mac: ethernet::EthernetAddress,
+    confirmed: bool,
+) {
+    let Some(i) = vr.neighbors.ensure(iface, addr, false) else {
+        return;
+    };
+    let et = if addr.is_ipv4() {
+        EtherType::Ipv4
+    } else {
+        EtherType::Ipv6
+    };
+    let now = ctx.now;
+    vr.neighbors.learn(i, mac, confirmed, now, |held, mac| {
+        ctx.send(held, iface, mac, et)
+    });
+}

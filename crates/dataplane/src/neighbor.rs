@@ -1,0 +1,525 @@
+//! Neighbor tables (ARP, RFC 826 / RFC 1122 §2.3.2; NDP, RFC 4861 §7.3).
+//!
+//! One table per VR holds both families. Entries live in a slab so next
+//! hops can point at them by index; a gateway's entry is *pinned* and never
+//! freed, so an ARP/ND change updates the entry and never touches the FIB.
+//!
+//! ```text
+//!   Unresolved ──first packet──▶ Incomplete ──reply──▶ Reachable ◀─┐
+//!                                   │ MAX_PROBES, no reply   │ timeout │ reply
+//!                                   ▼                         ▼        │
+//!                                Failed ──holddown──▶ (retry)  Stale ───┘
+//!                                                        │ MAX_PROBES unicast, no reply
+//!                                                        ▼
+//!                                                    Incomplete
+//! ```
+//!
+//! The table is sans-IO: it says which probes to send and which held
+//! packets are released or dropped; the caller builds and sends frames.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::net::IpAddr;
+
+use vrhost_wire::ethernet::EthernetAddress;
+
+use crate::mbuf::Mbuf;
+
+/// Most packets held for one unresolved neighbor.
+pub const HOLD_MAX: usize = 8;
+/// Probes sent before giving up (RFC 4861 §10 MAX_MULTICAST_SOLICIT = 3).
+pub const MAX_PROBES: u8 = 3;
+/// Interval between probes: at most one per second per destination (RFC 1122 §2.3.2.1).
+pub const PROBE_INTERVAL_NS: u64 = 1_000_000_000;
+/// A stale entry in use waits this long before the first unicast probe
+/// (RFC 4861 §10 DELAY_FIRST_PROBE_TIME), giving upper layers time to confirm it.
+pub const DELAY_FIRST_PROBE_NS: u64 = 5_000_000_000;
+/// How long a failed entry drops packets before resolution is tried again.
+pub const FAILED_HOLDDOWN_NS: u64 = 1_000_000_000;
+/// Unused dynamic entries that stay stale this long are freed.
+pub const STALE_GC_NS: u64 = 60_000_000_000;
+
+/// Resolution state of one neighbor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Known to be needed (a gateway) but never asked for.
+    Unresolved,
+    /// Broadcast/multicast probes outstanding; packets are held.
+    Incomplete,
+    /// Confirmed within the reachable time.
+    Reachable,
+    /// MAC known but unconfirmed; used, and refreshed with unicast probes.
+    Stale,
+    /// Resolution failed recently; packets are dropped until the hold-down ends.
+    Failed,
+    /// Configured; never ages.
+    Static,
+}
+
+/// One neighbor entry.
+#[derive(Debug)]
+pub struct Neighbor {
+    /// Protocol address.
+    pub addr: IpAddr,
+    /// Interface (global index) the neighbor is on.
+    pub iface: u16,
+    /// State.
+    pub state: State,
+    /// Link-layer address, meaningful in Reachable, Stale and Static.
+    pub mac: EthernetAddress,
+    /// When the entry was last confirmed (ns).
+    pub confirmed: u64,
+    /// When the entry was last used to send (ns).
+    pub used: u64,
+    probes: u8,
+    next_probe: u64,
+    pinned: bool,
+    held: [Option<Mbuf>; HOLD_MAX],
+    held_len: u8,
+    in_use: bool,
+}
+
+/// What the caller must do after asking to resolve a neighbor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resolve {
+    /// Send now to this MAC.
+    Ready(EthernetAddress),
+    /// Send now to this MAC, and also send a unicast probe to refresh it.
+    ReadyAndProbe(EthernetAddress),
+    /// Give the packet to [`NeighborTable::hold`]; send a broadcast probe if `probe`.
+    Hold {
+        /// Whether to send a probe now.
+        probe: bool,
+    },
+    /// The packet cannot be held (queue full, or resolution failed recently).
+    Reject,
+}
+
+/// A probe the caller must send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// Neighbor slot.
+    pub index: u32,
+    /// Unicast to the cached MAC (a refresh) rather than broadcast/multicast.
+    pub unicast: Option<EthernetAddress>,
+}
+
+/// A neighbor table.
+pub struct NeighborTable {
+    slots: Vec<Neighbor>,
+    free: Vec<u32>,
+    index: HashMap<(u16, IpAddr), u32, BuildHasherDefault<FxHasher>>,
+    live: usize,
+    max: usize,
+    hold: usize,
+    reachable_ns: u64,
+}
+
+impl NeighborTable {
+    /// An empty table holding at most `max` entries, `hold` packets each.
+    pub fn new(max: usize, hold: usize, reachable_ns: u64) -> Self {
+        let mut index = HashMap::default();
+        index.reserve(max.min(1 << 16));
+        NeighborTable {
+            slots: Vec::with_capacity(max.min(1 << 16)),
+            free: Vec::new(),
+            index,
+            live: 0,
+            max,
+            hold: hold.clamp(1, HOLD_MAX),
+            reachable_ns,
+        }
+    }
+
+    /// Number of live entries.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// True when no entry is live.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// The slot for `(iface, addr)`, if any.
+    #[inline]
+    pub fn find(&self, iface: u16, addr: IpAddr) -> Option<u32> {
+        self.index.get(&(iface, addr)).copied()
+    }
+
+    /// Entry at `index`.
+    pub fn get(&self, index: u32) -> &Neighbor {
+        &self.slots[index as usize]
+    }
+
+    /// Live entries.
+    pub fn iter(&self) -> impl Iterator<Item = &Neighbor> {
+        self.slots.iter().filter(|n| n.in_use)
+    }
+
+    /// Finds or creates the entry for `(iface, addr)`. Pinned entries (gateways)
+    /// are never garbage collected. Returns `None` when the table is full.
+    pub fn ensure(&mut self, iface: u16, addr: IpAddr, pinned: bool) -> Option<u32> {
+        if let Some(i) = self.find(iface, addr) {
+            if pinned {
+                self.slots[i as usize].pinned = true;
+            }
+            return Some(i);
+        }
+        if self.live >= self.max {
+            return None;
+        }
+        let fresh = Neighbor {
+            addr,
+            iface,
+            state: State::Unresolved,
+            mac: EthernetAddress([0; 6]),
+            confirmed: 0,
+            used: 0,
+            probes: 0,
+            next_probe: 0,
+            pinned,
+            held: Default::default(),
+            held_len: 0,
+            in_use: true,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = fresh;
+                i
+            }
+            None => {
+                self.slots.push(fresh);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.index.insert((iface, addr), i);
+        self.live += 1;
+        Some(i)
+    }
+
+    /// Installs a static entry.
+    pub fn set_static(&mut self, iface: u16, addr: IpAddr, mac: EthernetAddress) -> Option<u32> {
+        let i = self.ensure(iface, addr, true)?;
+        let n = &mut self.slots[i as usize];
+        n.state = State::Static;
+        n.mac = mac;
+        Some(i)
+    }
+
+    /// Asks for the MAC of neighbor `i`. See [`Resolve`].
+    #[inline]
+    pub fn resolve(&mut self, i: u32, now: u64) -> Resolve {
+        let reachable_ns = self.reachable_ns;
+        let hold = self.hold;
+        let n = &mut self.slots[i as usize];
+        n.used = now;
+        match n.state {
+            State::Static => Resolve::Ready(n.mac),
+            State::Reachable if now.saturating_sub(n.confirmed) < reachable_ns => {
+                Resolve::Ready(n.mac)
+            }
+            State::Reachable | State::Stale => {
+                // RFC 4861 §7.3.3: a stale entry is still used; confirm it with
+                // unicast probes, at most one per PROBE_INTERVAL.
+                if n.state == State::Reachable {
+                    n.state = State::Stale;
+                    n.probes = 0;
+                    n.next_probe = now + DELAY_FIRST_PROBE_NS;
+                }
+                if now >= n.next_probe && n.probes < MAX_PROBES {
+                    n.probes += 1;
+                    n.next_probe = now + PROBE_INTERVAL_NS;
+                    Resolve::ReadyAndProbe(n.mac)
+                } else {
+                    Resolve::Ready(n.mac)
+                }
+            }
+            State::Failed if now < n.next_probe => Resolve::Reject,
+            State::Unresolved | State::Failed | State::Incomplete => {
+                if n.state != State::Incomplete {
+                    n.state = State::Incomplete;
+                    n.probes = 0;
+                    n.next_probe = now;
+                }
+                if (n.held_len as usize) >= hold {
+                    return Resolve::Reject;
+                }
+                let probe = now >= n.next_probe && n.probes < MAX_PROBES;
+                if probe {
+                    n.probes += 1;
+                    n.next_probe = now + PROBE_INTERVAL_NS;
+                }
+                Resolve::Hold { probe }
+            }
+        }
+    }
+
+    /// Holds `m` until neighbor `i` resolves; gives it back when the queue is full.
+    pub fn hold(&mut self, i: u32, m: Mbuf) -> Result<(), Mbuf> {
+        let n = &mut self.slots[i as usize];
+        if n.held_len as usize >= self.hold {
+            return Err(m);
+        }
+        n.held[n.held_len as usize] = Some(m);
+        n.held_len += 1;
+        Ok(())
+    }
+
+    /// Records a link-layer address learned for `i`. `confirmed` marks proof
+    /// of reachability (an ARP reply, a solicited NA); otherwise the entry
+    /// becomes Stale when the MAC changes (RFC 4861 §7.2.5, RFC 826 merge).
+    /// Held packets are handed to `release` with the MAC to send them to.
+    pub fn learn(
+        &mut self,
+        i: u32,
+        mac: EthernetAddress,
+        confirmed: bool,
+        now: u64,
+        mut release: impl FnMut(Mbuf, EthernetAddress),
+    ) {
+        let n = &mut self.slots[i as usize];
+        if n.state == State::Static {
+            return;
+        }
+        let changed = n.mac != mac;
+        n.mac = mac;
+        if confirmed {
+            n.state = State::Reachable;
+            n.confirmed = now;
+            n.probes = 0;
+        } else if changed
+            || matches!(
+                n.state,
+                State::Unresolved | State::Incomplete | State::Failed
+            )
+        {
+            n.state = State::Stale;
+            n.probes = 0;
+            n.next_probe = now + DELAY_FIRST_PROBE_NS;
+        }
+        let held = n.held_len as usize;
+        n.held_len = 0;
+        for slot in n.held[..held].iter_mut() {
+            if let Some(m) = slot.take() {
+                release(m, mac);
+            }
+        }
+    }
+
+    /// Runs timers: retransmits probes for incomplete entries (pushed onto
+    /// `probes`), fails entries out of probes (their held packets go to
+    /// `dropped`), demotes stale entries that did not answer to Incomplete,
+    /// and frees unused dynamic entries.
+    pub fn poll(&mut self, now: u64, probes: &mut Vec<Probe>, mut dropped: impl FnMut(Mbuf)) {
+        for (i, n) in self.slots.iter_mut().enumerate() {
+            if !n.in_use || now < n.next_probe {
+                continue;
+            }
+            match n.state {
+                State::Incomplete if n.probes < MAX_PROBES => {
+                    n.probes += 1;
+                    n.next_probe = now + PROBE_INTERVAL_NS;
+                    probes.push(Probe {
+                        index: i as u32,
+                        unicast: None,
+                    });
+                }
+                State::Incomplete => {
+                    n.state = State::Failed;
+                    n.next_probe = now + FAILED_HOLDDOWN_NS;
+                    let held = n.held_len as usize;
+                    n.held_len = 0;
+                    for slot in n.held[..held].iter_mut() {
+                        if let Some(m) = slot.take() {
+                            dropped(m);
+                        }
+                    }
+                }
+                State::Stale
+                    if n.probes >= MAX_PROBES && now.saturating_sub(n.used) < STALE_GC_NS =>
+                {
+                    // Unicast refresh went unanswered while in use: ask everybody.
+                    n.state = State::Incomplete;
+                    n.probes = 0;
+                }
+                _ => {}
+            }
+        }
+        // Free dynamic entries nobody uses.
+        for i in 0..self.slots.len() {
+            let n = &self.slots[i];
+            let idle = now.saturating_sub(n.used.max(n.confirmed)) >= STALE_GC_NS;
+            let collectable = match n.state {
+                State::Failed => now >= n.next_probe,
+                State::Stale | State::Reachable => idle,
+                _ => false,
+            };
+            if n.in_use && !n.pinned && collectable {
+                let key = (n.iface, n.addr);
+                self.index.remove(&key);
+                self.slots[i].in_use = false;
+                self.free.push(i as u32);
+                self.live -= 1;
+            }
+        }
+    }
+
+    /// Frees every held packet (used when tearing a VR down).
+    pub fn drain_held(&mut self, mut f: impl FnMut(Mbuf)) {
+        for n in self.slots.iter_mut() {
+            let held = n.held_len as usize;
+            n.held_len = 0;
+            for slot in n.held[..held].iter_mut() {
+                if let Some(m) = slot.take() {
+                    f(m);
+                }
+            }
+        }
+    }
+
+    /// Packets currently held across all entries.
+    pub fn held(&self) -> usize {
+        self.slots.iter().map(|n| n.held_len as usize).sum()
+    }
+}
+
+/// The Firefox/rustc multiply-rotate hasher: a few cycles for the small
+/// fixed-size keys of the neighbor index, where SipHash's DoS resistance
+/// buys nothing (keys are bounded by `max_neighbors`).
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher {
+    hash: u64,
+}
+
+const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(i as u64);
+    }
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.write_u64(i as u64);
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(i as u64);
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ i).wrapping_mul(SEED);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mbuf::MbufPool;
+    use std::net::Ipv4Addr;
+
+    const SEC: u64 = 1_000_000_000;
+    const MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 9]);
+
+    fn addr(last: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, last))
+    }
+
+    #[test]
+    fn holds_then_releases_on_reply() {
+        let mut pool = MbufPool::new(8);
+        let mut t = NeighborTable::new(16, 2, 30 * SEC);
+        let i = t.ensure(0, addr(2), false).unwrap();
+        assert_eq!(t.resolve(i, 0), Resolve::Hold { probe: true });
+        t.hold(i, pool.get()).unwrap();
+        assert_eq!(t.resolve(i, 1), Resolve::Hold { probe: false });
+        t.hold(i, pool.get()).unwrap();
+        assert_eq!(t.resolve(i, 2), Resolve::Reject);
+        assert!(t.hold(i, pool.get()).is_err());
+        let mut released = 0;
+        t.learn(i, MAC, true, 3, |_, mac| {
+            assert_eq!(mac, MAC);
+            released += 1;
+        });
+        assert_eq!(released, 2);
+        assert_eq!(t.resolve(i, 4), Resolve::Ready(MAC));
+    }
+
+    #[test]
+    fn probes_are_rate_limited_then_fail() {
+        let mut pool = MbufPool::new(8);
+        let mut t = NeighborTable::new(16, 4, 30 * SEC);
+        let i = t.ensure(0, addr(2), false).unwrap();
+        assert_eq!(t.resolve(i, 0), Resolve::Hold { probe: true });
+        t.hold(i, pool.get()).unwrap();
+        let mut probes = Vec::new();
+        let mut dropped = 0;
+        t.poll(SEC / 2, &mut probes, |_| dropped += 1);
+        assert!(probes.is_empty(), "no second probe within a second");
+        t.poll(SEC, &mut probes, |_| dropped += 1);
+        t.poll(2 * SEC, &mut probes, |_| dropped += 1);
+        assert_eq!(probes.len(), 2);
+        t.poll(3 * SEC, &mut probes, |_| dropped += 1);
+        assert_eq!(dropped, 1);
+        assert_eq!(t.get(i).state, State::Failed);
+        assert_eq!(t.resolve(i, 3 * SEC + 1), Resolve::Reject);
+        // After the hold-down a new packet starts resolution again.
+        assert_eq!(t.resolve(i, 4 * SEC + 1), Resolve::Hold { probe: true });
+    }
+
+    #[test]
+    fn reachable_ages_to_stale_and_refreshes() {
+        let mut t = NeighborTable::new(16, 4, 30 * SEC);
+        let i = t.ensure(0, addr(2), false).unwrap();
+        t.learn(i, MAC, true, 0, |_, _| {});
+        assert_eq!(t.resolve(i, 29 * SEC), Resolve::Ready(MAC));
+        assert_eq!(t.resolve(i, 31 * SEC), Resolve::Ready(MAC));
+        assert_eq!(t.get(i).state, State::Stale);
+        assert_eq!(
+            t.resolve(i, 36 * SEC),
+            Resolve::ReadyAndProbe(MAC),
+            "after DELAY_FIRST_PROBE"
+        );
+        assert_eq!(t.resolve(i, 36 * SEC + 1), Resolve::Ready(MAC));
+        t.learn(i, MAC, true, 37 * SEC, |_, _| {});
+        assert_eq!(t.get(i).state, State::Reachable);
+    }
+
+    #[test]
+    fn table_is_bounded_and_gc_frees_dynamic_entries() {
+        let mut t = NeighborTable::new(2, 4, 30 * SEC);
+        let a = t.ensure(0, addr(1), false).unwrap();
+        t.ensure(0, addr(2), true).unwrap();
+        assert!(t.ensure(0, addr(3), false).is_none());
+        t.learn(a, MAC, false, 0, |_, _| {});
+        let mut probes = Vec::new();
+        t.poll(STALE_GC_NS + 1, &mut probes, |_| {});
+        assert_eq!(t.len(), 1, "unused dynamic entry freed, pinned kept");
+        assert!(t.ensure(0, addr(3), false).is_some());
+    }
+
+    #[test]
+    fn static_entries_never_change() {
+        let mut t = NeighborTable::new(4, 4, SEC);
+        let i = t.set_static(0, addr(1), MAC).unwrap();
+        t.learn(i, EthernetAddress([2, 0, 0, 0, 0, 1]), true, 0, |_, _| {});
+        assert_eq!(t.resolve(i, 100 * SEC), Resolve::Ready(MAC));
+    }
+}

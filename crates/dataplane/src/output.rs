@@ -1,0 +1,258 @@
+//! Output: neighbor resolution, L2 rewrite and per-port transmit queues.
+//!
+//! Every packet that leaves, forwarded or generated, goes through
+//! [`Ctx::output`]: it resolves the next hop's link-layer address (holding
+//! the packet while an ARP request or Neighbor Solicitation is out), writes
+//! the Ethernet header and VLAN tag of the egress interface in front of the
+//! L3 header, and queues the frame on the egress port.
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
+use vrhost_wire::ethernet::{self, EtherType, EthernetAddress, EthernetFrame};
+use vrhost_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr, NdiscRepr};
+use vrhost_wire::ip::IpProtocol;
+use vrhost_wire::ipv6::{self as wire6, Ipv6Packet, Ipv6Repr};
+use vrhost_wire::vlan::VlanHeader;
+
+use crate::counters::Counters;
+use crate::drop_reason::Drop;
+use crate::engine::{EngineCounters, Iface, NextHop, Port, TxBatch, Vr};
+use crate::mbuf::{Mbuf, MbufPool};
+use crate::neighbor::{Probe, Resolve};
+
+/// Room kept in front of an L3 packet the router builds: Ethernet plus one tag.
+pub(crate) const BUILD_L2: usize = 18;
+
+/// What a stage needs besides the VR: shared, per-burst state.
+pub(crate) struct Ctx<'a> {
+    pub now: u64,
+    pub ports: &'a [Port],
+    pub ifaces: &'a [Iface],
+    pub pool: &'a mut MbufPool,
+    pub counters: &'a mut EngineCounters,
+    pub tx: &'a mut TxBatch,
+}
+
+impl Ctx<'_> {
+    /// Counts `reason` on the packet's port and interface, and recycles it.
+    pub fn drop(&mut self, m: Mbuf, reason: Drop) {
+        let c = &mut self.counters;
+        if let Some(p) = c.ports.get_mut(m.port as usize) {
+            p.drops[reason as usize] += 1;
+        }
+        if let Some(i) = c.ifaces.get_mut(m.iface as usize) {
+            i.drops[reason as usize] += 1;
+        }
+        self.pool.put(m);
+    }
+
+    /// Counters of the packet's ingress interface.
+    pub fn iface_counters(&mut self, iface: u16) -> &mut Counters {
+        &mut self.counters.ifaces[iface as usize]
+    }
+
+    /// A fresh buffer for an L3 packet of `l3_len` bytes built by the router,
+    /// charged to `ingress` (port and interface) for drop accounting.
+    pub fn new_local(&mut self, l3_len: usize, ingress: &Mbuf) -> Mbuf {
+        let mut m = self.pool.get();
+        m.set_len_from_start(BUILD_L2 + l3_len);
+        m.l3_off = BUILD_L2 as u16;
+        m.port = ingress.port;
+        m.iface = ingress.iface;
+        m.local_origin = true;
+        m
+    }
+
+    /// Writes the egress interface's L2 header in front of the L3 packet and
+    /// queues the frame on its port.
+    pub fn send(&mut self, mut m: Mbuf, egress: u16, dst: EthernetAddress, ethertype: EtherType) {
+        let e = &self.ifaces[egress as usize];
+        let l2_len: usize = if e.vlan.is_some() { 18 } else { 14 };
+        let delta = m.l3_off as isize - l2_len as isize;
+        if !m.adjust_head(delta) {
+            self.drop(m, Drop::NoBuffer);
+            return;
+        }
+        m.l3_off = l2_len as u16;
+        let data = m.data_mut();
+        let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
+        eth.set_dst_addr(dst);
+        eth.set_src_addr(e.mac);
+        match e.vlan {
+            Some(vid) => {
+                eth.set_ethertype(EtherType::Vlan);
+                let mut tag = VlanHeader::new_unchecked(&mut data[14..18]);
+                tag.set_pcp(0);
+                tag.set_vlan_id(vid);
+                tag.set_ethertype(ethertype);
+            }
+            None => eth.set_ethertype(ethertype),
+        }
+        if !m.local_origin {
+            self.counters.ifaces[m.iface as usize].forwarded += 1;
+        }
+        let len = m.len() as u64;
+        let ci = &mut self.counters.ifaces[egress as usize];
+        ci.tx_packets += 1;
+        ci.tx_bytes += len;
+        let cp = &mut self.counters.ports[e.port as usize];
+        cp.tx_packets += 1;
+        cp.tx_bytes += len;
+        m.port = e.port;
+        self.tx.ports[e.port as usize].push(m);
+    }
+
+    /// Sends an L3 packet to neighbor `addr` on `egress`, resolving its MAC.
+    pub fn output(&mut self, vr: &mut Vr, m: Mbuf, egress: u16, addr: IpAddr) {
+        let ethertype = match addr {
+            IpAddr::V4(_) => EtherType::Ipv4,
+            IpAddr::V6(_) => EtherType::Ipv6,
+        };
+        let neigh = match vr.neighbors.find(egress, addr) {
+            Some(n) => n,
+            None => match vr.neighbors.ensure(egress, addr, false) {
+                Some(n) => n,
+                None => return self.drop(m, Drop::NeighborTableFull),
+            },
+        };
+        self.output_neigh(vr, m, egress, neigh, ethertype);
+    }
+
+    /// Sends an L3 packet through neighbor slot `neigh`.
+    pub fn output_neigh(
+        &mut self,
+        vr: &mut Vr,
+        m: Mbuf,
+        egress: u16,
+        neigh: u32,
+        ethertype: EtherType,
+    ) {
+        match vr.neighbors.resolve(neigh, self.now) {
+            Resolve::Ready(mac) => self.send(m, egress, mac, ethertype),
+            Resolve::ReadyAndProbe(mac) => {
+                self.send(m, egress, mac, ethertype);
+                self.send_probe(
+                    vr,
+                    Probe {
+                        index: neigh,
+                        unicast: Some(mac),
+                    },
+                );
+            }
+            Resolve::Hold { probe } => {
+                if let Err(m) = vr.neighbors.hold(neigh, m) {
+                    return self.drop(m, Drop::NeighborUnresolved);
+                }
+                if probe {
+                    self.send_probe(
+                        vr,
+                        Probe {
+                            index: neigh,
+                            unicast: None,
+                        },
+                    );
+                }
+            }
+            Resolve::Reject => self.drop(m, Drop::NeighborUnresolved),
+        }
+    }
+
+    /// Routes a packet the router built (ICMP error, echo reply, NA) toward `dst`.
+    pub fn route_local(&mut self, vr: &mut Vr, m: Mbuf, dst: IpAddr) {
+        let nh = match dst {
+            IpAddr::V4(d) => vr.lookup4(d),
+            IpAddr::V6(d) => vr.lookup6(d),
+        };
+        match nh {
+            Some(NextHop::Connected { iface }) => self.output(vr, m, iface, dst),
+            Some(NextHop::Gateway { iface, neigh }) => {
+                let et = if dst.is_ipv4() {
+                    EtherType::Ipv4
+                } else {
+                    EtherType::Ipv6
+                };
+                self.output_neigh(vr, m, iface, neigh, et)
+            }
+            _ => self.drop(m, Drop::NoRouteLocal),
+        }
+    }
+
+    /// Sends the probe for neighbor `p`: an ARP request (RFC 826) or a
+    /// Neighbor Solicitation (RFC 4861 §7.2.2), broadcast/multicast unless
+    /// it refreshes a known MAC.
+    pub fn send_probe(&mut self, vr: &Vr, p: Probe) {
+        let n = vr.neighbors.get(p.index);
+        let iface = &self.ifaces[n.iface as usize];
+        let egress = n.iface;
+        match n.addr {
+            IpAddr::V4(target) => {
+                let Some(src) = iface.source4(target) else {
+                    return;
+                };
+                let repr = ArpRepr {
+                    operation: Operation::Request,
+                    source_hardware_addr: iface.mac,
+                    source_protocol_addr: src,
+                    target_hardware_addr: EthernetAddress([0; 6]),
+                    target_protocol_addr: target,
+                };
+                let mut m = self.pool.get();
+                m.set_len_from_start(BUILD_L2 + repr.buffer_len());
+                m.l3_off = BUILD_L2 as u16;
+                m.port = iface.port;
+                m.iface = egress;
+                m.local_origin = true;
+                repr.emit(&mut ArpPacket::new_unchecked(m.l3_mut()));
+                let dst = p.unicast.unwrap_or(EthernetAddress::BROADCAST);
+                self.send(m, egress, dst, EtherType::Arp);
+            }
+            IpAddr::V6(target) => {
+                let Some(src) = iface.source6(target) else {
+                    return;
+                };
+                let ns = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+                    target_addr: target,
+                    lladdr: Some(iface.mac),
+                });
+                let (dst_ip, dst_mac) = match p.unicast {
+                    Some(mac) => (target, mac),
+                    None => {
+                        let group = wire6::solicited_node(&target);
+                        (group, ethernet::ipv6_multicast_mac(&group))
+                    }
+                };
+                let mut m = self.pool.get();
+                m.port = iface.port;
+                m.iface = egress;
+                m.local_origin = true;
+                build_icmpv6(&mut m, src, dst_ip, 255, &ns);
+                self.send(m, egress, dst_mac, EtherType::Ipv6);
+            }
+        }
+    }
+}
+
+/// Writes an IPv6 + ICMPv6 packet into `m` (leaving [`BUILD_L2`] bytes for L2).
+pub(crate) fn build_icmpv6(
+    m: &mut Mbuf,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    hop_limit: u8,
+    icmp: &Icmpv6Repr<'_>,
+) {
+    let ip = Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: IpProtocol::Icmpv6,
+        payload_len: icmp.buffer_len(),
+        hop_limit,
+    };
+    m.set_len_from_start(BUILD_L2 + ip.buffer_len() + icmp.buffer_len());
+    m.l3_off = BUILD_L2 as u16;
+    let l3 = m.l3_mut();
+    let mut pkt = Ipv6Packet::new_unchecked(&mut l3[..]);
+    ip.emit(&mut pkt);
+    let mut icmp_pkt = Icmpv6Packet::new_unchecked(&mut l3[40..]);
+    icmp.emit(&src, &dst, &mut icmp_pkt);
+}

@@ -1,0 +1,108 @@
+//! The per-burst loop: every frame runs to completion through the stages.
+//!
+//! ```text
+//!  demux ─┬─ ARP ───────────────────────────────▶ arp_input (answer / learn)
+//!         ├─ IPv4 ─▶ ipv4_input ─┬─ Forward ─▶ ip_forward::v4 ─▶ (fragment) ─▶ output
+//!         │                      ├─ Local ───▶ local::v4 (echo / punt)
+//!         │                      ├─ Punt ────▶ VR punt queue
+//!         │                      └─ Icmp ────▶ icmp_error::send_v4
+//!         └─ IPv6 ─▶ ipv6_input ─┬─ Forward ─▶ ip_forward::v6 ─▶ output
+//!                                ├─ Local ───▶ local::v6 (echo / NDP / punt)
+//!                                └─ Icmp ────▶ icmp_error::send_v6
+//! ```
+
+use crate::demux;
+use crate::drop_reason::Drop;
+use crate::engine::{Engine, TxBatch, Vr, NO_IFACE};
+use crate::ip_forward;
+use crate::ipv4_input;
+use crate::ipv6_input;
+use crate::local;
+use crate::mbuf::Mbuf;
+use crate::output::Ctx;
+use crate::{arp_input, icmp_error};
+
+/// How often neighbor timers run at most, in nanoseconds.
+const POLL_INTERVAL_NS: u64 = 100_000_000;
+
+impl Engine {
+    /// Processes received frames (each with `port` set), queuing what leaves
+    /// on `tx`. `now` is the caller's clock in nanoseconds; it only needs to
+    /// be monotonic. Timers run from here, at most every 100 ms.
+    pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
+        let mut ctx = Ctx {
+            now,
+            ports: &self.ports,
+            ifaces: &self.ifaces,
+            pool: &mut self.pool,
+            counters: &mut self.counters,
+            tx,
+        };
+        for m in rx.drain(..) {
+            process_one(&mut ctx, &mut self.vrs, m);
+        }
+        if now >= self.next_poll {
+            self.poll(now, tx);
+        }
+    }
+
+    /// Runs neighbor timers: retransmits ARP requests and solicitations,
+    /// and drops packets held for neighbors that never answered.
+    pub fn poll(&mut self, now: u64, tx: &mut TxBatch) {
+        self.next_poll = now + POLL_INTERVAL_NS;
+        let mut ctx = Ctx {
+            now,
+            ports: &self.ports,
+            ifaces: &self.ifaces,
+            pool: &mut self.pool,
+            counters: &mut self.counters,
+            tx,
+        };
+        for vr in self.vrs.iter_mut() {
+            self.probes.clear();
+            vr.neighbors.poll(now, &mut self.probes, |m| {
+                ctx.drop(m, Drop::NeighborUnresolved)
+            });
+            for &p in &self.probes {
+                ctx.send_probe(vr, p);
+            }
+        }
+    }
+}
+
+#[inline]
+fn process_one(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) {
+    m.iface = NO_IFACE;
+    m.local_origin = false;
+    let len = m.len() as u64;
+    if let Some(p) = ctx.counters.ports.get_mut(m.port as usize) {
+        p.rx_packets += 1;
+        p.rx_bytes += len;
+    }
+    let next = demux::process(ctx.ports, ctx.ifaces, &mut m);
+    if let demux::Next::Drop(reason) = next {
+        return ctx.drop(m, reason);
+    }
+    let iface = &ctx.ifaces[m.iface as usize];
+    let vr = &mut vrs[iface.vr as usize];
+    let c = &mut ctx.counters.ifaces[m.iface as usize];
+    c.rx_packets += 1;
+    c.rx_bytes += len;
+    match next {
+        demux::Next::Arp => arp_input::process(ctx, vr, m),
+        demux::Next::Ipv4 => match ipv4_input::process(vr, &mut m) {
+            ipv4_input::Next::Forward(nh) => ip_forward::v4(ctx, vr, m, nh),
+            ipv4_input::Next::Local => local::v4(ctx, vr, m),
+            ipv4_input::Next::Punt => local::punt(ctx, vr, m),
+            ipv4_input::Next::Icmp(err, reason) => icmp_error::send_v4(ctx, vr, m, err, reason),
+            ipv4_input::Next::Drop(reason) => ctx.drop(m, reason),
+        },
+        demux::Next::Ipv6 => match ipv6_input::process(vr, iface, &mut m) {
+            ipv6_input::Next::Forward(nh) => ip_forward::v6(ctx, vr, m, nh),
+            ipv6_input::Next::Local => local::v6(ctx, vr, m),
+            ipv6_input::Next::Icmp(err, reason) => icmp_error::send_v6(ctx, vr, m, err, reason),
+            ipv6_input::Next::Drop(reason) => ctx.drop(m, reason),
+        },
+        demux::Next::Drop(_) => unreachable!("handled above"),
+    }
+}

@@ -1,0 +1,102 @@
+//! The plain-data description an [`Engine`](crate::Engine) is built from.
+//!
+//! The control crate turns a validated config file into an [`EngineSpec`];
+//! tests build one directly.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use vrhost_fib::{Prefix4, Prefix6};
+use vrhost_wire::ethernet::EthernetAddress;
+
+/// Everything the engine needs at start.
+#[derive(Clone, Debug, Default)]
+pub struct EngineSpec {
+    /// Ports, indexed by position.
+    pub ports: Vec<PortSpec>,
+    /// Virtual routers, indexed by position.
+    pub routers: Vec<RouterSpec>,
+}
+
+/// A packet I/O endpoint as the pipeline sees it.
+#[derive(Clone, Debug)]
+pub struct PortSpec {
+    /// Port name, for counters.
+    pub name: String,
+    /// Largest IP packet the port carries.
+    pub mtu: u16,
+}
+
+/// One virtual router.
+#[derive(Clone, Debug, Default)]
+pub struct RouterSpec {
+    /// VR name.
+    pub name: String,
+    /// Interfaces, in order.
+    pub interfaces: Vec<InterfaceSpec>,
+    /// Static IPv4 routes.
+    pub routes4: Vec<(Prefix4, RouteTarget)>,
+    /// Static IPv6 routes.
+    pub routes6: Vec<(Prefix6, RouteTarget)>,
+    /// Static neighbor entries: address and MAC.
+    pub neighbors: Vec<(IpAddr, EthernetAddress)>,
+    /// Per-VR limits.
+    pub limits: Limits,
+}
+
+/// Where a route sends packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouteTarget {
+    /// Forward to this gateway, which an interface subnet must cover.
+    Via(IpAddr),
+    /// Drop silently.
+    Blackhole,
+    /// Drop and answer ICMP Destination Unreachable.
+    Unreachable,
+}
+
+/// A VR's attachment to a port, whole or one VLAN of it.
+#[derive(Clone, Debug)]
+pub struct InterfaceSpec {
+    /// Interface name.
+    pub name: String,
+    /// Index into [`EngineSpec::ports`].
+    pub port: u16,
+    /// 802.1Q VLAN ID, or untagged.
+    pub vlan: Option<u16>,
+    /// The interface's MAC.
+    pub mac: EthernetAddress,
+    /// IP MTU.
+    pub mtu: u16,
+    /// IPv4 addresses with prefix lengths.
+    pub addrs4: Vec<(Ipv4Addr, u8)>,
+    /// IPv6 addresses with prefix lengths. A link-local address derived
+    /// from the MAC (RFC 4291 §2.5.1) is added when any is present.
+    pub addrs6: Vec<(Ipv6Addr, u8)>,
+}
+
+/// Per-VR limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// ICMP errors per second (token bucket; burst equal to the rate).
+    pub icmp_rate: u32,
+    /// Punt queue length in packets.
+    pub punt_queue: u32,
+    /// Packets held per unresolved neighbor (at most [`crate::neighbor::HOLD_MAX`]).
+    pub arp_hold: u32,
+    /// How long a confirmed neighbor stays reachable, in milliseconds.
+    pub neighbor_timeout_ms: u64,
+    /// Most neighbor entries the VR may have.
+    pub max_neighbors: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            icmp_rate: 100,
+            punt_queue: 256,
+            arp_hold: 4,
+            neighbor_timeout_ms: 30_000,
+            max_neighbors: 4096,
+        }
+    }
+}
