@@ -1,1 +1,52 @@
-//! vrhost-control
+//! vrhost-control: the config model and its validation.
+//!
+//! [`Config::load`] / [`Config::from_toml_str`] turn a TOML file (the
+//! contract in `DESIGN.md`, "Config file") into a [`Config`]: plain data,
+//! every reference resolved, every default filled in, every rule checked.
+//! A bad file yields [`ConfigErrors`], every problem at once, each with the
+//! key an operator should look at.
+//!
+//! ```
+//! use std::path::Path;
+//! use vrhost_control::Config;
+//!
+//! let text = r#"
+//!     [[port]]
+//!     name = "p0"
+//!     driver = "pcap"
+//!     rx = "in.pcap"
+//!     mac = "02:00:00:00:00:01"
+//!
+//!     [[router]]
+//!     name = "red"
+//!       [[router.interface]]
+//!       name = "red0"
+//!       port = "p0"
+//!       vlan = 5000
+//!       addresses = ["10.0.0.1/24"]
+//! "#;
+//! let errors = Config::from_toml_str(text, Path::new(".")).unwrap_err();
+//! assert_eq!(errors.0[0].key, r#"router "red".interface "red0".vlan"#);
+//! ```
+
+#![warn(missing_docs)]
+
+mod addr;
+mod build;
+mod config;
+mod error;
+mod example;
+mod names;
+pub mod raw;
+mod routes_file;
+mod validate;
+
+pub use addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, AddrError, IfAddr, IpNet};
+pub use build::engine_spec;
+pub use config::{
+    available_cores, Config, Control, Dataplane, Driver, Interface, Limits, Neighbor, Port, Route,
+    RouteTarget, Router,
+};
+pub use error::{ConfigError, ConfigErrors};
+pub use example::{EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};
+pub use routes_file::{parse_routes, LineError};

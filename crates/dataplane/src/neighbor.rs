@@ -86,7 +86,8 @@ pub enum Resolve {
     Ready(EthernetAddress),
     /// Send now to this MAC, and also send a unicast probe to refresh it.
     ReadyAndProbe(EthernetAddress),
-    /// Give the packet to [`NeighborTable::hold`]; send a broadcast probe if `probe`.
+    /// Give the packet to [`NeighborTable::hold`] (which refuses it when the
+    /// queue is full); send a broadcast probe if `probe`.
     Hold {
         /// Whether to send a probe now.
         probe: bool,
@@ -126,7 +127,7 @@ impl NeighborTable {
             index,
             live: 0,
             max,
-            hold: hold.clamp(1, HOLD_MAX),
+            hold: hold.min(HOLD_MAX),
             reachable_ns,
         }
     }
@@ -211,7 +212,6 @@ impl NeighborTable {
     #[inline]
     pub fn resolve(&mut self, i: u32, now: u64) -> Resolve {
         let reachable_ns = self.reachable_ns;
-        let hold = self.hold;
         let n = &mut self.slots[i as usize];
         n.used = now;
         match n.state {
@@ -241,9 +241,6 @@ impl NeighborTable {
                     n.state = State::Incomplete;
                     n.probes = 0;
                     n.next_probe = now;
-                }
-                if (n.held_len as usize) >= hold {
-                    return Resolve::Reject;
                 }
                 let probe = now >= n.next_probe && n.probes < MAX_PROBES;
                 if probe {
@@ -451,8 +448,8 @@ mod tests {
         t.hold(i, pool.get()).unwrap();
         assert_eq!(t.resolve(i, 1), Resolve::Hold { probe: false });
         t.hold(i, pool.get()).unwrap();
-        assert_eq!(t.resolve(i, 2), Resolve::Reject);
-        assert!(t.hold(i, pool.get()).is_err());
+        assert_eq!(t.resolve(i, 2), Resolve::Hold { probe: false });
+        assert!(t.hold(i, pool.get()).is_err(), "queue of 2 is full");
         let mut released = 0;
         t.learn(i, MAC, true, 3, |_, mac| {
             assert_eq!(mac, MAC);

@@ -81,7 +81,7 @@ pub struct Limits {
     pub icmp_rate: u32,
     /// Punt queue length in packets.
     pub punt_queue: u32,
-    /// Packets held per unresolved neighbor (at most [`crate::neighbor::HOLD_MAX`]).
+    /// Packets held per unresolved neighbor (0 drops them; at most [`crate::neighbor::HOLD_MAX`]).
     pub arp_hold: u32,
     /// How long a confirmed neighbor stays reachable, in milliseconds.
     pub neighbor_timeout_ms: u64,

@@ -53,11 +53,22 @@ pub struct PortStats {
 pub trait Port: Send {
     /// Receives up to `max` frames onto `rx`, with buffers from `pool` and
     /// `Mbuf::port` set to `port_index`. Returns how many arrived.
-    fn rx_burst(&mut self, pool: &mut MbufPool, rx: &mut Vec<Mbuf>, max: usize, port_index: u16) -> usize;
+    fn rx_burst(
+        &mut self,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        max: usize,
+        port_index: u16,
+    ) -> usize;
 
     /// Sends every frame on `tx` (draining it) and returns the buffers to
     /// `pool`. `now_ns` stamps captures.
-    fn tx_burst(&mut self, tx: &mut Vec<Mbuf>, pool: &mut MbufPool, now_ns: u64) -> Result<(), IoError>;
+    fn tx_burst(
+        &mut self,
+        tx: &mut Vec<Mbuf>,
+        pool: &mut MbufPool,
+        now_ns: u64,
+    ) -> Result<(), IoError>;
 
     /// Flushes buffered output.
     fn flush(&mut self) -> Result<(), IoError> {

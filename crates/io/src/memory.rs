@@ -24,7 +24,10 @@ impl MemoryPort {
     pub fn open(path: &Path) -> Result<Self, IoError> {
         let frames = PcapFrames::read_all(path)?;
         if frames.is_empty() {
-            return Err(IoError::Pcap { path: path.display().to_string(), reason: "no frames to replay".into() });
+            return Err(IoError::Pcap {
+                path: path.display().to_string(),
+                reason: "no frames to replay".into(),
+            });
         }
         Ok(Self::from_frames(frames.iter().map(|(_, f)| f.as_slice())))
     }
@@ -40,7 +43,12 @@ impl MemoryPort {
             // Start each frame on a cache line, as DMA would.
             arena.resize(arena.len().next_multiple_of(64), 0);
         }
-        MemoryPort { arena, frames: index, next: 0, stats: PortStats::default() }
+        MemoryPort {
+            arena,
+            frames: index,
+            next: 0,
+            stats: PortStats::default(),
+        }
     }
 
     /// Number of distinct frames replayed.
@@ -67,7 +75,13 @@ impl MemoryPort {
 
 impl Port for MemoryPort {
     #[inline]
-    fn rx_burst(&mut self, pool: &mut MbufPool, rx: &mut Vec<Mbuf>, max: usize, port_index: u16) -> usize {
+    fn rx_burst(
+        &mut self,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        max: usize,
+        port_index: u16,
+    ) -> usize {
         if self.frames.is_empty() {
             return 0;
         }
@@ -88,7 +102,12 @@ impl Port for MemoryPort {
     }
 
     #[inline]
-    fn tx_burst(&mut self, tx: &mut Vec<Mbuf>, pool: &mut MbufPool, _now_ns: u64) -> Result<(), IoError> {
+    fn tx_burst(
+        &mut self,
+        tx: &mut Vec<Mbuf>,
+        pool: &mut MbufPool,
+        _now_ns: u64,
+    ) -> Result<(), IoError> {
         self.stats.tx_packets += tx.len() as u64;
         for m in tx.drain(..) {
             self.stats.tx_bytes += m.len() as u64;

@@ -20,7 +20,10 @@ pub struct PcapFrames {
 impl PcapFrames {
     /// Opens `path`, which must be a classic pcap file of Ethernet frames.
     pub fn open(path: &Path) -> Result<Self, IoError> {
-        let file = File::open(path).map_err(|source| IoError::File { path: path.display().to_string(), source })?;
+        let file = File::open(path).map_err(|source| IoError::File {
+            path: path.display().to_string(),
+            source,
+        })?;
         let reader = PcapReader::new(BufReader::new(file)).map_err(|e| IoError::Pcap {
             path: path.display().to_string(),
             reason: e.to_string(),
@@ -28,10 +31,16 @@ impl PcapFrames {
         if reader.header().datalink != DataLink::ETHERNET {
             return Err(IoError::Pcap {
                 path: path.display().to_string(),
-                reason: format!("link type {:?}, only Ethernet is supported", reader.header().datalink),
+                reason: format!(
+                    "link type {:?}, only Ethernet is supported",
+                    reader.header().datalink
+                ),
             });
         }
-        Ok(PcapFrames { path: path.to_path_buf(), reader })
+        Ok(PcapFrames {
+            path: path.to_path_buf(),
+            reader,
+        })
     }
 
     /// The next frame: `(timestamp in ns, bytes)`, or `None` at the end.
@@ -39,7 +48,10 @@ impl PcapFrames {
         let p = self.reader.next_packet()?;
         Some(match p {
             Ok(p) => Ok((p.timestamp.as_nanos() as u64, p.data.into_owned())),
-            Err(e) => Err(IoError::Pcap { path: self.path.display().to_string(), reason: e.to_string() }),
+            Err(e) => Err(IoError::Pcap {
+                path: self.path.display().to_string(),
+                reason: e.to_string(),
+            }),
         })
     }
 
@@ -64,12 +76,19 @@ pub struct PcapSink {
 impl PcapSink {
     /// Creates (truncates) `path`.
     pub fn create(path: &Path) -> Result<Self, IoError> {
-        let file = File::create(path).map_err(|source| IoError::File { path: path.display().to_string(), source })?;
+        let file = File::create(path).map_err(|source| IoError::File {
+            path: path.display().to_string(),
+            source,
+        })?;
         let writer = PcapWriter::new(BufWriter::new(file)).map_err(|e| IoError::Pcap {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        Ok(PcapSink { path: path.to_path_buf(), writer, stats: PortStats::default() })
+        Ok(PcapSink {
+            path: path.to_path_buf(),
+            writer,
+            stats: PortStats::default(),
+        })
     }
 
     /// Appends one frame stamped `ts_ns`.
@@ -90,7 +109,12 @@ impl Port for PcapSink {
         0
     }
 
-    fn tx_burst(&mut self, tx: &mut Vec<Mbuf>, pool: &mut MbufPool, now_ns: u64) -> Result<(), IoError> {
+    fn tx_burst(
+        &mut self,
+        tx: &mut Vec<Mbuf>,
+        pool: &mut MbufPool,
+        now_ns: u64,
+    ) -> Result<(), IoError> {
         let mut result = Ok(());
         for m in tx.drain(..) {
             if result.is_ok() {
@@ -113,7 +137,9 @@ impl PcapSink {
         let stats = self.stats;
         let path = self.path.display().to_string();
         let mut inner = self.writer.into_writer();
-        inner.flush().map_err(|source| IoError::File { path, source })?;
+        inner
+            .flush()
+            .map_err(|source| IoError::File { path, source })?;
         Ok(stats)
     }
 }
@@ -146,8 +172,16 @@ impl PcapPort {
 }
 
 impl Port for PcapPort {
-    fn rx_burst(&mut self, pool: &mut MbufPool, rx: &mut Vec<Mbuf>, max: usize, port_index: u16) -> usize {
-        let Some(src) = self.rx.as_mut() else { return 0 };
+    fn rx_burst(
+        &mut self,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        max: usize,
+        port_index: u16,
+    ) -> usize {
+        let Some(src) = self.rx.as_mut() else {
+            return 0;
+        };
         let mut n = 0;
         while n < max {
             match src.next_frame() {
@@ -178,7 +212,12 @@ impl Port for PcapPort {
         n
     }
 
-    fn tx_burst(&mut self, tx: &mut Vec<Mbuf>, pool: &mut MbufPool, now_ns: u64) -> Result<(), IoError> {
+    fn tx_burst(
+        &mut self,
+        tx: &mut Vec<Mbuf>,
+        pool: &mut MbufPool,
+        now_ns: u64,
+    ) -> Result<(), IoError> {
         let mut result = Ok(());
         for m in tx.drain(..) {
             self.stats.tx_packets += 1;

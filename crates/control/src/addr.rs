@@ -1,0 +1,444 @@
+//! Address types of the config: IP prefixes ([`IpNet`]), interface
+//! addresses ([`IfAddr`]) and MAC addresses, with strict parsers.
+//!
+//! The parsers never panic and never allocate on success, because the same
+//! code parses every line of a routes file with a million entries.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::str::FromStr;
+
+/// Why an address, prefix or MAC string was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AddrError {
+    /// The address part is neither an IPv4 nor an IPv6 address.
+    #[error("{0} is not an IP address")]
+    BadAddress(String),
+    /// A prefix was written without `/LENGTH`.
+    #[error("{0} has no prefix length; write it as ADDRESS/LENGTH, e.g. 10.0.0.0/24")]
+    MissingLength(String),
+    /// The part after `/` is not a decimal number.
+    #[error("prefix length {0} is not a decimal number")]
+    BadLength(String),
+    /// The prefix length exceeds 32 (IPv4) or 128 (IPv6).
+    #[error("prefix length {len} is out of range 0..={max} for {family}")]
+    LengthOutOfRange {
+        /// The length as written.
+        len: String,
+        /// 32 or 128.
+        max: u8,
+        /// "IPv4" or "IPv6".
+        family: &'static str,
+    },
+    /// A route prefix has bits set beyond its length.
+    #[error("host bits are set in {given}; did you mean {masked}?")]
+    HostBitsSet {
+        /// The prefix as written.
+        given: String,
+        /// The same prefix with its host bits cleared.
+        masked: IpNet,
+    },
+    /// Not six colon-separated pairs of hex digits.
+    #[error("{0} is not a MAC address; write it as six hex pairs, e.g. 02:00:00:00:00:01")]
+    BadMac(String),
+}
+
+/// Quotes user input for an error message, cut short so that a megabyte of
+/// garbage does not become a megabyte of error text.
+pub(crate) fn shown(s: &str) -> String {
+    const MAX: usize = 64;
+    if s.chars().count() <= MAX {
+        format!("{s:?}")
+    } else {
+        let cut: String = s.chars().take(MAX).collect();
+        format!("{cut:?}…")
+    }
+}
+
+/// The largest prefix length of an address's family: 32 or 128.
+pub fn max_len(addr: &IpAddr) -> u8 {
+    match addr {
+        IpAddr::V4(_) => 32,
+        IpAddr::V6(_) => 128,
+    }
+}
+
+fn family(addr: &IpAddr) -> &'static str {
+    match addr {
+        IpAddr::V4(_) => "IPv4",
+        IpAddr::V6(_) => "IPv6",
+    }
+}
+
+/// `addr` with every bit after the first `len` cleared. A `len` beyond the
+/// family's width keeps every bit.
+pub fn mask(addr: IpAddr, len: u8) -> IpAddr {
+    match addr {
+        IpAddr::V4(a) => {
+            let m = u32::MAX
+                .checked_shl(32 - u32::from(len.min(32)))
+                .unwrap_or(0);
+            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
+        }
+        IpAddr::V6(a) => {
+            let m = u128::MAX
+                .checked_shl(128 - u32::from(len.min(128)))
+                .unwrap_or(0);
+            IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
+        }
+    }
+}
+
+/// Parses an IP address without trying both families blindly: a colon means
+/// IPv6. (`IpAddr::from_str` does the same work, slower, and its error
+/// carries no text.)
+fn parse_ip(s: &str) -> Result<IpAddr, AddrError> {
+    let parsed = if s.contains(':') {
+        Ipv6Addr::from_str(s).map(IpAddr::V6)
+    } else {
+        Ipv4Addr::from_str(s).map(IpAddr::V4)
+    };
+    parsed.map_err(|_| AddrError::BadAddress(shown(s)))
+}
+
+/// Parses `ADDRESS/LENGTH` with the length checked against the family, host
+/// bits not checked.
+fn parse_addr_len(s: &str) -> Result<(IpAddr, u8), AddrError> {
+    let Some((a, l)) = s.split_once('/') else {
+        // Tell "10.0.0.0" (no length) apart from "banana" (no address).
+        parse_ip(s)?;
+        return Err(AddrError::MissingLength(shown(s)));
+    };
+    let addr = parse_ip(a)?;
+    if l.is_empty() || !l.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(AddrError::BadLength(shown(l)));
+    }
+    let max = max_len(&addr);
+    let out_of_range = || AddrError::LengthOutOfRange {
+        // `l` is all ASCII digits here, so any byte index is a char boundary.
+        len: if l.len() > 12 {
+            format!("{}…", &l[..12])
+        } else {
+            l.to_string()
+        },
+        max,
+        family: family(&addr),
+    };
+    // At most three digits fit any valid length; longer strings only overflow.
+    if l.len() > 3 {
+        return Err(out_of_range());
+    }
+    let len = l.bytes().fold(0u16, |n, b| n * 10 + u16::from(b - b'0'));
+    if len > u16::from(max) {
+        return Err(out_of_range());
+    }
+    let len = u8::try_from(len).map_err(|_| out_of_range())?;
+    Ok((addr, len))
+}
+
+/// An IP prefix: an address whose bits after `len` are all zero, and a length.
+///
+/// The fields are private so that the invariant holds for every value: the
+/// FIB can insert an `IpNet` without masking it again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IpNet {
+    addr: IpAddr,
+    len: u8,
+}
+
+impl IpNet {
+    /// A prefix from an address with no host bits set.
+    ///
+    /// # Errors
+    /// [`AddrError::LengthOutOfRange`] or [`AddrError::HostBitsSet`].
+    pub fn new(addr: IpAddr, len: u8) -> Result<Self, AddrError> {
+        let net = Self::truncate(addr, len)?;
+        if net.addr != addr {
+            return Err(AddrError::HostBitsSet {
+                given: format!("{addr}/{len}"),
+                masked: net,
+            });
+        }
+        Ok(net)
+    }
+
+    /// The prefix of length `len` that contains `addr` (host bits cleared).
+    ///
+    /// # Errors
+    /// [`AddrError::LengthOutOfRange`].
+    pub fn truncate(addr: IpAddr, len: u8) -> Result<Self, AddrError> {
+        let max = max_len(&addr);
+        if len > max {
+            return Err(AddrError::LengthOutOfRange {
+                len: len.to_string(),
+                max,
+                family: family(&addr),
+            });
+        }
+        Ok(Self {
+            addr: mask(addr, len),
+            len,
+        })
+    }
+
+    /// The network address (host bits zero).
+    pub fn addr(&self) -> IpAddr {
+        self.addr
+    }
+
+    /// The prefix length.
+    // A prefix is never "empty" (a /0 is the largest), so no `is_empty`.
+    #[allow(clippy::len_without_is_empty)]
+    pub fn len(&self) -> u8 {
+        self.len
+    }
+
+    /// True for the default route `0.0.0.0/0` or `::/0`.
+    pub fn is_default(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True for an IPv4 prefix.
+    pub fn is_ipv4(&self) -> bool {
+        self.addr.is_ipv4()
+    }
+
+    /// True if `addr` is of this prefix's family and inside it.
+    pub fn contains(&self, addr: &IpAddr) -> bool {
+        addr.is_ipv4() == self.addr.is_ipv4() && mask(*addr, self.len) == self.addr
+    }
+
+    /// True if the two prefixes share at least one address.
+    pub fn overlaps(&self, other: &IpNet) -> bool {
+        let shorter = self.len.min(other.len);
+        self.addr.is_ipv4() == other.addr.is_ipv4()
+            && mask(self.addr, shorter) == mask(other.addr, shorter)
+    }
+}
+
+impl fmt::Display for IpNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+impl FromStr for IpNet {
+    type Err = AddrError;
+
+    /// Parses `ADDRESS/LENGTH`, e.g. `10.0.0.0/8` or `2001:db8::/32`. The
+    /// length is required and host bits must be zero.
+    fn from_str(s: &str) -> Result<Self, AddrError> {
+        let (addr, len) = parse_addr_len(s)?;
+        Self::new(addr, len).map_err(|e| match e {
+            AddrError::HostBitsSet { masked, .. } => AddrError::HostBitsSet {
+                given: s.to_string(),
+                masked,
+            },
+            other => other,
+        })
+    }
+}
+
+/// An address assigned to an interface together with its subnet length,
+/// e.g. `10.0.0.1/24`: host bits are the point here, not an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct IfAddr {
+    /// The interface's own address.
+    pub addr: IpAddr,
+    /// The length of the attached subnet.
+    pub prefix_len: u8,
+}
+
+impl IfAddr {
+    /// The attached subnet, e.g. `10.0.0.0/24` for `10.0.0.1/24`.
+    pub fn network(&self) -> IpNet {
+        let len = self.prefix_len.min(max_len(&self.addr));
+        IpNet {
+            addr: mask(self.addr, len),
+            len,
+        }
+    }
+
+    /// True if `addr` is on the attached subnet.
+    pub fn contains(&self, addr: &IpAddr) -> bool {
+        self.network().contains(addr)
+    }
+}
+
+impl fmt::Display for IfAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
+
+impl FromStr for IfAddr {
+    type Err = AddrError;
+
+    /// Parses `ADDRESS/LENGTH`, e.g. `10.0.0.1/24`; the length is required.
+    fn from_str(s: &str) -> Result<Self, AddrError> {
+        let (addr, prefix_len) = parse_addr_len(s)?;
+        Ok(Self { addr, prefix_len })
+    }
+}
+
+/// Parses an IP address, reporting the text on failure.
+///
+/// # Errors
+/// [`AddrError::BadAddress`].
+pub fn parse_ip_addr(s: &str) -> Result<IpAddr, AddrError> {
+    parse_ip(s)
+}
+
+/// Parses a MAC address written as six colon-separated hex pairs,
+/// `02:00:00:00:00:01` (either case).
+///
+/// # Errors
+/// [`AddrError::BadMac`].
+pub fn parse_mac(s: &str) -> Result<[u8; 6], AddrError> {
+    let bad = || AddrError::BadMac(shown(s));
+    let b = s.as_bytes();
+    if b.len() != 17 {
+        return Err(bad());
+    }
+    let mut mac = [0u8; 6];
+    for (i, out) in mac.iter_mut().enumerate() {
+        let at = i * 3;
+        if i > 0 && b[at - 1] != b':' {
+            return Err(bad());
+        }
+        let hi = hex(b[at]).ok_or_else(bad)?;
+        let lo = hex(b[at + 1]).ok_or_else(bad)?;
+        *out = hi << 4 | lo;
+    }
+    Ok(mac)
+}
+
+fn hex(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Formats a MAC address as `02:00:00:00:00:01`.
+pub fn format_mac(mac: &[u8; 6]) -> String {
+    let [a, b, c, d, e, g] = mac;
+    format!("{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
+}
+
+/// True for a group (multicast or broadcast) MAC address: the I/G bit, the
+/// least significant bit of the first octet, is set (IEEE 802-2014 §8.2).
+pub fn is_group_mac(mac: &[u8; 6]) -> bool {
+    mac[0] & 1 == 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_parse_and_print() {
+        for s in [
+            "0.0.0.0/0",
+            "10.0.0.0/8",
+            "192.0.2.1/32",
+            "::/0",
+            "2001:db8::/32",
+        ] {
+            let net: IpNet = s.parse().unwrap();
+            assert_eq!(net.to_string(), s);
+        }
+    }
+
+    #[test]
+    fn prefix_with_host_bits_suggests_the_masked_form() {
+        let e = "10.0.0.1/8".parse::<IpNet>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "host bits are set in 10.0.0.1/8; did you mean 10.0.0.0/8?"
+        );
+        let e = "2001:db8::1/32".parse::<IpNet>().unwrap_err();
+        assert!(e.to_string().contains("did you mean 2001:db8::/32?"), "{e}");
+    }
+
+    #[test]
+    fn prefix_errors() {
+        let err = |s: &str| s.parse::<IpNet>().unwrap_err();
+        assert!(matches!(err("10.0.0.0"), AddrError::MissingLength(_)));
+        assert!(matches!(err("10.0.0/8"), AddrError::BadAddress(_)));
+        assert!(matches!(err("10.0.0.0/"), AddrError::BadLength(_)));
+        assert!(matches!(err("10.0.0.0/+8"), AddrError::BadLength(_)));
+        assert!(matches!(
+            err("10.0.0.0/33"),
+            AddrError::LengthOutOfRange { .. }
+        ));
+        assert!(matches!(
+            err("10.0.0.0/99999999999"),
+            AddrError::LengthOutOfRange { .. }
+        ));
+        assert!(matches!(err("::/129"), AddrError::LengthOutOfRange { .. }));
+        assert!(matches!(err("banana"), AddrError::BadAddress(_)));
+        assert_eq!(
+            err("10.0.0.0/33").to_string(),
+            "prefix length 33 is out of range 0..=32 for IPv4"
+        );
+    }
+
+    #[test]
+    fn contains_and_overlaps() {
+        let net: IpNet = "10.0.0.0/24".parse().unwrap();
+        assert!(net.contains(&"10.0.0.255".parse().unwrap()));
+        assert!(!net.contains(&"10.0.1.0".parse().unwrap()));
+        assert!(!net.contains(&"::a00:1".parse().unwrap()));
+        let wide: IpNet = "10.0.0.0/16".parse().unwrap();
+        assert!(net.overlaps(&wide) && wide.overlaps(&net));
+        assert!(!net.overlaps(&"10.0.1.0/24".parse().unwrap()));
+        let all: IpNet = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains(&"1.2.3.4".parse().unwrap()));
+        assert!(!all.overlaps(&"::/0".parse().unwrap()));
+    }
+
+    #[test]
+    fn interface_addresses() {
+        let a: IfAddr = "10.0.0.1/24".parse().unwrap();
+        assert_eq!(a.network().to_string(), "10.0.0.0/24");
+        assert_eq!(a.to_string(), "10.0.0.1/24");
+        assert!("10.0.0.1".parse::<IfAddr>().is_err());
+        // Out-of-range lengths built by hand must not panic.
+        let odd = IfAddr {
+            addr: "10.0.0.1".parse().unwrap(),
+            prefix_len: 200,
+        };
+        assert_eq!(odd.network().len(), 32);
+    }
+
+    #[test]
+    fn macs() {
+        assert_eq!(
+            parse_mac("02:00:0a:FF:00:01").unwrap(),
+            [2, 0, 0x0a, 0xff, 0, 1]
+        );
+        for bad in [
+            "02:00:00:00:00",
+            "02:00:00:00:00:001",
+            "02-00-00-00-00-01",
+            "0g:00:00:00:00:01",
+            "02:00:00:00:00:0é",
+            "",
+        ] {
+            assert!(matches!(parse_mac(bad), Err(AddrError::BadMac(_))), "{bad}");
+        }
+        assert_eq!(format_mac(&[2, 0, 0, 0, 0, 0xfe]), "02:00:00:00:00:fe");
+        assert!(is_group_mac(&[0xff; 6]));
+        assert!(is_group_mac(&[0x01, 0, 0x5e, 0, 0, 1]));
+        assert!(!is_group_mac(&[0x02, 0, 0, 0, 0, 1]));
+    }
+
+    #[test]
+    fn long_input_is_cut_in_messages() {
+        let long = "x".repeat(10_000);
+        assert!(parse_mac(&long).unwrap_err().to_string().len() < 200);
+    }
+}

@@ -1,0 +1,336 @@
+//! The validated config model and its entry points.
+//!
+//! ```text
+//!   TOML text ──toml──▶ Table ──raw::decode_document──▶ Document (raw structs)
+//!                                                          │
+//!             routes files ──routes_file::scan──┐          │
+//!                                               ▼          ▼
+//!                                         validate::validate ──▶ Config | ConfigErrors
+//! ```
+//!
+//! A [`Config`] only exists if the whole file, routes files included, is
+//! valid: there is no half-built value to apply by mistake.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::addr::{IfAddr, IpNet};
+use crate::error::ConfigErrors;
+use crate::validate::{self, Env};
+
+/// A complete, validated configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Worker placement.
+    pub dataplane: Dataplane,
+    /// Packet I/O ports, in file order. [`Interface::port`] indexes this.
+    pub ports: Vec<Port>,
+    /// Virtual routers, in file order.
+    pub routers: Vec<Router>,
+}
+
+/// `[dataplane]`: where the workers run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dataplane {
+    /// Cores to pin one worker each to; distinct, each below the number of
+    /// available cores. Default: the last core.
+    pub workers: Vec<usize>,
+}
+
+/// A port's packet I/O driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Driver {
+    /// Replays a pcap file without end; transmit counts and discards.
+    Memory,
+    /// Reads a pcap file on receive, writes one on transmit.
+    Pcap,
+    /// Linux `AF_PACKET` with `TPACKET_V3` rings.
+    AfPacket,
+    /// Linux `AF_XDP` sockets, kernel bypass.
+    AfXdp,
+    /// A Linux TAP device.
+    Tap,
+}
+
+impl Driver {
+    /// Every driver, in the order the docs list them.
+    pub const ALL: [Driver; 5] = [
+        Driver::Memory,
+        Driver::Pcap,
+        Driver::AfPacket,
+        Driver::AfXdp,
+        Driver::Tap,
+    ];
+
+    /// The name used in the config file, e.g. `af_xdp`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Driver::Memory => "memory",
+            Driver::Pcap => "pcap",
+            Driver::AfPacket => "af_packet",
+            Driver::AfXdp => "af_xdp",
+            Driver::Tap => "tap",
+        }
+    }
+}
+
+impl fmt::Display for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Driver {
+    type Err = String;
+
+    /// Parses a config-file driver name, e.g. `pcap`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        Driver::ALL
+            .into_iter()
+            .find(|d| d.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown driver {s:?}; expected memory, pcap, af_packet, af_xdp or tap")
+            })
+    }
+}
+
+/// `[[port]]`: a packet I/O endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Port {
+    /// Unique name.
+    pub name: String,
+    /// Packet I/O driver.
+    pub driver: Driver,
+    /// File to read (pcap, optional) or replay (memory, required), resolved
+    /// against the config's directory. Only memory and pcap ports have one.
+    pub rx: Option<PathBuf>,
+    /// File to write (pcap, optional), resolved against the config's
+    /// directory. Only pcap ports have one.
+    pub tx: Option<PathBuf>,
+    /// Linux interface name: required for af_packet and af_xdp, optional for
+    /// tap (the device to create or attach to), absent otherwise.
+    pub interface: Option<String>,
+    /// Unicast MAC. Always present for memory and pcap; `None` means "use the
+    /// Linux interface's MAC".
+    pub mac: Option<[u8; 6]>,
+    /// IP MTU in bytes (the largest IP packet, not counting the Ethernet
+    /// header), 68..=9000. Default 1500.
+    pub mtu: u16,
+    /// Number of queues, 1..=64. Default 1.
+    pub queues: u16,
+}
+
+/// `[[router]]`: one virtual router.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Router {
+    /// Unique name.
+    pub name: String,
+    /// Attachments to ports.
+    pub interfaces: Vec<Interface>,
+    /// Static routes: the inline `[[router.route]]` ones in file order, then
+    /// those of `routes_file` in line order. No prefix appears twice.
+    pub routes: Vec<Route>,
+    /// Static ARP / ND entries.
+    pub neighbors: Vec<Neighbor>,
+    /// Control-plane binding, if any.
+    pub control: Option<Control>,
+    /// Per-router limits, defaults filled in.
+    pub limits: Limits,
+}
+
+/// `[[router.interface]]`: a router's attachment to a port, or to one VLAN
+/// of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    /// Name, unique within the router; at most 15 characters, since it is
+    /// also the name of the interface's TAP mirror.
+    pub name: String,
+    /// Index into [`Config::ports`].
+    pub port: usize,
+    /// 802.1Q VLAN ID, 1..=4094; `None` for untagged. No two interfaces
+    /// share a (port, VLAN).
+    pub vlan: Option<u16>,
+    /// The interface's own `mac`, else its port's; `None` only when the port
+    /// uses its Linux interface's MAC.
+    pub mac: Option<[u8; 6]>,
+    /// IP MTU: the interface's own `mtu` (at most the port's), else the
+    /// port's. At least 1280 if the interface has an IPv6 address.
+    pub mtu: u16,
+    /// Addresses with their subnets, in file order.
+    pub addresses: Vec<IfAddr>,
+}
+
+/// A static route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Route {
+    /// Destination.
+    pub prefix: IpNet,
+    /// What to do with matching packets.
+    pub target: RouteTarget,
+}
+
+/// Where a route sends its packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RouteTarget {
+    /// Forward to this next hop; same family as the prefix and on a subnet
+    /// of one of the router's interfaces.
+    Via(IpAddr),
+    /// Drop silently.
+    Blackhole,
+    /// Drop and send ICMP destination unreachable.
+    Unreachable,
+}
+
+impl fmt::Display for RouteTarget {
+    /// The routes-file spelling: an address, `blackhole` or `unreachable`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RouteTarget::Via(a) => write!(f, "{a}"),
+            RouteTarget::Blackhole => f.write_str("blackhole"),
+            RouteTarget::Unreachable => f.write_str("unreachable"),
+        }
+    }
+}
+
+impl fmt::Display for Route {
+    /// One routes-file line: `PREFIX VIA`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.prefix, self.target)
+    }
+}
+
+/// `[[router.neighbor]]`: a static ARP (IPv4) or ND (IPv6) entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Neighbor {
+    /// On a subnet of one of the router's interfaces.
+    pub address: IpAddr,
+    /// Unicast.
+    pub mac: [u8; 6],
+}
+
+/// `[router.control]`: the router's control plane lives in a network
+/// namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Control {
+    /// Namespace name (a file in `/run/netns`); no two routers share one.
+    pub netns: String,
+}
+
+/// `[router.limits]`: per-router limits that keep one tenant from hurting
+/// another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// ICMP errors per second the router may send; the burst equals the
+    /// rate. 0 sends none.
+    pub icmp_rate: u32,
+    /// Packets that may wait for the control plane.
+    pub punt_queue: u32,
+    /// Packets held per next hop while its address is being resolved.
+    pub arp_hold: u32,
+    /// How long a resolved neighbour stays reachable, in milliseconds.
+    pub neighbor_timeout_ms: u64,
+}
+
+impl Limits {
+    /// Default `icmp_rate`: RFC 1812 §4.3.2.8 asks routers to rate-limit
+    /// ICMP errors; 100/s serves traceroute and path MTU discovery while a
+    /// flood of bad packets cannot turn the router into an ICMP amplifier.
+    pub const DEFAULT_ICMP_RATE: u32 = 100;
+    /// Default `punt_queue`: one full receive burst (256 frames) fits.
+    pub const DEFAULT_PUNT_QUEUE: u32 = 256;
+    /// Default `arp_hold`: RFC 1122 §2.3.2.2 asks to keep at least the
+    /// latest packet for an unresolved address; a few more cover a TCP
+    /// handshake's first burst, and holding per next hop means one tenant
+    /// cannot fill a shared queue.
+    pub const DEFAULT_ARP_HOLD: u32 = 4;
+    /// Default `neighbor_timeout_ms`: 30 s, RFC 4861 §10 `REACHABLE_TIME`.
+    pub const DEFAULT_NEIGHBOR_TIMEOUT_MS: u64 = 30_000;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            icmp_rate: Self::DEFAULT_ICMP_RATE,
+            punt_queue: Self::DEFAULT_PUNT_QUEUE,
+            arp_hold: Self::DEFAULT_ARP_HOLD,
+            neighbor_timeout_ms: Self::DEFAULT_NEIGHBOR_TIMEOUT_MS,
+        }
+    }
+}
+
+/// The number of cores the process may use, at least 1.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Config {
+    /// Parses and validates a config. Relative `rx`, `tx` and `routes_file`
+    /// paths resolve against `base_dir`; routes files are read. Workers are
+    /// checked against this machine's cores ([`available_cores`]).
+    ///
+    /// # Errors
+    /// Every problem found, each with its key path; see [`ConfigErrors`].
+    pub fn from_toml_str(text: &str, base_dir: &Path) -> Result<Config, ConfigErrors> {
+        Self::from_toml_str_with_cores(text, base_dir, available_cores())
+    }
+
+    /// Like [`Config::from_toml_str`], for a machine with `cores` cores
+    /// (e.g. to check a config meant for another machine). The default
+    /// worker is core `cores - 1`.
+    ///
+    /// # Errors
+    /// Every problem found, each with its key path; see [`ConfigErrors`].
+    pub fn from_toml_str_with_cores(
+        text: &str,
+        base_dir: &Path,
+        cores: usize,
+    ) -> Result<Config, ConfigErrors> {
+        let read = |p: &Path| std::fs::read(p);
+        validate::parse(
+            text,
+            &Env {
+                cores,
+                base_dir,
+                read: &read,
+            },
+        )
+    }
+
+    /// Reads, parses and validates the config file at `path`; relative paths
+    /// inside it resolve against its directory.
+    ///
+    /// # Errors
+    /// Every problem found; an unreadable file is reported with key `config`.
+    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            ConfigErrors::one("config", format!("cannot read {}: {e}", path.display()))
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            ConfigErrors::one(
+                "config",
+                format!(
+                    "{} is not UTF-8 (bad byte at offset {}); TOML files must be UTF-8",
+                    path.display(),
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+        })?;
+        let base_dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        Self::from_toml_str(&text, base_dir)
+    }
+
+    /// The port an interface is attached to.
+    pub fn port_of(&self, interface: &Interface) -> Option<&Port> {
+        self.ports.get(interface.port)
+    }
+
+    /// The router with this name.
+    pub fn router(&self, name: &str) -> Option<&Router> {
+        self.routers.iter().find(|r| r.name == name)
+    }
+}

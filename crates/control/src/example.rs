@@ -1,0 +1,125 @@
+//! The example config of the docs, checked by the tests.
+
+/// A commented example config that uses every key. Two tenants, `red` and
+/// `blue`, both number their LAN 10.0.0.0/24; each has its own pcap port, so
+/// the address spaces never meet. It needs [`EXAMPLE_ROUTES_FILE`] next to it
+/// as `red-routes.txt`.
+pub const EXAMPLE: &str = r#"# vrhost example config: two tenants on one box.
+#
+# red and blue both use 10.0.0.0/24. Each virtual router has its own
+# interfaces, routes and neighbours, so the overlap is harmless.
+
+[dataplane]
+workers = [0]                    # cores to pin one worker each to; default: the last core
+
+# ---- ports: where packets enter and leave -------------------------------
+
+[[port]]
+name = "p0"
+driver = "pcap"                  # memory | pcap | af_packet | af_xdp | tap
+rx = "red-in.pcap"               # pcap: file to read (relative to this file)
+tx = "red-out.pcap"              # pcap: file to write
+mac = "02:00:00:00:00:01"        # required for memory and pcap ports
+mtu = 1500                       # IP MTU; default 1500, range 68..=9000
+queues = 1                       # default 1, range 1..=64
+# interface = "veth0"            # af_packet / af_xdp / tap: the Linux interface
+
+[[port]]
+name = "p1"
+driver = "pcap"
+rx = "blue-in.pcap"              # no tx: what blue sends is counted, not written
+mac = "02:00:00:00:01:01"
+mtu = 9000                       # jumbo frames
+
+# ---- router red ---------------------------------------------------------
+
+[[router]]
+name = "red"
+routes_file = "red-routes.txt"   # more routes, one "PREFIX VIA" per line ('#' comments)
+
+  [[router.interface]]
+  name = "red0"
+  port = "p0"                    # untagged: no vlan key
+  addresses = ["10.0.0.1/24", "2001:db8:a::1/64"]
+
+  [[router.interface]]
+  name = "red-mgmt"
+  port = "p0"
+  vlan = 100                     # 802.1Q tag, 1..=4094
+  mac = "02:00:00:00:00:64"      # default: the port's MAC
+  mtu = 1400                     # at most the port's MTU (>= 1280 with IPv6)
+  addresses = ["192.168.100.1/24"]
+
+  [[router.route]]
+  prefix = "0.0.0.0/0"
+  via = "10.0.0.254"             # next hop, on one of red's subnets
+
+  [[router.route]]
+  prefix = "::/0"
+  via = "2001:db8:a::fe"
+
+  [[router.route]]
+  prefix = "10.66.0.0/16"
+  blackhole = true               # drop silently
+
+  [[router.route]]
+  prefix = "2001:db8:dead::/48"
+  unreachable = true             # drop, answer ICMPv6 destination unreachable
+
+  [[router.neighbor]]            # static ARP entry
+  address = "10.0.0.254"
+  mac = "02:00:00:00:00:fe"
+
+  [[router.neighbor]]            # static ND entry
+  address = "2001:db8:a::fe"
+  mac = "02:00:00:00:00:fe"
+
+  [router.control]               # red's control plane (FRR, BIRD) runs here
+  netns = "vr-red"               # created if missing; TAP mirrors of red0, red-mgmt inside
+
+  [router.limits]                # per-tenant limits; every key optional
+  icmp_rate = 100                # ICMP errors per second (burst = rate); default 100
+  punt_queue = 256               # packets waiting for the control plane; default 256
+  arp_hold = 4                   # packets held per unresolved next hop; default 4
+  neighbor_timeout_ms = 30000    # reachable lifetime of a learnt neighbour; default 30000
+
+# ---- router blue --------------------------------------------------------
+
+[[router]]
+name = "blue"
+
+  [[router.interface]]
+  name = "blue0"
+  port = "p1"
+  addresses = ["10.0.0.1/24", "2001:db8:b::1/64"]    # same IPv4 subnet as red0
+
+  [[router.interface]]
+  name = "blue1"
+  port = "p1"
+  vlan = 200
+  addresses = ["10.255.0.0/31"]  # point-to-point /31 (RFC 3021)
+
+  [[router.route]]
+  prefix = "0.0.0.0/0"
+  via = "10.255.0.1"
+
+  [[router.route]]
+  prefix = "10.0.0.128/25"       # more specific than blue0's subnet
+  via = "10.0.0.2"
+
+  [[router.route]]
+  prefix = "192.168.0.0/16"
+  unreachable = true
+"#;
+
+/// The routes file that [`EXAMPLE`] names: `red-routes.txt`.
+pub const EXAMPLE_ROUTES_FILE: &str = "# red's extra routes: PREFIX VIA, one per line
+# VIA is a next-hop address, 'blackhole' or 'unreachable'.
+198.51.100.0/24     10.0.0.253
+203.0.113.0/24      blackhole
+2001:db8:beef::/48  2001:db8:a::fd
+2001:db8:f00::/40   unreachable   # comments may follow a route
+";
+
+/// The file name [`EXAMPLE`] gives [`EXAMPLE_ROUTES_FILE`].
+pub const EXAMPLE_ROUTES_FILE_NAME: &str = "red-routes.txt";

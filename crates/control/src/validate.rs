@@ -1,0 +1,1145 @@
+//! Validation: raw tables in, a complete [`Config`] or every error out.
+//!
+//! The validator walks the file in order and records every problem. Where a
+//! value is bad it carries on with a placeholder, and it skips the checks
+//! that would only repeat an error already reported (an interface on a port
+//! whose MTU is invalid is not also compared against that MTU). The
+//! placeholders never escape: any error means no `Config`.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+
+use crate::addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, IfAddr, IpNet};
+use crate::config::{
+    Config, Control, Dataplane, Driver, Interface, Limits, Neighbor, Port, Route, RouteTarget,
+    Router,
+};
+use crate::error::ConfigErrors;
+use crate::names::{linux_ifname_problem, name_problem, netns_problem, MAX_IFNAME, MAX_NAME};
+use crate::raw::{
+    self, Document, Item, RawDataplane, RawDriver, RawInterface, RawNeighbor, RawPort, RawRoute,
+    RawRouter, RouterItem,
+};
+use crate::routes_file;
+
+/// What validation needs from the machine.
+pub(crate) struct Env<'a> {
+    /// Number of cores workers may be pinned to.
+    pub cores: usize,
+    /// Relative paths resolve against this.
+    pub base_dir: &'a Path,
+    /// Reads a routes file.
+    pub read: &'a dyn Fn(&Path) -> std::io::Result<Vec<u8>>,
+}
+
+/// The smallest IP MTU: IPv4 requires every link to carry 68 bytes
+/// (RFC 791, "Fragmentation and Reassembly").
+const MIN_MTU: i64 = 68;
+/// The largest IP MTU: the common jumbo-frame size; NICs and veth pairs
+/// that go beyond it disagree on where to stop.
+const MAX_MTU: i64 = 9000;
+/// IPv6 requires every link to carry 1280 bytes (RFC 8200 §5).
+const MIN_MTU_IPV6: u16 = 1280;
+/// Default port MTU: Ethernet's.
+const DEFAULT_MTU: u16 = 1500;
+/// Queues per port: one per worker is the useful maximum, and 64 cores is
+/// beyond what this software router targets.
+const MAX_QUEUES: i64 = 64;
+/// Errors listed per routes file; a wrong file (say, a pcap) would
+/// otherwise produce one error per line.
+const MAX_FILE_ERRORS: usize = 100;
+
+/// Parses and validates a whole config.
+pub(crate) fn parse(text: &str, env: &Env<'_>) -> Result<Config, ConfigErrors> {
+    let root: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| ConfigErrors::one("config", syntax_reason(text, &e)))?;
+    let mut errs = ConfigErrors::default();
+    let doc = raw::decode_document(&root, &mut errs);
+    let config = Validator {
+        env,
+        errs: &mut errs,
+    }
+    .config(&doc);
+    if errs.is_empty() {
+        Ok(config)
+    } else {
+        Err(errs)
+    }
+}
+
+/// `line L, column C: message`, from the TOML parser's byte span.
+fn syntax_reason(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else {
+        return e.message().to_string();
+    };
+    let at = span.start.min(text.len());
+    let before = &text.as_bytes()[..at];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |p| p + 1);
+    // Count characters, not bytes: skip UTF-8 continuation bytes.
+    let column = before[line_start..]
+        .iter()
+        .filter(|&&b| b & 0xc0 != 0x80)
+        .count()
+        + 1;
+    format!("line {line}, column {column}: {}", e.message())
+}
+
+/// What later checks need to know about a port, whether or not it is valid.
+struct PortFacts {
+    name: String,
+    /// `None` if invalid (already reported).
+    mtu: Option<u16>,
+    mac: Option<[u8; 6]>,
+}
+
+/// A router's subnets, for next-hop and neighbour checks.
+struct Subnets {
+    /// The router's name for messages: `red`, or `router[1]`.
+    router: String,
+    /// Every valid interface address, with the label of its interface.
+    addrs: Vec<(IfAddr, String)>,
+    /// False if some interface address was invalid: then "no subnet covers"
+    /// is not reported, since the bad address may be the one that would.
+    complete: bool,
+}
+
+impl Subnets {
+    /// Why `via` cannot be a next hop of this router, if it cannot.
+    fn next_hop_problem(&self, via: &IpAddr) -> Option<String> {
+        if let Some((_, owner)) = self.addrs.iter().find(|(a, _)| a.addr == *via) {
+            return Some(format!(
+                "{via} is this router's own address (on {owner}); a next hop is a neighbour"
+            ));
+        }
+        self.coverage_problem(via)
+    }
+
+    fn coverage_problem(&self, addr: &IpAddr) -> Option<String> {
+        if self.complete && !self.addrs.iter().any(|(a, _)| a.contains(addr)) {
+            return Some(format!(
+                "no interface subnet of router {} covers {addr}",
+                self.router
+            ));
+        }
+        None
+    }
+}
+
+/// Where a route was defined, for duplicate reports.
+#[derive(Clone, Copy)]
+enum Place {
+    Inline(usize),
+    Line(usize),
+}
+
+struct Validator<'a, 'e> {
+    env: &'a Env<'e>,
+    errs: &'a mut ConfigErrors,
+}
+
+/// True if a key is absent; a key that was present but could not be decoded
+/// is not "missing" (its error is already reported).
+fn missing<T>(item: &Item<T>, field: &str, value: Option<&impl Sized>) -> bool {
+    value.is_none() && !item.is_bad(field)
+}
+
+impl Validator<'_, '_> {
+    fn err(&mut self, key: impl Into<String>, reason: impl Into<String>) {
+        self.errs.push(key, reason);
+    }
+
+    /// An optional integer in `range`; `None` if absent or reported.
+    fn int<T: TryFrom<i64>>(
+        &mut self,
+        key: impl FnOnce() -> String,
+        value: Option<i64>,
+        range: RangeInclusive<i64>,
+        why: &str,
+    ) -> Option<T> {
+        let v = value?;
+        match T::try_from(v) {
+            Ok(t) if range.contains(&v) => Some(t),
+            _ => {
+                self.err(
+                    key(),
+                    format!("{v} is outside {}..={}{why}", range.start(), range.end()),
+                );
+                None
+            }
+        }
+    }
+
+    /// A MAC that may be a station's address: unicast and not all zero.
+    fn mac(&mut self, key: impl FnOnce() -> String, s: &str, whose: &str) -> Option<[u8; 6]> {
+        match parse_mac(s) {
+            Err(e) => self.err(key(), e.to_string()),
+            Ok(mac) if is_group_mac(&mac) => self.err(
+                key(),
+                format!(
+                    "{} is a multicast or broadcast address; {whose} must be unicast \
+                     (first octet even)",
+                    format_mac(&mac)
+                ),
+            ),
+            Ok(mac) if mac == [0; 6] => {
+                self.err(key(), format!("00:00:00:00:00:00 is not a valid {whose}"));
+            }
+            Ok(mac) => return Some(mac),
+        }
+        None
+    }
+
+    fn config(&mut self, doc: &Document) -> Config {
+        let dataplane = self.dataplane(doc.dataplane.as_ref());
+
+        let mut ports = Vec::with_capacity(doc.ports.len());
+        let mut facts = Vec::with_capacity(doc.ports.len());
+        let mut port_index: HashMap<String, usize> = HashMap::new();
+        for (i, item) in doc.ports.iter().enumerate() {
+            let (port, fact) = self.port(item, &port_index);
+            if let Some(name) = &item.raw.name {
+                port_index.entry(name.clone()).or_insert(i);
+            }
+            ports.push(port);
+            facts.push(fact);
+        }
+
+        let mut shared = Shared {
+            facts: &facts,
+            port_index: &port_index,
+            vlan_users: HashMap::new(),
+            netns_users: HashMap::new(),
+            router_names: HashMap::new(),
+        };
+        let routers = doc
+            .routers
+            .iter()
+            .enumerate()
+            .map(|(i, r)| self.router(i, r, &mut shared))
+            .collect();
+
+        Config {
+            dataplane,
+            ports,
+            routers,
+        }
+    }
+
+    fn dataplane(&mut self, item: Option<&Item<RawDataplane>>) -> Dataplane {
+        let cores = self.env.cores.max(1);
+        let default = vec![cores - 1];
+        let Some(item) = item else {
+            return Dataplane { workers: default };
+        };
+        let Some(list) = &item.raw.workers else {
+            return Dataplane { workers: default };
+        };
+        if list.is_empty() {
+            self.err(
+                item.key("workers"),
+                format!(
+                    "lists no core; give at least one, e.g. workers = [{}], or remove the key \
+                     for one worker on the last core",
+                    cores - 1
+                ),
+            );
+        }
+        let mut workers = Vec::with_capacity(list.len());
+        for (i, &core) in list.iter().enumerate() {
+            let key = || format!("{}[{i}]", item.key("workers"));
+            match usize::try_from(core) {
+                Ok(c) if c < cores => {
+                    if workers.contains(&c) {
+                        self.err(
+                            key(),
+                            format!("core {c} is listed twice; one worker per core"),
+                        );
+                    } else {
+                        workers.push(c);
+                    }
+                }
+                _ => self.err(
+                    key(),
+                    format!(
+                        "core {core} does not exist: this machine has {cores} core{} (0..={})",
+                        if cores == 1 { "" } else { "s" },
+                        cores - 1
+                    ),
+                ),
+            }
+        }
+        Dataplane { workers }
+    }
+
+    fn port(
+        &mut self,
+        item: &Item<RawPort>,
+        earlier: &HashMap<String, usize>,
+    ) -> (Port, PortFacts) {
+        let raw = &item.raw;
+        match &raw.name {
+            None if !item.is_bad("name") => self.err(
+                item.key("name"),
+                "missing; every [[port]] needs a unique name, e.g. name = \"p0\"",
+            ),
+            None => {}
+            Some(n) => {
+                if let Some(problem) = name_problem(n, MAX_NAME) {
+                    self.err(item.key("name"), problem);
+                } else if let Some(first) = earlier.get(n) {
+                    self.err(
+                        item.key("name"),
+                        format!("duplicate port name \"{n}\"; port[{first}] has it too"),
+                    );
+                }
+            }
+        }
+
+        let driver = raw.driver.map(|d| match d {
+            RawDriver::Memory => Driver::Memory,
+            RawDriver::Pcap => Driver::Pcap,
+            RawDriver::AfPacket => Driver::AfPacket,
+            RawDriver::AfXdp => Driver::AfXdp,
+            RawDriver::Tap => Driver::Tap,
+        });
+        if missing(item, "driver", raw.driver.as_ref()) {
+            self.err(
+                item.key("driver"),
+                "missing; one of memory, pcap, af_packet, af_xdp, tap",
+            );
+        }
+
+        let mac = raw
+            .mac
+            .as_deref()
+            .and_then(|s| self.mac(|| item.key("mac"), s, "a port MAC"));
+        let mtu = self.int(
+            || item.key("mtu"),
+            raw.mtu,
+            MIN_MTU..=MAX_MTU,
+            " (68 is the IPv4 minimum, RFC 791; 9000 the jumbo-frame maximum)",
+        );
+        let mtu_ok = mtu.is_some() || (raw.mtu.is_none() && !item.is_bad("mtu"));
+        let queues = self.int(
+            || item.key("queues"),
+            raw.queues,
+            1..=MAX_QUEUES,
+            " (one queue per worker is the useful maximum)",
+        );
+
+        if let Some(driver) = driver {
+            self.driver_rules(item, driver);
+        }
+        if let Some(ifname) = &raw.interface {
+            if let Some(problem) = linux_ifname_problem(ifname) {
+                self.err(item.key("interface"), problem);
+            }
+        }
+        let rx = self.path(|| item.key("rx"), raw.rx.as_deref());
+        let tx = self.path(|| item.key("tx"), raw.tx.as_deref());
+
+        let name = raw.name.clone().unwrap_or_default();
+        let mtu = mtu.unwrap_or(DEFAULT_MTU);
+        let port = Port {
+            name: name.clone(),
+            driver: driver.unwrap_or(Driver::Memory),
+            rx,
+            tx,
+            interface: raw.interface.clone(),
+            mac,
+            mtu,
+            queues: queues.unwrap_or(1),
+        };
+        let facts = PortFacts {
+            name,
+            mtu: mtu_ok.then_some(mtu),
+            mac,
+        };
+        (port, facts)
+    }
+
+    /// Which keys each driver needs and which it cannot use.
+    fn driver_rules(&mut self, item: &Item<RawPort>, driver: Driver) {
+        let raw = &item.raw;
+        let has = |field: &str, v: bool| v || item.is_bad(field);
+        let files = matches!(driver, Driver::Memory | Driver::Pcap);
+        if files {
+            if missing(item, "mac", raw.mac.as_ref()) {
+                self.err(
+                    item.key("mac"),
+                    format!(
+                        "missing; a {driver} port has no Linux interface to take a MAC from, \
+                         e.g. mac = \"02:00:00:00:00:01\""
+                    ),
+                );
+            }
+            if has("interface", raw.interface.is_some()) {
+                self.err(
+                    item.key("interface"),
+                    format!("a {driver} port has no Linux interface; only af_packet, af_xdp and tap ports use one"),
+                );
+            }
+        } else {
+            for (field, v) in [("rx", &raw.rx), ("tx", &raw.tx)] {
+                if has(field, v.is_some()) {
+                    self.err(
+                        item.key(field),
+                        format!("a {driver} port has no files; only memory and pcap ports read or write them"),
+                    );
+                }
+            }
+        }
+        match driver {
+            Driver::Memory => {
+                if has("tx", raw.tx.is_some()) {
+                    self.err(
+                        item.key("tx"),
+                        "a memory port counts and discards what it sends; remove tx, \
+                         or use a pcap port to capture",
+                    );
+                }
+            }
+            Driver::Pcap => {
+                let none =
+                    missing(item, "rx", raw.rx.as_ref()) && missing(item, "tx", raw.tx.as_ref());
+                if none {
+                    self.err(
+                        item.label.clone(),
+                        "a pcap port needs rx (a file to read), tx (a file to write) or both",
+                    );
+                }
+            }
+            Driver::AfPacket | Driver::AfXdp => {
+                if missing(item, "interface", raw.interface.as_ref()) {
+                    self.err(
+                        item.key("interface"),
+                        format!(
+                            "missing; an {driver} port attaches to a Linux interface, \
+                             e.g. interface = \"veth0\""
+                        ),
+                    );
+                }
+            }
+            Driver::Tap => {}
+        }
+    }
+
+    /// A file path, resolved against the config's directory.
+    fn path(&mut self, key: impl FnOnce() -> String, value: Option<&str>) -> Option<PathBuf> {
+        let v = value?;
+        if v.is_empty() {
+            self.err(key(), "must not be empty");
+            return None;
+        }
+        Some(self.env.base_dir.join(v))
+    }
+
+    fn router(&mut self, i: usize, item: &RouterItem, shared: &mut Shared<'_>) -> Router {
+        let head = &item.head;
+        let label = head.label.clone();
+        let mut display = label.clone();
+        match &head.raw.name {
+            None if !head.is_bad("name") => self.err(
+                head.key("name"),
+                "missing; every [[router]] needs a unique name, e.g. name = \"red\"",
+            ),
+            None => {}
+            Some(n) => {
+                if let Some(problem) = name_problem(n, MAX_NAME) {
+                    self.err(head.key("name"), problem);
+                } else if let Some(first) = shared.router_names.get(n) {
+                    self.err(
+                        head.key("name"),
+                        format!("duplicate router name \"{n}\"; router[{first}] has it too"),
+                    );
+                } else {
+                    shared.router_names.insert(n.clone(), i);
+                    display.clone_from(n);
+                }
+            }
+        }
+
+        let mut subnets = Subnets {
+            router: display,
+            addrs: Vec::new(),
+            complete: true,
+        };
+        let mut if_names: HashMap<String, usize> = HashMap::new();
+        let interfaces: Vec<Interface> = item
+            .interfaces
+            .iter()
+            .enumerate()
+            .map(|(j, it)| self.interface(j, it, &mut if_names, &mut subnets, shared))
+            .collect();
+        self.overlaps(&subnets);
+
+        let neighbors = self.neighbors(&item.neighbors, &subnets);
+        let control = item.control.as_ref().map(|c| {
+            let key = || c.key("netns");
+            let netns = c.raw.netns.clone().unwrap_or_default();
+            match &c.raw.netns {
+                None if !c.is_bad("netns") => self.err(
+                    key(),
+                    "missing; the network namespace of this router's control plane, \
+                     e.g. netns = \"vr-red\"",
+                ),
+                None => {}
+                Some(ns) => {
+                    if let Some(problem) = netns_problem(ns) {
+                        self.err(key(), problem);
+                    } else if let Some(other) = shared.netns_users.get(ns) {
+                        self.err(
+                            key(),
+                            format!(
+                                "namespace \"{ns}\" is already used by {other}; \
+                                 each router needs its own"
+                            ),
+                        );
+                    } else {
+                        shared.netns_users.insert(ns.clone(), label.clone());
+                    }
+                }
+            }
+            Control { netns }
+        });
+        let limits = self.limits(item);
+        let routes = self.routes(item, &subnets);
+
+        Router {
+            name: head.raw.name.clone().unwrap_or_default(),
+            interfaces,
+            routes,
+            neighbors,
+            control,
+            limits,
+        }
+    }
+
+    fn interface(
+        &mut self,
+        j: usize,
+        item: &Item<RawInterface>,
+        names: &mut HashMap<String, usize>,
+        subnets: &mut Subnets,
+        shared: &mut Shared<'_>,
+    ) -> Interface {
+        let raw = &item.raw;
+        match &raw.name {
+            None if !item.is_bad("name") => self.err(
+                item.key("name"),
+                "missing; every [[router.interface]] needs a name unique in its router",
+            ),
+            None => {}
+            Some(n) => {
+                if let Some(problem) = name_problem(n, MAX_IFNAME) {
+                    self.err(item.key("name"), problem);
+                } else if let Some(first) = names.get(n) {
+                    self.err(
+                        item.key("name"),
+                        format!(
+                            "duplicate interface name \"{n}\" in router {}; interface[{first}] \
+                             has it too",
+                            subnets.router
+                        ),
+                    );
+                } else {
+                    names.insert(n.clone(), j);
+                }
+            }
+        }
+
+        let port = match &raw.port {
+            None => {
+                if !item.is_bad("port") {
+                    self.err(
+                        item.key("port"),
+                        "missing; name the [[port]] this interface attaches to, e.g. port = \"p0\"",
+                    );
+                }
+                None
+            }
+            Some(p) => match shared.port_index.get(p) {
+                Some(&idx) => Some(idx),
+                None => {
+                    let mut known: Vec<String> = Vec::new();
+                    for f in shared.facts {
+                        let quoted = format!("\"{}\"", f.name);
+                        if !known.contains(&quoted) {
+                            known.push(quoted);
+                        }
+                    }
+                    let hint = match known.len() {
+                        0 => "; the config has no [[port]]".to_string(),
+                        1..=8 => format!("; ports are {}", known.join(", ")),
+                        _ => String::new(),
+                    };
+                    self.err(item.key("port"), format!("no port named \"{p}\"{hint}"));
+                    None
+                }
+            },
+        };
+
+        let vlan = self.int::<u16>(
+            || item.key("vlan"),
+            raw.vlan,
+            1..=4094,
+            " (IEEE 802.1Q: 0 marks priority-tagged frames, 4095 is reserved)",
+        );
+        let vlan_ok = vlan.is_some() || (raw.vlan.is_none() && !item.is_bad("vlan"));
+        if let (Some(p), true) = (port, vlan_ok) {
+            let key = if vlan.is_some() {
+                item.key("vlan")
+            } else {
+                item.key("port")
+            };
+            let port_name = &shared.facts[p].name;
+            match shared.vlan_users.get(&(p, vlan)) {
+                Some(other) => {
+                    let tag = match vlan {
+                        Some(v) => format!("VLAN {v}"),
+                        None => "untagged".to_string(),
+                    };
+                    self.err(
+                        key,
+                        format!(
+                            "port \"{port_name}\" {tag} is already used by {other}; \
+                             each (port, VLAN) belongs to one interface"
+                        ),
+                    );
+                }
+                None => {
+                    shared.vlan_users.insert((p, vlan), item.label.clone());
+                }
+            }
+        }
+
+        let port_facts = port.map(|p| &shared.facts[p]);
+        let port_mtu = port_facts.and_then(|f| f.mtu);
+        let own_mtu = match port_mtu {
+            Some(pm) => self.int::<u16>(
+                || item.key("mtu"),
+                raw.mtu,
+                MIN_MTU..=i64::from(pm),
+                &format!(
+                    " (68 is the IPv4 minimum, RFC 791; {pm} is the MTU of port \"{}\")",
+                    port_facts.map_or("", |f| f.name.as_str())
+                ),
+            ),
+            None => self.int::<u16>(
+                || item.key("mtu"),
+                raw.mtu,
+                MIN_MTU..=MAX_MTU,
+                " (68 is the IPv4 minimum, RFC 791; 9000 the jumbo-frame maximum)",
+            ),
+        };
+        let mtu_known = own_mtu.or(if raw.mtu.is_none() && !item.is_bad("mtu") {
+            port_mtu
+        } else {
+            None
+        });
+
+        let own_mac = raw
+            .mac
+            .as_deref()
+            .and_then(|s| self.mac(|| item.key("mac"), s, "an interface MAC"));
+        let mac = if raw.mac.is_some() {
+            own_mac
+        } else {
+            port_facts.and_then(|f| f.mac)
+        };
+
+        let addresses = self.addresses(item, subnets);
+
+        if let (Some(m), Some(v6)) = (mtu_known, addresses.iter().find(|a| a.addr.is_ipv6())) {
+            if m < MIN_MTU_IPV6 {
+                let from = if own_mtu.is_some() {
+                    String::new()
+                } else {
+                    format!(
+                        " (inherited from port \"{}\")",
+                        port_facts.map_or("", |f| f.name.as_str())
+                    )
+                };
+                self.err(
+                    item.key("mtu"),
+                    format!(
+                        "{m}{from} is below {MIN_MTU_IPV6}, the IPv6 minimum link MTU \
+                         (RFC 8200 §5), and the interface has IPv6 address {v6}"
+                    ),
+                );
+            }
+        }
+
+        Interface {
+            name: raw.name.clone().unwrap_or_default(),
+            port: port.unwrap_or(0),
+            vlan,
+            mac,
+            mtu: mtu_known.unwrap_or(DEFAULT_MTU),
+            addresses,
+        }
+    }
+
+    /// An interface's addresses; valid ones are also added to `subnets`.
+    fn addresses(&mut self, item: &Item<RawInterface>, subnets: &mut Subnets) -> Vec<IfAddr> {
+        if item.is_bad("addresses") {
+            subnets.complete = false;
+        }
+        let Some(list) = &item.raw.addresses else {
+            return Vec::new();
+        };
+        let mut out = Vec::with_capacity(list.len());
+        for (k, s) in list.iter().enumerate() {
+            let key = || format!("{}[{k}]", item.key("addresses"));
+            let checked = s
+                .parse::<IfAddr>()
+                .map_err(|e| e.to_string())
+                .and_then(|a| {
+                    let duplicate = subnets.addrs.iter().find(|(b, _)| b.addr == a.addr);
+                    match (interface_address_problem(&a), duplicate) {
+                        (Some(problem), _) => Err(problem),
+                        (None, Some((_, owner))) if *owner == item.label => {
+                            Err(format!("{} is listed twice on this interface", a.addr))
+                        }
+                        (None, Some((_, owner))) => {
+                            Err(format!("{} is already assigned to {owner}", a.addr))
+                        }
+                        (None, None) => Ok(a),
+                    }
+                });
+            match checked {
+                Ok(a) => {
+                    subnets.addrs.push((a, item.label.clone()));
+                    out.push(a);
+                }
+                Err(problem) => {
+                    subnets.complete = false;
+                    self.err(key(), problem);
+                }
+            }
+        }
+        out
+    }
+
+    /// Two interfaces of one router on overlapping subnets would make the
+    /// connected route ambiguous.
+    fn overlaps(&mut self, subnets: &Subnets) {
+        for (n, (b, b_owner)) in subnets.addrs.iter().enumerate() {
+            let clash = subnets.addrs[..n]
+                .iter()
+                .find(|(a, a_owner)| a_owner != b_owner && a.network().overlaps(&b.network()));
+            if let Some((a, a_owner)) = clash {
+                self.err(
+                    format!("{b_owner}.addresses"),
+                    format!(
+                        "subnet {} of {b} overlaps subnet {} of {a} on {a_owner}; \
+                         the interfaces of one router need disjoint subnets",
+                        b.network(),
+                        a.network()
+                    ),
+                );
+            }
+        }
+    }
+
+    fn neighbors(&mut self, items: &[Item<RawNeighbor>], subnets: &Subnets) -> Vec<Neighbor> {
+        let mut out: Vec<Neighbor> = Vec::with_capacity(items.len());
+        let mut seen: HashMap<IpAddr, usize> = HashMap::new();
+        for (k, item) in items.iter().enumerate() {
+            let raw = &item.raw;
+            let address = match &raw.address {
+                None => {
+                    if !item.is_bad("address") {
+                        self.err(item.key("address"), "missing; the neighbour's IP address");
+                    }
+                    None
+                }
+                Some(s) => match parse_ip_addr(s) {
+                    Err(e) => {
+                        self.err(item.key("address"), e.to_string());
+                        None
+                    }
+                    Ok(a) => {
+                        let problem = if let Some((_, owner)) =
+                            subnets.addrs.iter().find(|(x, _)| x.addr == a)
+                        {
+                            Some(format!(
+                                "{a} is this router's own address (on {owner}), not a neighbour"
+                            ))
+                        } else if let Some(first) = seen.get(&a) {
+                            Some(format!(
+                                "{a} already has a static entry at neighbor[{first}]"
+                            ))
+                        } else {
+                            subnets.coverage_problem(&a)
+                        };
+                        seen.entry(a).or_insert(k);
+                        match problem {
+                            Some(p) => {
+                                self.err(item.key("address"), p);
+                                None
+                            }
+                            None => Some(a),
+                        }
+                    }
+                },
+            };
+            let mac = match &raw.mac {
+                None => {
+                    if !item.is_bad("mac") {
+                        self.err(item.key("mac"), "missing; the neighbour's MAC address");
+                    }
+                    None
+                }
+                Some(s) => self.mac(|| item.key("mac"), s, "a neighbour's MAC"),
+            };
+            if let (Some(address), Some(mac)) = (address, mac) {
+                out.push(Neighbor { address, mac });
+            }
+        }
+        out
+    }
+
+    fn limits(&mut self, item: &RouterItem) -> Limits {
+        let d = Limits::default();
+        let Some(l) = &item.limits else {
+            return d;
+        };
+        let r = &l.raw;
+        Limits {
+            icmp_rate: self
+                .int(
+                    || l.key("icmp_rate"),
+                    r.icmp_rate,
+                    0..=1_000_000,
+                    " errors per second (0 sends none; the cap keeps one router's ICMP \
+                     from crowding out others' traffic)",
+                )
+                .unwrap_or(d.icmp_rate),
+            punt_queue: self
+                .int(
+                    || l.key("punt_queue"),
+                    r.punt_queue,
+                    1..=65_536,
+                    " packets (the cap bounds each tenant's share of punt memory)",
+                )
+                .unwrap_or(d.punt_queue),
+            arp_hold: self
+                .int(
+                    || l.key("arp_hold"),
+                    r.arp_hold,
+                    0..=8,
+                    " packets per unresolved next hop (0 drops them; the data plane holds at most 8)",
+                )
+                .unwrap_or(d.arp_hold),
+            neighbor_timeout_ms: self
+                .int(
+                    || l.key("neighbor_timeout_ms"),
+                    r.neighbor_timeout_ms,
+                    1..=86_400_000,
+                    " milliseconds (1 ms to 1 day)",
+                )
+                .unwrap_or(d.neighbor_timeout_ms),
+        }
+    }
+
+    fn routes(&mut self, item: &RouterItem, subnets: &Subnets) -> Vec<Route> {
+        let head = &item.head;
+        let mut routes = Vec::with_capacity(item.routes.len());
+        let mut places = Vec::with_capacity(item.routes.len());
+        for (k, r) in item.routes.iter().enumerate() {
+            if let Some(route) = self.inline_route(r, subnets) {
+                routes.push(route);
+                places.push(Place::Inline(k));
+            }
+        }
+        let mut file = head
+            .raw
+            .routes_file
+            .as_deref()
+            .and_then(|name| self.routes_file(head, name, subnets, &mut routes, &mut places));
+
+        // Any duplicate is an error, so the duplicates need not be removed
+        // from `routes`: the whole config is rejected.
+        for (i, first) in routes_file::duplicates(&routes) {
+            let reason = format!(
+                "duplicate prefix {}; also at {}",
+                routes[i].prefix,
+                self.place(head, places[first])
+            );
+            match (places[i], &mut file) {
+                (Place::Inline(k), _) => self.err(item.routes[k].key("prefix"), reason),
+                (Place::Line(n), Some(file)) => file.report(self.errs, n, reason),
+                (Place::Line(_), None) => self.err(head.key("routes_file"), reason),
+            }
+        }
+        if let Some(file) = file {
+            file.finish(self.errs);
+        }
+        routes
+    }
+
+    fn place(&self, head: &Item<RawRouter>, place: Place) -> String {
+        match place {
+            Place::Inline(k) => format!("{}[{k}]", head.key("route")),
+            Place::Line(n) => format!("{} line {n}", file_label(head)),
+        }
+    }
+
+    fn inline_route(&mut self, item: &Item<RawRoute>, subnets: &Subnets) -> Option<Route> {
+        let raw = &item.raw;
+        let prefix = match &raw.prefix {
+            None => {
+                if !item.is_bad("prefix") {
+                    self.err(
+                        item.key("prefix"),
+                        "missing; the destination, e.g. prefix = \"0.0.0.0/0\"",
+                    );
+                }
+                None
+            }
+            Some(s) => match s.parse::<IpNet>() {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    self.err(item.key("prefix"), e.to_string());
+                    None
+                }
+            },
+        };
+        let given: Vec<&str> = [
+            ("via", raw.via.is_some()),
+            ("blackhole", raw.blackhole == Some(true)),
+            ("unreachable", raw.unreachable == Some(true)),
+        ]
+        .into_iter()
+        .filter(|(k, set)| *set || item.is_bad(k))
+        .map(|(k, _)| k)
+        .collect();
+        match given.len() {
+            0 => {
+                self.err(
+                    item.label.clone(),
+                    "has no target; give one of via = \"ADDRESS\", blackhole = true or \
+                     unreachable = true",
+                );
+                return None;
+            }
+            1 => {}
+            _ => {
+                self.err(
+                    item.label.clone(),
+                    format!(
+                        "has {}; give exactly one of via, blackhole, unreachable",
+                        given.join(" and ")
+                    ),
+                );
+                return None;
+            }
+        }
+        let target = match &raw.via {
+            None if raw.blackhole == Some(true) => RouteTarget::Blackhole,
+            None if raw.unreachable == Some(true) => RouteTarget::Unreachable,
+            None => return None,
+            Some(s) => {
+                let via = match parse_ip_addr(s) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        self.err(item.key("via"), e.to_string());
+                        return None;
+                    }
+                };
+                let problem = prefix
+                    .as_ref()
+                    .and_then(|p| routes_file::family_problem(p, &via))
+                    .or_else(|| subnets.next_hop_problem(&via));
+                if let Some(problem) = problem {
+                    self.err(item.key("via"), problem);
+                    return None;
+                }
+                RouteTarget::Via(via)
+            }
+        };
+        Some(Route {
+            prefix: prefix?,
+            target,
+        })
+    }
+
+    /// Appends the routes of a routes file; returns its error report, or
+    /// `None` if it could not be read.
+    fn routes_file(
+        &mut self,
+        head: &Item<RawRouter>,
+        file: &str,
+        subnets: &Subnets,
+        routes: &mut Vec<Route>,
+        places: &mut Vec<Place>,
+    ) -> Option<FileErrors> {
+        if file.is_empty() {
+            self.err(head.key("routes_file"), "must not be empty");
+            return None;
+        }
+        let path = self.env.base_dir.join(file);
+        let bytes = match (self.env.read)(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                self.err(
+                    head.key("routes_file"),
+                    format!("cannot read {}: {e}", path.display()),
+                );
+                return None;
+            }
+        };
+        // Invalid UTF-8 turns into U+FFFD, which then fails to parse as an
+        // address on its own line; valid files are not copied.
+        let text = String::from_utf8_lossy(&bytes);
+        let lines_guess = bytes.iter().filter(|&&b| b == b'\n').count() + 1;
+        routes.reserve(lines_guess);
+        places.reserve(lines_guess);
+
+        let mut report = FileErrors {
+            key: head.key("routes_file"),
+            label: file_label(head),
+            path,
+            found: 0,
+        };
+        routes_file::scan(&text, |line, parsed| {
+            let route = match parsed {
+                Ok(route) => route,
+                Err(reason) => return report.report(self.errs, line, reason),
+            };
+            if let RouteTarget::Via(via) = &route.target {
+                if let Some(problem) = subnets.next_hop_problem(via) {
+                    return report.report(self.errs, line, problem);
+                }
+            }
+            routes.push(route);
+            places.push(Place::Line(line));
+        });
+        Some(report)
+    }
+}
+
+/// Errors of one routes file, capped at [`MAX_FILE_ERRORS`].
+struct FileErrors {
+    /// `router "red".routes_file`
+    key: String,
+    /// `router "red".routes_file "table.txt"`
+    label: String,
+    /// The file as read.
+    path: PathBuf,
+    found: usize,
+}
+
+impl FileErrors {
+    fn report(&mut self, errs: &mut ConfigErrors, line: usize, reason: String) {
+        self.found += 1;
+        if self.found <= MAX_FILE_ERRORS {
+            errs.push(format!("{} line {line}", self.label), reason);
+        }
+    }
+
+    fn finish(self, errs: &mut ConfigErrors) {
+        if self.found > MAX_FILE_ERRORS {
+            errs.push(
+                self.key,
+                format!(
+                    "{} more errors in {} not listed (only the first {MAX_FILE_ERRORS} are)",
+                    self.found - MAX_FILE_ERRORS,
+                    self.path.display()
+                ),
+            );
+        }
+    }
+}
+
+/// `router "red".routes_file "table.txt"`: the file as written in the config.
+fn file_label(head: &Item<RawRouter>) -> String {
+    format!(
+        "{} {:?}",
+        head.key("routes_file"),
+        head.raw.routes_file.as_deref().unwrap_or_default()
+    )
+}
+
+/// State shared across routers.
+struct Shared<'a> {
+    facts: &'a [PortFacts],
+    port_index: &'a HashMap<String, usize>,
+    /// (port, VLAN) → the interface that has it.
+    vlan_users: HashMap<(usize, Option<u16>), String>,
+    /// netns → the router that has it.
+    netns_users: HashMap<String, String>,
+    /// Router name → index of its first router.
+    router_names: HashMap<String, usize>,
+}
+
+/// Why an address cannot be assigned to an interface, if it cannot.
+fn interface_address_problem(a: &IfAddr) -> Option<String> {
+    let net = a.network();
+    if a.prefix_len == 0 {
+        let example = if a.addr.is_ipv4() { 24 } else { 64 };
+        return Some(format!(
+            "{a} claims every address as on-link; give the subnet's real length, \
+             e.g. {}/{example}",
+            a.addr
+        ));
+    }
+    let special = match a.addr {
+        IpAddr::V4(v4) if v4.is_unspecified() => Some("the unspecified address"),
+        IpAddr::V4(v4) if v4.is_loopback() => Some("a loopback address"),
+        IpAddr::V4(v4) if v4.is_multicast() => Some("a multicast address"),
+        IpAddr::V4(v4) if v4.is_broadcast() => Some("the limited broadcast address"),
+        IpAddr::V6(v6) if v6.is_unspecified() => Some("the unspecified address"),
+        IpAddr::V6(v6) if v6.is_loopback() => Some("the loopback address"),
+        IpAddr::V6(v6) if v6.is_multicast() => Some("a multicast address"),
+        _ => None,
+    };
+    if let Some(what) = special {
+        return Some(format!(
+            "{} is {what}; it cannot be assigned to an interface",
+            a.addr
+        ));
+    }
+    match a.addr {
+        // RFC 3021: a /31 has no network or broadcast address; a /32 is one host.
+        IpAddr::V4(v4) if a.prefix_len <= 30 => {
+            let bits = u32::from(v4);
+            let host_mask = u32::MAX >> a.prefix_len;
+            if bits & host_mask == 0 {
+                Some(format!(
+                    "{v4} is the network address of {net}; use a host address such as {}/{} \
+                     (only /31 and /32 may use it, RFC 3021)",
+                    Ipv4Addr::from(bits | 1),
+                    a.prefix_len
+                ))
+            } else if bits & host_mask == host_mask {
+                Some(format!(
+                    "{v4} is the broadcast address of {net} (RFC 919); use a host address \
+                     (only /31 and /32 may use it, RFC 3021)"
+                ))
+            } else {
+                None
+            }
+        }
+        // RFC 4291 §2.6.1: the all-zero host is the Subnet-Router anycast
+        // address; RFC 6164 lets /127 point-to-point links use both.
+        IpAddr::V6(v6) if a.prefix_len <= 126 && a.addr == net.addr() => Some(format!(
+            "{v6} is the Subnet-Router anycast address of {net} (RFC 4291 §2.6.1); \
+             use a host address such as {}/{}",
+            Ipv6Addr::from(u128::from(v6) | 1),
+            a.prefix_len
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

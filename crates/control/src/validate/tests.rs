@@ -1,0 +1,1140 @@
+//! One test per validation rule: each asserts the exact key and a fragment
+//! of the reason, and (where the rule stands alone) that it is the only
+//! error, so that one mistake never produces a cascade.
+
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::{EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};
+
+/// Cores of the pretend machine.
+const CORES: usize = 4;
+
+/// A small valid config; tests append to its last router or edit it.
+const BASE: &str = r#"
+[[port]]
+name = "p0"
+driver = "pcap"
+rx = "in0.pcap"
+mac = "02:00:00:00:00:01"
+
+[[port]]
+name = "p1"
+driver = "pcap"
+tx = "/captures/out1.pcap"
+mac = "02:00:00:00:00:02"
+
+[[router]]
+name = "red"
+  [[router.interface]]
+  name = "red0"
+  port = "p0"
+  addresses = ["10.0.0.1/24", "2001:db8::1/64"]
+"#;
+
+/// Validates `text` as if it lived in `/cfg`, with `files` there.
+fn check_with(text: &str, files: &[(&str, &str)]) -> Result<Config, ConfigErrors> {
+    let files: HashMap<PathBuf, Vec<u8>> = files
+        .iter()
+        .map(|(name, content)| (Path::new("/cfg").join(name), content.as_bytes().to_vec()))
+        .collect();
+    let read = move |p: &Path| {
+        files
+            .get(p)
+            .cloned()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    };
+    parse(
+        text,
+        &Env {
+            cores: CORES,
+            base_dir: Path::new("/cfg"),
+            read: &read,
+        },
+    )
+}
+
+fn check(text: &str) -> Result<Config, ConfigErrors> {
+    check_with(text, &[])
+}
+
+fn with(extra: &str) -> String {
+    format!("{BASE}{extra}")
+}
+
+fn edit(from: &str, to: &str) -> String {
+    assert!(BASE.contains(from), "{from:?} not in BASE");
+    BASE.replacen(from, to, 1)
+}
+
+fn errors(text: &str) -> ConfigErrors {
+    check(text).expect_err("config should be rejected")
+}
+
+/// Asserts an error with exactly `key` whose reason contains `fragment`.
+fn has(errs: &ConfigErrors, key: &str, fragment: &str) {
+    assert!(
+        errs.iter()
+            .any(|e| e.key == key && e.reason.contains(fragment)),
+        "no error {key}: …{fragment}… in\n{errs}"
+    );
+}
+
+/// Asserts that `text` has exactly one error, at `key`, containing `fragment`.
+fn only(text: &str, key: &str, fragment: &str) {
+    let errs = errors(text);
+    has(&errs, key, fragment);
+    assert_eq!(errs.len(), 1, "expected one error, got\n{errs}");
+}
+
+fn valid(text: &str) -> Config {
+    match check(text) {
+        Ok(c) => c,
+        Err(e) => panic!("config should be valid:\n{e}"),
+    }
+}
+
+// ---- the whole file ---------------------------------------------------
+
+#[test]
+fn base_is_valid_with_defaults_filled_in() {
+    let c = valid(BASE);
+    assert_eq!(c.dataplane.workers, [CORES - 1]);
+    let p0 = &c.ports[0];
+    assert_eq!(p0.driver, Driver::Pcap);
+    assert_eq!(p0.rx.as_deref(), Some(Path::new("/cfg/in0.pcap")));
+    assert_eq!(p0.mtu, 1500);
+    assert_eq!(p0.queues, 1);
+    assert_eq!(
+        c.ports[1].tx.as_deref(),
+        Some(Path::new("/captures/out1.pcap"))
+    );
+    let red = &c.routers[0];
+    assert_eq!(red.limits, Limits::default());
+    assert_eq!(red.control, None);
+    let red0 = &red.interfaces[0];
+    assert_eq!(red0.port, 0);
+    assert_eq!(red0.vlan, None);
+    assert_eq!(red0.mtu, 1500, "inherits the port's MTU");
+    assert_eq!(
+        red0.mac,
+        Some([2, 0, 0, 0, 0, 1]),
+        "inherits the port's MAC"
+    );
+    assert_eq!(red0.addresses[0].to_string(), "10.0.0.1/24");
+}
+
+#[test]
+fn example_is_valid() {
+    let c = check_with(EXAMPLE, &[(EXAMPLE_ROUTES_FILE_NAME, EXAMPLE_ROUTES_FILE)])
+        .unwrap_or_else(|e| panic!("EXAMPLE is invalid:\n{e}"));
+    assert_eq!(c.dataplane.workers, [0]);
+    assert_eq!(c.ports.len(), 2);
+    let red = c.router("red").unwrap();
+    let blue = c.router("blue").unwrap();
+    // Inline routes first, then the routes file in line order.
+    let routes: Vec<String> = red.routes.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        routes,
+        [
+            "0.0.0.0/0 10.0.0.254",
+            "::/0 2001:db8:a::fe",
+            "10.66.0.0/16 blackhole",
+            "2001:db8:dead::/48 unreachable",
+            "198.51.100.0/24 10.0.0.253",
+            "203.0.113.0/24 blackhole",
+            "2001:db8:beef::/48 2001:db8:a::fd",
+            "2001:db8:f00::/40 unreachable",
+        ]
+    );
+    let mgmt = &red.interfaces[1];
+    assert_eq!((mgmt.vlan, mgmt.mtu), (Some(100), 1400));
+    assert_eq!(mgmt.mac, Some([2, 0, 0, 0, 0, 0x64]));
+    assert_eq!(red.neighbors.len(), 2);
+    assert_eq!(red.control.as_ref().unwrap().netns, "vr-red");
+    assert_eq!(blue.interfaces[0].mtu, 9000);
+    assert_eq!(blue.limits, Limits::default());
+    assert_eq!(
+        red.interfaces[0].addresses[0],
+        blue.interfaces[0].addresses[0]
+    );
+}
+
+#[test]
+fn syntax_errors_give_line_and_column() {
+    only(
+        "[[port]]\nname = \"p0\"\nmtu = = 3\n",
+        "config",
+        "line 3, column 7",
+    );
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    only(
+        &edit(
+            "mac = \"02:00:00:00:00:01\"",
+            "mac = \"02:00:00:00:00:01\"\nspeed = 10",
+        ),
+        "port \"p0\".speed",
+        "unknown key; expected one of",
+    );
+    only(
+        &with("  colour = \"red\"\n"),
+        "router \"red\".interface \"red0\".colour",
+        "unknown key",
+    );
+    only(
+        &with("[router.limitz]\n"),
+        "router \"red\".limitz",
+        "unknown key",
+    );
+    only(&format!("verbose = true\n{BASE}"), "verbose", "unknown key");
+}
+
+#[test]
+fn wrong_types_are_named() {
+    only(
+        &edit(
+            "mac = \"02:00:00:00:00:01\"",
+            "mac = \"02:00:00:00:00:01\"\nmtu = \"1500\"",
+        ),
+        "port \"p0\".mtu",
+        "expected an integer",
+    );
+}
+
+#[test]
+fn every_error_is_reported_not_just_the_first() {
+    let text = with(
+        r#"
+  [[router.interface]]
+  name = "red1"
+  port = "p9"
+  vlan = 0
+  [[router.route]]
+  prefix = "10.9.0.0/16"
+  via = "10.9.9.9"
+"#,
+    )
+    .replace("rx = \"in0.pcap\"\n", "rx = \"in0.pcap\"\nqueues = 0\n");
+    let errs = errors(&text);
+    let keys: Vec<&str> = errs.iter().map(|e| e.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        [
+            "port \"p0\".queues",
+            "router \"red\".interface \"red1\".port",
+            "router \"red\".interface \"red1\".vlan",
+            "router \"red\".route[0].via",
+        ]
+    );
+}
+
+#[test]
+fn errors_display_one_per_line() {
+    let errs = errors(&edit(
+        "driver = \"pcap\"\nrx",
+        "driver = \"pcap\"\nqueues = 99\nmtu = 1\nrx",
+    ));
+    let text = errs.to_string();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        [
+            "port \"p0\".mtu: 1 is outside 68..=9000 (68 is the IPv4 minimum, RFC 791; 9000 the jumbo-frame maximum)",
+            "port \"p0\".queues: 99 is outside 1..=64 (one queue per worker is the useful maximum)",
+        ]
+    );
+}
+
+#[test]
+fn empty_config_is_valid() {
+    let c = valid("");
+    assert!(c.ports.is_empty() && c.routers.is_empty());
+}
+
+// ---- names ------------------------------------------------------------
+
+#[test]
+fn duplicate_port_names() {
+    only(
+        &edit("name = \"p1\"", "name = \"p0\""),
+        "port[1].name",
+        "duplicate port name \"p0\"; port[0] has it too",
+    );
+}
+
+#[test]
+fn duplicate_router_names() {
+    only(
+        &with("[[router]]\nname = \"red\"\n"),
+        "router[1].name",
+        "duplicate router name \"red\"; router[0] has it too",
+    );
+}
+
+#[test]
+fn duplicate_interface_names() {
+    only(
+        &with("  [[router.interface]]\n  name = \"red0\"\n  port = \"p1\"\n"),
+        "router \"red\".interface[1].name",
+        "duplicate interface name \"red0\" in router red; interface[0] has it too",
+    );
+}
+
+#[test]
+fn missing_names_are_keyed_by_index() {
+    only(
+        &edit("name = \"p1\"\n", ""),
+        "port[1].name",
+        "missing; every [[port]] needs a unique name",
+    );
+    only(
+        &with("[[router]]\n[[router.interface]]\nname = \"x\"\nport = \"p1\"\n"),
+        "router[1].name",
+        "missing",
+    );
+}
+
+#[test]
+fn bad_names() {
+    only(
+        &edit("name = \"red\"", "name = \"red team\""),
+        "router[0].name",
+        "contains ' '",
+    );
+    only(
+        &edit("name = \"red0\"", "name = \"a-very-long-ifname\""),
+        "router \"red\".interface[0].name",
+        "at most 15",
+    );
+}
+
+#[test]
+fn interface_references_unknown_port() {
+    only(
+        &edit("port = \"p0\"", "port = \"p9\""),
+        "router \"red\".interface \"red0\".port",
+        "no port named \"p9\"; ports are \"p0\", \"p1\"",
+    );
+}
+
+#[test]
+fn a_bad_port_is_still_found_by_name() {
+    // The port's own error is reported once; its interface does not add
+    // "no port named".
+    only(
+        &edit("driver = \"pcap\"\nrx", "driver = \"pcapng\"\nrx"),
+        "port \"p0\".driver",
+        "unknown driver \"pcapng\"",
+    );
+}
+
+// ---- MAC addresses ----------------------------------------------------
+
+#[test]
+fn malformed_mac() {
+    only(
+        &edit("02:00:00:00:00:01", "02:00:00:00:00"),
+        "port \"p0\".mac",
+        "\"02:00:00:00:00\" is not a MAC address",
+    );
+    only(
+        &with("  mac = \"02:00:00:00:00:zz\"\n"),
+        "router \"red\".interface \"red0\".mac",
+        "is not a MAC address",
+    );
+}
+
+#[test]
+fn port_mac_must_be_unicast() {
+    only(
+        &edit("02:00:00:00:00:01", "01:00:5e:00:00:01"),
+        "port \"p0\".mac",
+        "01:00:5e:00:00:01 is a multicast or broadcast address; a port MAC must be unicast",
+    );
+}
+
+// ---- addresses and prefixes ---------------------------------------------
+
+#[test]
+fn malformed_interface_address() {
+    only(
+        &edit("\"10.0.0.1/24\"", "\"10.0.0.300/24\""),
+        "router \"red\".interface \"red0\".addresses[0]",
+        "\"10.0.0.300\" is not an IP address",
+    );
+    only(
+        &edit("\"10.0.0.1/24\"", "\"10.0.0.1\""),
+        "router \"red\".interface \"red0\".addresses[0]",
+        "has no prefix length",
+    );
+}
+
+#[test]
+fn malformed_route_prefix() {
+    only(
+        &with("  [[router.route]]\n  prefix = \"10.0.0/8\"\n  blackhole = true\n"),
+        "router \"red\".route[0].prefix",
+        "\"10.0.0\" is not an IP address",
+    );
+}
+
+#[test]
+fn prefix_with_host_bits_suggests_masked_form() {
+    only(
+        &with("  [[router.route]]\n  prefix = \"10.1.2.3/16\"\n  blackhole = true\n"),
+        "router \"red\".route[0].prefix",
+        "host bits are set in 10.1.2.3/16; did you mean 10.1.0.0/16?",
+    );
+}
+
+#[test]
+fn prefix_length_out_of_range() {
+    only(
+        &with("  [[router.route]]\n  prefix = \"10.0.0.0/33\"\n  blackhole = true\n"),
+        "router \"red\".route[0].prefix",
+        "prefix length 33 is out of range 0..=32 for IPv4",
+    );
+    only(
+        &edit("2001:db8::1/64", "2001:db8::1/129"),
+        "router \"red\".interface \"red0\".addresses[1]",
+        "out of range 0..=128 for IPv6",
+    );
+}
+
+#[test]
+fn interface_address_is_not_network_or_broadcast() {
+    only(
+        &edit("10.0.0.1/24", "10.0.0.0/24"),
+        "router \"red\".interface \"red0\".addresses[0]",
+        "10.0.0.0 is the network address of 10.0.0.0/24; use a host address such as 10.0.0.1/24",
+    );
+    only(
+        &edit("10.0.0.1/24", "10.0.0.255/24"),
+        "router \"red\".interface \"red0\".addresses[0]",
+        "10.0.0.255 is the broadcast address of 10.0.0.0/24",
+    );
+    only(
+        &edit("10.0.0.1/24", "10.0.0.3/30"),
+        "router \"red\".interface \"red0\".addresses[0]",
+        "broadcast address of 10.0.0.0/30",
+    );
+    only(
+        &edit("2001:db8::1/64", "2001:db8::/64"),
+        "router \"red\".interface \"red0\".addresses[1]",
+        "Subnet-Router anycast address of 2001:db8::/64",
+    );
+    // RFC 3021 /31s, host /32s and RFC 6164 /127s use every address.
+    for a in ["10.0.0.0/31", "10.0.0.1/31", "10.0.0.0/32", "10.0.0.255/32"] {
+        valid(&edit("10.0.0.1/24", a));
+    }
+    valid(&edit("2001:db8::1/64", "2001:db8::/127"));
+}
+
+#[test]
+fn interface_address_is_not_special() {
+    only(
+        &edit("10.0.0.1/24", "224.0.0.1/24"),
+        "router \"red\".interface \"red0\".addresses[0]",
+        "224.0.0.1 is a multicast address",
+    );
+    only(
+        &edit("10.0.0.1/24", "10.0.0.1/0"),
+        "router \"red\".interface \"red0\".addresses[0]",
+        "claims every address as on-link",
+    );
+}
+
+#[test]
+fn duplicate_address_within_a_router() {
+    only(
+        &edit("\"10.0.0.1/24\", ", "\"10.0.0.1/24\", \"10.0.0.1/24\", "),
+        "router \"red\".interface \"red0\".addresses[1]",
+        "10.0.0.1 is listed twice on this interface",
+    );
+    let errs = errors(&with(
+        "  [[router.interface]]\n  name = \"red1\"\n  port = \"p1\"\n  addresses = [\"10.0.0.1/32\"]\n",
+    ));
+    has(
+        &errs,
+        "router \"red\".interface \"red1\".addresses[0]",
+        "10.0.0.1 is already assigned to router \"red\".interface \"red0\"",
+    );
+}
+
+#[test]
+fn overlapping_subnets_on_two_interfaces() {
+    only(
+        &with(
+            "  [[router.interface]]\n  name = \"red1\"\n  port = \"p1\"\n  addresses = [\"10.0.0.129/25\"]\n",
+        ),
+        "router \"red\".interface \"red1\".addresses",
+        "subnet 10.0.0.128/25 of 10.0.0.129/25 overlaps subnet 10.0.0.0/24 of 10.0.0.1/24 on router \"red\".interface \"red0\"",
+    );
+    // Secondary addresses on one interface may share a subnet.
+    valid(&edit(
+        "\"10.0.0.1/24\", ",
+        "\"10.0.0.1/24\", \"10.0.0.2/24\", ",
+    ));
+    // Two routers may use the same subnet.
+    valid(&with(
+        "[[router]]\nname = \"blue\"\n  [[router.interface]]\n  name = \"blue0\"\n  port = \"p1\"\n  addresses = [\"10.0.0.1/24\"]\n",
+    ));
+}
+
+// ---- VLANs and (port, VLAN) sharing ----------------------------------------
+
+#[test]
+fn vlan_out_of_range() {
+    for v in [0, 4095, -1, 70000] {
+        only(
+            &with(&format!("  vlan = {v}\n")),
+            "router \"red\".interface \"red0\".vlan",
+            &format!("{v} is outside 1..=4094"),
+        );
+    }
+    valid(&with("  vlan = 4094\n"));
+}
+
+#[test]
+fn two_interfaces_on_the_same_port_and_vlan() {
+    only(
+        &with(
+            "[[router]]\nname = \"blue\"\n  [[router.interface]]\n  name = \"blue0\"\n  port = \"p0\"\n",
+        ),
+        "router \"blue\".interface \"blue0\".port",
+        "port \"p0\" untagged is already used by router \"red\".interface \"red0\"",
+    );
+    let two_vlan_100 = "  [[router.interface]]\n  name = \"red1\"\n  port = \"p1\"\n  vlan = 100\n\
+        [[router]]\nname = \"blue\"\n  [[router.interface]]\n  name = \"blue0\"\n  port = \"p1\"\n  vlan = 100\n";
+    only(
+        &with(two_vlan_100),
+        "router \"blue\".interface \"blue0\".vlan",
+        "port \"p1\" VLAN 100 is already used by router \"red\".interface \"red1\"",
+    );
+    // Other VLANs of the same port, and the same VLAN on another port, are fine.
+    valid(&with(&two_vlan_100.replacen("vlan = 100", "vlan = 101", 1)));
+    valid(&with(&two_vlan_100.replacen(
+        "port = \"p1\"",
+        "port = \"p0\"",
+        1,
+    )));
+}
+
+// ---- ports --------------------------------------------------------------
+
+const MEMORY: &str = "[[port]]\nname = \"m\"\ndriver = \"memory\"\nrx = \"bench.pcap\"\nmac = \"02:00:00:00:00:0a\"\n";
+
+#[test]
+fn memory_port_requires_mac_and_rx() {
+    valid(&format!("{BASE}{MEMORY}"));
+    only(
+        &format!(
+            "{BASE}{}",
+            MEMORY.replace("mac = \"02:00:00:00:00:0a\"\n", "")
+        ),
+        "port \"m\".mac",
+        "missing; a memory port has no Linux interface to take a MAC from",
+    );
+    // Without rx a memory port only transmits: the egress side of a benchmark.
+    assert!(Config::from_toml_str_with_cores(
+        &format!("{BASE}{}", MEMORY.replace("rx = \"bench.pcap\"\n", "")),
+        Path::new("."),
+        64
+    )
+    .is_ok());
+    only(
+        &format!("{BASE}{MEMORY}tx = \"x.pcap\"\n"),
+        "port \"m\".tx",
+        "a memory port counts and discards what it sends",
+    );
+}
+
+#[test]
+fn pcap_port_requires_mac_and_a_file() {
+    only(
+        &edit("rx = \"in0.pcap\"\n", ""),
+        "port \"p0\"",
+        "a pcap port needs rx (a file to read), tx (a file to write) or both",
+    );
+    only(
+        &edit("mac = \"02:00:00:00:00:02\"\n", ""),
+        "port \"p1\".mac",
+        "missing; a pcap port has no Linux interface",
+    );
+    only(
+        &edit(
+            "rx = \"in0.pcap\"\n",
+            "rx = \"in0.pcap\"\ninterface = \"eth0\"\n",
+        ),
+        "port \"p0\".interface",
+        "a pcap port has no Linux interface",
+    );
+    only(
+        &edit("rx = \"in0.pcap\"", "rx = \"\""),
+        "port \"p0\".rx",
+        "must not be empty",
+    );
+}
+
+#[test]
+fn af_packet_and_af_xdp_ports_require_an_interface() {
+    for driver in ["af_packet", "af_xdp"] {
+        let port = format!("[[port]]\nname = \"x\"\ndriver = \"{driver}\"\n");
+        only(
+            &format!("{BASE}{port}"),
+            "port \"x\".interface",
+            &format!("missing; an {driver} port attaches to a Linux interface"),
+        );
+        let c = valid(&format!("{BASE}{port}interface = \"veth0\"\n"));
+        assert_eq!(c.ports[2].interface.as_deref(), Some("veth0"));
+        assert_eq!(
+            c.ports[2].mac, None,
+            "MAC defaults to the Linux interface's"
+        );
+        only(
+            &format!("{BASE}{port}interface = \"veth0\"\nrx = \"a.pcap\"\n"),
+            "port \"x\".rx",
+            "only memory and pcap ports read or write them",
+        );
+        only(
+            &format!("{BASE}{port}interface = \"veth/0\"\n"),
+            "port \"x\".interface",
+            "which Linux does not allow",
+        );
+    }
+    valid(&format!("{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\n"));
+}
+
+#[test]
+fn missing_driver() {
+    only(
+        &edit("driver = \"pcap\"\nrx", "rx"),
+        "port \"p0\".driver",
+        "missing; one of memory, pcap",
+    );
+}
+
+#[test]
+fn port_mtu_range() {
+    for mtu in [67, 9001, 0, -5] {
+        only(
+            &edit(
+                "rx = \"in0.pcap\"\n",
+                &format!("rx = \"in0.pcap\"\nmtu = {mtu}\n"),
+            ),
+            "port \"p0\".mtu",
+            &format!("{mtu} is outside 68..=9000 (68 is the IPv4 minimum, RFC 791"),
+        );
+    }
+    // 68 is fine for an IPv4-only port.
+    valid(
+        &edit("rx = \"in0.pcap\"\n", "rx = \"in0.pcap\"\nmtu = 68\n")
+            .replace(", \"2001:db8::1/64\"", ""),
+    );
+}
+
+#[test]
+fn port_queues_range() {
+    for q in [0, 65] {
+        only(
+            &edit(
+                "rx = \"in0.pcap\"\n",
+                &format!("rx = \"in0.pcap\"\nqueues = {q}\n"),
+            ),
+            "port \"p0\".queues",
+            &format!("{q} is outside 1..=64"),
+        );
+    }
+    let c = valid(&edit(
+        "rx = \"in0.pcap\"\n",
+        "rx = \"in0.pcap\"\nqueues = 64\n",
+    ));
+    assert_eq!(c.ports[0].queues, 64);
+}
+
+// ---- interface MTU ------------------------------------------------------
+
+#[test]
+fn interface_mtu_at_most_the_port_mtu() {
+    only(
+        &with("  mtu = 1600\n"),
+        "router \"red\".interface \"red0\".mtu",
+        "1600 is outside 68..=1500 (68 is the IPv4 minimum, RFC 791; 1500 is the MTU of port \"p0\")",
+    );
+    let c = valid(&with("  mtu = 1400\n"));
+    assert_eq!(c.routers[0].interfaces[0].mtu, 1400);
+}
+
+#[test]
+fn interface_with_ipv6_needs_mtu_1280() {
+    only(
+        &with("  mtu = 1200\n"),
+        "router \"red\".interface \"red0\".mtu",
+        "1200 is below 1280, the IPv6 minimum link MTU (RFC 8200 §5), and the interface has IPv6 address 2001:db8::1/64",
+    );
+    only(
+        &edit("rx = \"in0.pcap\"\n", "rx = \"in0.pcap\"\nmtu = 1000\n"),
+        "router \"red\".interface \"red0\".mtu",
+        "1000 (inherited from port \"p0\") is below 1280",
+    );
+    valid(&with("  mtu = 1280\n"));
+}
+
+// ---- routes --------------------------------------------------------------
+
+fn route(body: &str) -> String {
+    with(&format!("  [[router.route]]\n{body}"))
+}
+
+#[test]
+fn route_via_must_be_on_an_interface_subnet() {
+    only(
+        &route("  prefix = \"10.9.0.0/16\"\n  via = \"10.9.9.9\"\n"),
+        "router \"red\".route[0].via",
+        "no interface subnet of router red covers 10.9.9.9",
+    );
+    only(
+        &route("  prefix = \"10.9.0.0/16\"\n  via = \"10.0.0.1\"\n"),
+        "router \"red\".route[0].via",
+        "10.0.0.1 is this router's own address",
+    );
+    let c = valid(&route("  prefix = \"10.9.0.0/16\"\n  via = \"10.0.0.9\"\n"));
+    assert_eq!(
+        c.routers[0].routes,
+        [Route {
+            prefix: "10.9.0.0/16".parse().unwrap(),
+            target: RouteTarget::Via("10.0.0.9".parse().unwrap()),
+        }]
+    );
+}
+
+#[test]
+fn route_via_family_must_match_prefix() {
+    only(
+        &route("  prefix = \"0.0.0.0/0\"\n  via = \"2001:db8::9\"\n"),
+        "router \"red\".route[0].via",
+        "next hop 2001:db8::9 is IPv6 but prefix 0.0.0.0/0 is IPv4",
+    );
+    only(
+        &route("  prefix = \"::/0\"\n  via = \"10.0.0.9\"\n"),
+        "router \"red\".route[0].via",
+        "next hop 10.0.0.9 is IPv4 but prefix ::/0 is IPv6",
+    );
+}
+
+#[test]
+fn route_needs_exactly_one_target() {
+    only(
+        &route("  prefix = \"10.9.0.0/16\"\n"),
+        "router \"red\".route[0]",
+        "has no target; give one of via",
+    );
+    only(
+        &route("  prefix = \"10.9.0.0/16\"\n  blackhole = false\n"),
+        "router \"red\".route[0]",
+        "has no target",
+    );
+    only(
+        &route("  prefix = \"10.9.0.0/16\"\n  via = \"10.0.0.9\"\n  blackhole = true\n"),
+        "router \"red\".route[0]",
+        "has via and blackhole; give exactly one of via, blackhole, unreachable",
+    );
+    only(
+        &route("  prefix = \"10.9.0.0/16\"\n  blackhole = true\n  unreachable = true\n"),
+        "router \"red\".route[0]",
+        "has blackhole and unreachable",
+    );
+    let c = valid(&route(
+        "  prefix = \"10.9.0.0/16\"\n  unreachable = true\n  blackhole = false\n",
+    ));
+    assert_eq!(c.routers[0].routes[0].target, RouteTarget::Unreachable);
+}
+
+#[test]
+fn route_prefix_is_required() {
+    only(
+        &route("  blackhole = true\n"),
+        "router \"red\".route[0].prefix",
+        "missing",
+    );
+}
+
+#[test]
+fn duplicate_inline_prefixes() {
+    let r = "  [[router.route]]\n  prefix = \"10.9.0.0/16\"\n  blackhole = true\n";
+    only(
+        &with(&format!("{r}{r}")),
+        "router \"red\".route[1].prefix",
+        "duplicate prefix 10.9.0.0/16; also at router \"red\".route[0]",
+    );
+}
+
+// ---- neighbours --------------------------------------------------------
+
+fn neighbor(address: &str, mac: &str) -> String {
+    with(&format!(
+        "  [[router.neighbor]]\n  address = \"{address}\"\n  mac = \"{mac}\"\n"
+    ))
+}
+
+#[test]
+fn neighbor_must_be_on_an_interface_subnet() {
+    only(
+        &neighbor("10.9.9.9", "02:00:00:00:00:fe"),
+        "router \"red\".neighbor[0].address",
+        "no interface subnet of router red covers 10.9.9.9",
+    );
+    only(
+        &neighbor("10.0.0.1", "02:00:00:00:00:fe"),
+        "router \"red\".neighbor[0].address",
+        "10.0.0.1 is this router's own address",
+    );
+    let c = valid(&neighbor("2001:db8::fe", "02:00:00:00:00:fe"));
+    assert_eq!(
+        c.routers[0].neighbors,
+        [Neighbor {
+            address: "2001:db8::fe".parse().unwrap(),
+            mac: [2, 0, 0, 0, 0, 0xfe],
+        }]
+    );
+}
+
+#[test]
+fn neighbor_mac_must_be_unicast() {
+    only(
+        &neighbor("10.0.0.9", "ff:ff:ff:ff:ff:ff"),
+        "router \"red\".neighbor[0].mac",
+        "ff:ff:ff:ff:ff:ff is a multicast or broadcast address; a neighbour's MAC must be unicast",
+    );
+    only(
+        &neighbor("10.0.0.9", "33:33:00:00:00:01"),
+        "router \"red\".neighbor[0].mac",
+        "is a multicast or broadcast address",
+    );
+    only(
+        &neighbor("10.0.0.9", "00:00:00:00:00:00"),
+        "router \"red\".neighbor[0].mac",
+        "00:00:00:00:00:00 is not a valid",
+    );
+}
+
+#[test]
+fn duplicate_neighbors() {
+    let n = "  [[router.neighbor]]\n  address = \"10.0.0.9\"\n  mac = \"02:00:00:00:00:09\"\n";
+    only(
+        &with(&format!("{n}{n}")),
+        "router \"red\".neighbor[1].address",
+        "10.0.0.9 already has a static entry at neighbor[0]",
+    );
+}
+
+#[test]
+fn a_bad_interface_address_does_not_cascade_into_coverage_errors() {
+    let text = edit("10.0.0.1/24", "10.0.0.1/2x")
+        + "  [[router.route]]\n  prefix = \"0.0.0.0/0\"\n  via = \"10.0.0.9\"\n";
+    only(
+        &text,
+        "router \"red\".interface \"red0\".addresses[0]",
+        "prefix length \"2x\" is not a decimal number",
+    );
+}
+
+// ---- workers ------------------------------------------------------------
+
+#[test]
+fn workers() {
+    let c = valid(&format!("[dataplane]\nworkers = [0, 2, 1]\n{BASE}"));
+    assert_eq!(c.dataplane.workers, [0, 2, 1]);
+    only(
+        &format!("[dataplane]\nworkers = []\n{BASE}"),
+        "dataplane.workers",
+        "lists no core",
+    );
+    only(
+        &format!("[dataplane]\nworkers = [1, 2, 1]\n{BASE}"),
+        "dataplane.workers[2]",
+        "core 1 is listed twice",
+    );
+    only(
+        &format!("[dataplane]\nworkers = [4]\n{BASE}"),
+        "dataplane.workers[0]",
+        "core 4 does not exist: this machine has 4 cores (0..=3)",
+    );
+    only(
+        &format!("[dataplane]\nworkers = [-1]\n{BASE}"),
+        "dataplane.workers[0]",
+        "core -1 does not exist",
+    );
+    // An empty [dataplane] keeps the default.
+    let c = valid(&format!("[dataplane]\n{BASE}"));
+    assert_eq!(c.dataplane.workers, [CORES - 1]);
+}
+
+// ---- control and limits ---------------------------------------------------
+
+#[test]
+fn control_netns() {
+    let c = valid(&with("  [router.control]\n  netns = \"vr-red\"\n"));
+    assert_eq!(
+        c.routers[0].control,
+        Some(Control {
+            netns: "vr-red".into()
+        })
+    );
+    only(
+        &with("  [router.control]\n"),
+        "router \"red\".control.netns",
+        "missing",
+    );
+    only(
+        &with("  [router.control]\n  netns = \"../etc\"\n"),
+        "router \"red\".control.netns",
+        "contains '/'",
+    );
+    only(
+        &with(
+            "  [router.control]\n  netns = \"shared\"\n[[router]]\nname = \"blue\"\n  [router.control]\n  netns = \"shared\"\n",
+        ),
+        "router \"blue\".control.netns",
+        "namespace \"shared\" is already used by router \"red\"",
+    );
+}
+
+#[test]
+fn limits() {
+    let c = valid(&with(
+        "  [router.limits]\n  icmp_rate = 0\n  punt_queue = 1024\n  arp_hold = 0\n  neighbor_timeout_ms = 5000\n",
+    ));
+    assert_eq!(
+        c.routers[0].limits,
+        Limits {
+            icmp_rate: 0,
+            punt_queue: 1024,
+            arp_hold: 0,
+            neighbor_timeout_ms: 5000
+        }
+    );
+    let c = valid(&with("  [router.limits]\n  punt_queue = 16\n"));
+    assert_eq!(
+        c.routers[0].limits,
+        Limits {
+            punt_queue: 16,
+            ..Limits::default()
+        }
+    );
+    for (key, bad) in [
+        ("icmp_rate", "-1"),
+        ("punt_queue", "0"),
+        ("arp_hold", "5000"),
+        ("neighbor_timeout_ms", "0"),
+    ] {
+        only(
+            &with(&format!("  [router.limits]\n  {key} = {bad}\n")),
+            &format!("router \"red\".limits.{key}"),
+            &format!("{bad} is outside"),
+        );
+    }
+}
+
+// ---- routes files --------------------------------------------------------
+
+fn with_file(table: &str) -> Result<Config, ConfigErrors> {
+    check_with(
+        &BASE.replacen(
+            "name = \"red\"\n",
+            "name = \"red\"\nroutes_file = \"table.txt\"\n",
+            1,
+        ),
+        &[("table.txt", table)],
+    )
+}
+
+const FILE_KEY: &str = "router \"red\".routes_file \"table.txt\"";
+
+#[test]
+fn routes_file_routes_follow_inline_routes() {
+    let text = BASE.replacen(
+        "name = \"red\"\n",
+        "name = \"red\"\nroutes_file = \"table.txt\"\n",
+        1,
+    ) + "  [[router.route]]\n  prefix = \"0.0.0.0/0\"\n  via = \"10.0.0.254\"\n";
+    let c = check_with(
+        &text,
+        &[("table.txt", "# table\n10.1.0.0/16 10.0.0.2\n\n2001:db8:1::/48 2001:db8::2 # v6\n10.2.0.0/16 unreachable\n")],
+    )
+    .unwrap();
+    let routes: Vec<String> = c.routers[0]
+        .routes
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            "0.0.0.0/0 10.0.0.254",
+            "10.1.0.0/16 10.0.0.2",
+            "2001:db8:1::/48 2001:db8::2",
+            "10.2.0.0/16 unreachable"
+        ]
+    );
+}
+
+#[test]
+fn routes_file_errors_carry_line_numbers() {
+    let errs = with_file("10.1.0.0/16 10.0.0.2\n# comment\n10.2.0.1/16 blackhole\n10.3.0.0/16\n")
+        .unwrap_err();
+    has(
+        &errs,
+        &format!("{FILE_KEY} line 3"),
+        "did you mean 10.2.0.0/16?",
+    );
+    has(&errs, &format!("{FILE_KEY} line 4"), "has no next hop");
+    assert_eq!(errs.len(), 2, "{errs}");
+}
+
+#[test]
+fn routes_file_via_must_be_on_an_interface_subnet() {
+    let errs = with_file("10.1.0.0/16 10.0.0.2\n10.9.0.0/16 10.9.9.9\n").unwrap_err();
+    has(
+        &errs,
+        &format!("{FILE_KEY} line 2"),
+        "no interface subnet of router red covers 10.9.9.9",
+    );
+    assert_eq!(errs.len(), 1, "{errs}");
+}
+
+#[test]
+fn routes_file_duplicates_name_both_places() {
+    let text = BASE.replacen(
+        "name = \"red\"\n",
+        "name = \"red\"\nroutes_file = \"table.txt\"\n",
+        1,
+    ) + "  [[router.route]]\n  prefix = \"10.1.0.0/16\"\n  blackhole = true\n";
+    let errs = check_with(
+        &text,
+        &[(
+            "table.txt",
+            "10.1.0.0/16 10.0.0.2\n10.2.0.0/16 10.0.0.2\n10.2.0.0/16 blackhole\n",
+        )],
+    )
+    .unwrap_err();
+    has(
+        &errs,
+        &format!("{FILE_KEY} line 1"),
+        "duplicate prefix 10.1.0.0/16; also at router \"red\".route[0]",
+    );
+    has(
+        &errs,
+        &format!("{FILE_KEY} line 3"),
+        &format!("duplicate prefix 10.2.0.0/16; also at {FILE_KEY} line 2"),
+    );
+    assert_eq!(errs.len(), 2, "{errs}");
+}
+
+#[test]
+fn routes_file_that_cannot_be_read() {
+    let text = BASE.replacen(
+        "name = \"red\"\n",
+        "name = \"red\"\nroutes_file = \"nope.txt\"\n",
+        1,
+    );
+    only(
+        &text,
+        "router \"red\".routes_file",
+        "cannot read /cfg/nope.txt",
+    );
+}
+
+#[test]
+fn routes_file_errors_are_capped() {
+    let garbage = "x\n".repeat(1000);
+    let errs = with_file(&garbage).unwrap_err();
+    assert_eq!(errs.len(), MAX_FILE_ERRORS + 1);
+    has(
+        &errs,
+        "router \"red\".routes_file",
+        "900 more errors in /cfg/table.txt not listed",
+    );
+}
+
+#[test]
+fn routes_file_that_is_not_utf8() {
+    let files: HashMap<PathBuf, Vec<u8>> = HashMap::from([(
+        PathBuf::from("/cfg/t.bin"),
+        b"10.1.0.0/16 10.0.0.2\n\xff\xfe 1\n".to_vec(),
+    )]);
+    let read = move |p: &Path| {
+        files
+            .get(p)
+            .cloned()
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+    };
+    let errs = parse(
+        &BASE.replacen(
+            "name = \"red\"\n",
+            "name = \"red\"\nroutes_file = \"t.bin\"\n",
+            1,
+        ),
+        &Env {
+            cores: CORES,
+            base_dir: Path::new("/cfg"),
+            read: &read,
+        },
+    )
+    .unwrap_err();
+    has(
+        &errs,
+        "router \"red\".routes_file \"t.bin\" line 2",
+        "is not an IP address",
+    );
+    assert_eq!(errs.len(), 1, "{errs}");
+}
+
+/// A full Internet table's worth of routes loads well within a second in a
+/// release build (the test profile is less optimised; it checks a looser
+/// bound). Run `cargo test --release -p vrhost-control million -- --nocapture`
+/// for the rate.
+#[test]
+fn a_million_line_routes_file_loads_fast() {
+    use std::fmt::Write as _;
+    let mut table = String::with_capacity(30_000_000);
+    for n in 0..1_000_000u64 {
+        // Distinct /24s across 1.0.0.0/8..=16.0.0.0/8, every 16th one a
+        // blackhole, every 8th one IPv6; shuffled (the multiplier is prime
+        // to 10^6, so this is a permutation), as sorted input is the easy case.
+        let i = u32::try_from(n * 2_654_435_761 % 1_000_000).unwrap();
+        let net = (1u32 << 24) + (i << 8);
+        let a = std::net::Ipv4Addr::from(net);
+        if i % 8 == 0 {
+            let _ = writeln!(
+                table,
+                "2001:db8:{:x}:{:x}::/64 2001:db8::2",
+                i >> 16,
+                i & 0xffff
+            );
+        } else if i % 16 == 1 {
+            let _ = writeln!(table, "{a}/24 blackhole");
+        } else {
+            let _ = writeln!(table, "{a}/24 10.0.0.2");
+        }
+    }
+    let text = BASE.replacen(
+        "name = \"red\"\n",
+        "name = \"red\"\nroutes_file = \"table.txt\"\n",
+        1,
+    );
+    let start = std::time::Instant::now();
+    let c = check_with(&text, &[("table.txt", &table)]).unwrap();
+    let took = start.elapsed();
+    assert_eq!(c.routers[0].routes.len(), 1_000_000);
+    eprintln!(
+        "1M routes in {took:?}: {:.2} M lines/s",
+        1.0 / took.as_secs_f64()
+    );
+    let limit = if cfg!(debug_assertions) { 5.0 } else { 1.0 };
+    assert!(took.as_secs_f64() < limit, "took {took:?}");
+}

@@ -1,0 +1,61 @@
+//! The public entry points against real files.
+
+use std::path::PathBuf;
+
+use vrhost_control::{Config, EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vrhost-control-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn load_reads_the_routes_file_next_to_the_config() {
+    let dir = temp_dir("load");
+    std::fs::write(dir.join("vrhost.toml"), EXAMPLE).unwrap();
+    std::fs::write(dir.join(EXAMPLE_ROUTES_FILE_NAME), EXAMPLE_ROUTES_FILE).unwrap();
+    let c = Config::load(&dir.join("vrhost.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(c.router("red").unwrap().routes.len(), 8);
+    assert_eq!(
+        c.ports[0].rx.as_deref(),
+        Some(dir.join("red-in.pcap").as_path())
+    );
+}
+
+#[test]
+fn load_reports_a_missing_routes_file() {
+    let dir = temp_dir("no-routes");
+    std::fs::write(dir.join("vrhost.toml"), EXAMPLE).unwrap();
+    let errs = Config::load(&dir.join("vrhost.toml")).unwrap_err();
+    assert_eq!(errs.0.len(), 1, "{errs}");
+    assert_eq!(errs.0[0].key, "router \"red\".routes_file");
+    assert!(errs.0[0].reason.starts_with("cannot read "), "{errs}");
+}
+
+#[test]
+fn load_reports_a_missing_config() {
+    let errs = Config::load(&temp_dir("missing").join("nope.toml")).unwrap_err();
+    assert_eq!(errs.0[0].key, "config");
+    assert!(errs.0[0].reason.contains("cannot read"), "{errs}");
+}
+
+#[test]
+fn load_rejects_non_utf8() {
+    let dir = temp_dir("utf8");
+    std::fs::write(dir.join("bad.toml"), b"name = \"\xff\"\n").unwrap();
+    let errs = Config::load(&dir.join("bad.toml")).unwrap_err();
+    assert_eq!(errs.0[0].key, "config");
+    assert!(
+        errs.0[0]
+            .reason
+            .contains("is not UTF-8 (bad byte at offset 8)"),
+        "{errs}"
+    );
+}
+
+#[test]
+fn default_worker_is_the_last_core() {
+    let c = Config::from_toml_str("", std::path::Path::new(".")).unwrap();
+    assert_eq!(c.dataplane.workers, [vrhost_control::available_cores() - 1]);
+}

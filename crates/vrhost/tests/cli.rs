@@ -1,0 +1,327 @@
+//! End-to-end tests of the `vrhost` command line: check, replay (pcap in,
+//! pcap out, read back by tcpdump), workload + bench, and demo.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
+use vrhost_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame};
+use vrhost_wire::icmpv4::{Icmpv4Packet, Icmpv4Repr};
+use vrhost_wire::ip::IpProtocol;
+use vrhost_wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use vrhost_wire::ipv6::{Ipv6Packet, Ipv6Repr};
+use vrhost_wire::vlan::VlanHeader;
+
+const VRHOST: &str = env!("CARGO_BIN_EXE_vrhost");
+const R0: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
+const R1: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x11]);
+const HOST: EthernetAddress = EthernetAddress([0x02, 0xaa, 0, 0, 0, 0x02]);
+const GW: EthernetAddress = EthernetAddress([0x02, 0xbb, 0, 0, 0, 0x02]);
+
+const CONFIG: &str = r#"
+[[port]]
+name = "p0"
+driver = "pcap"
+rx = "in0.pcap"
+tx = "out0.pcap"
+mac = "02:00:00:00:00:01"
+
+[[port]]
+name = "p1"
+driver = "pcap"
+tx = "out1.pcap"
+mac = "02:00:00:00:00:11"
+
+[[router]]
+name = "red"
+
+  [[router.interface]]
+  name = "red0"
+  port = "p0"
+  addresses = ["10.0.0.1/24", "2001:db8::1/64"]
+
+  [[router.interface]]
+  name = "red1"
+  port = "p1"
+  vlan = 100
+  mtu = 1400
+  addresses = ["10.1.0.1/24", "2001:db8:1::1/64"]
+
+  [[router.route]]
+  prefix = "192.0.2.0/24"
+  via = "10.1.0.2"
+
+  [[router.route]]
+  prefix = "2001:db8:ff::/48"
+  via = "2001:db8:1::2"
+
+  [[router.neighbor]]
+  address = "10.1.0.2"
+  mac = "02:bb:00:00:00:02"
+
+  [[router.neighbor]]
+  address = "2001:db8:1::2"
+  mac = "02:bb:00:00:00:02"
+
+  [[router.neighbor]]
+  address = "10.0.0.2"
+  mac = "02:aa:00:00:00:02"
+"#;
+
+fn frame(ethertype: EtherType, l3: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; 14 + l3.len()];
+    let mut e = EthernetFrame::new_unchecked(&mut f[..]);
+    e.set_dst_addr(R0);
+    e.set_src_addr(HOST);
+    e.set_ethertype(ethertype);
+    f[14..].copy_from_slice(l3);
+    f
+}
+
+fn ipv4(dst: Ipv4Addr, proto: IpProtocol, ttl: u8, payload: &[u8]) -> Vec<u8> {
+    let r = Ipv4Repr {
+        src_addr: Ipv4Addr::new(10, 0, 0, 2),
+        dst_addr: dst,
+        protocol: proto,
+        payload_len: payload.len(),
+        ttl,
+        dscp_ecn: 0,
+        ident: 7,
+        dont_frag: false,
+    };
+    let mut p = vec![0u8; 20 + payload.len()];
+    r.emit(&mut Ipv4Packet::new_unchecked(&mut p[..]));
+    p[20..].copy_from_slice(payload);
+    p
+}
+
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut w = PcapWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_packet(&PcapPacket::new(
+            Duration::from_millis(i as u64),
+            f.len() as u32,
+            f,
+        ))
+        .unwrap();
+    }
+}
+
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let mut r = PcapReader::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut out = Vec::new();
+    while let Some(p) = r.next_packet() {
+        out.push(p.unwrap().data.into_owned());
+    }
+    out
+}
+
+fn run(args: &[&str], dir: &Path) -> (bool, String, String) {
+    let out = Command::new(VRHOST)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run vrhost");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn replay_forwards_answers_and_writes_pcaps_tcpdump_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("red.toml"), CONFIG).unwrap();
+    let echo = {
+        let r = Icmpv4Repr::EchoRequest {
+            ident: 1,
+            seq_no: 1,
+            data: b"hi",
+        };
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut Icmpv4Packet::new_unchecked(&mut b[..]));
+        b
+    };
+    let v6 = {
+        let r = Ipv6Repr {
+            src_addr: "2001:db8::2".parse().unwrap(),
+            dst_addr: "2001:db8:ff::9".parse().unwrap(),
+            next_header: IpProtocol::Udp,
+            payload_len: 8,
+            hop_limit: 64,
+        };
+        let mut p = vec![0u8; 48];
+        r.emit(&mut Ipv6Packet::new_unchecked(&mut p[..]));
+        // UDP 4096 -> 9, length 8, no payload (checksum left 0 for the test).
+        p[40..46].copy_from_slice(&[0x10, 0x00, 0x00, 0x09, 0x00, 0x08]);
+        p
+    };
+    let udp = [
+        0x10, 0x00, 0x00, 0x09, 0x00, 0x10, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8,
+    ];
+    write_pcap(
+        &dir.path().join("in0.pcap"),
+        &[
+            frame(
+                EtherType::Ipv4,
+                &ipv4(Ipv4Addr::new(192, 0, 2, 9), IpProtocol::Udp, 64, &udp),
+            ),
+            frame(
+                EtherType::Ipv4,
+                &ipv4(Ipv4Addr::new(192, 0, 2, 9), IpProtocol::Udp, 1, &udp),
+            ),
+            frame(
+                EtherType::Ipv4,
+                &ipv4(Ipv4Addr::new(10, 0, 0, 1), IpProtocol::Icmp, 64, &echo),
+            ),
+            frame(EtherType::Ipv6, &v6),
+        ],
+    );
+    let (ok, stdout, stderr) = run(&["replay", "--config", "red.toml", "--json"], dir.path());
+    assert!(ok, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    let red = &report["routers"][0];
+    assert_eq!(red["name"], "red");
+    assert_eq!(red["rx_packets"], 4);
+    assert_eq!(red["forwarded"], 2);
+    assert_eq!(red["local"], 1);
+    assert_eq!(red["icmp_errors"], 1);
+    assert_eq!(red["drops"]["ttl-expired"], 1);
+
+    // Toward the gateway: tagged VLAN 100, TTL and hop limit decremented.
+    let out1 = read_pcap(&dir.path().join("out1.pcap"));
+    assert_eq!(out1.len(), 2);
+    for f in &out1 {
+        let e = EthernetFrame::new_checked(&f[..]).unwrap();
+        assert_eq!(
+            (e.dst_addr(), e.src_addr(), e.ethertype()),
+            (GW, R1, EtherType::Vlan)
+        );
+        assert_eq!(VlanHeader::new_checked(&f[14..18]).unwrap().vlan_id(), 100);
+    }
+    assert_eq!(Ipv4Packet::new_checked(&out1[0][18..]).unwrap().ttl(), 63);
+    assert_eq!(
+        Ipv6Packet::new_checked(&out1[1][18..]).unwrap().hop_limit(),
+        63
+    );
+    // Back toward the host: Time Exceeded, then the echo reply.
+    let out0 = read_pcap(&dir.path().join("out0.pcap"));
+    assert_eq!(out0.len(), 2);
+    let icmp_type = |f: &Vec<u8>| {
+        let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+        assert_eq!(ip.src_addr(), Ipv4Addr::new(10, 0, 0, 1));
+        ip.payload()[0]
+    };
+    assert_eq!(icmp_type(&out0[0]), 11);
+    assert_eq!(icmp_type(&out0[1]), 0);
+
+    // The files open in tcpdump, which decodes what we expect.
+    let td = Command::new("tcpdump")
+        .args(["-nn", "-e", "-r"])
+        .arg(dir.path().join("out1.pcap"))
+        .output()
+        .expect("tcpdump is installed (the CI script installs it)");
+    assert!(
+        td.status.success(),
+        "{}",
+        String::from_utf8_lossy(&td.stderr)
+    );
+    let text = String::from_utf8_lossy(&td.stdout);
+    assert!(text.contains("vlan 100"), "{text}");
+    assert!(text.contains("10.0.0.2.4096 > 192.0.2.9.9"), "{text}");
+    assert!(
+        text.contains("2001:db8::2.4096 > 2001:db8:ff::9.9"),
+        "{text}"
+    );
+    let td = Command::new("tcpdump")
+        .args(["-nn", "-r"])
+        .arg(dir.path().join("out0.pcap"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&td.stdout);
+    assert!(text.contains("time exceeded in-transit"), "{text}");
+    assert!(text.contains("ICMP echo reply"), "{text}");
+}
+
+#[test]
+fn check_accepts_good_configs_and_names_the_key_of_bad_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("good.toml"), CONFIG).unwrap();
+    let (ok, stdout, _) = run(&["check", "--config", "good.toml"], dir.path());
+    assert!(ok);
+    assert!(stdout.contains("ok"), "{stdout}");
+    let bad = CONFIG
+        .replace("vlan = 100", "vlan = 5000")
+        .replace("via = \"10.1.0.2\"", "via = \"10.9.9.9\"");
+    std::fs::write(dir.path().join("bad.toml"), bad).unwrap();
+    let (ok, _, stderr) = run(&["check", "--config", "bad.toml"], dir.path());
+    assert!(!ok);
+    assert!(
+        stderr.contains("router \"red\".interface \"red1\".vlan"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("10.9.9.9"), "{stderr}");
+}
+
+#[test]
+fn workload_then_bench_reports_throughput_as_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = run(
+        &[
+            "workload", "--routes", "1000", "--frames", "4096", "--out", "w",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{stderr}");
+    let table = std::fs::read_to_string(dir.path().join("w/table.txt")).unwrap();
+    assert_eq!(table.lines().count(), 1000);
+    let (ok, stdout, stderr) = run(
+        &[
+            "bench",
+            "--config",
+            "w/bench.toml",
+            "--seconds",
+            "0.3",
+            "--json",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    for key in ["tx_pps", "rx_pps", "seconds", "workers"] {
+        assert!(v.get(key).is_some(), "{key} missing from {v}");
+    }
+    assert!(v["rx_pps"].as_f64().unwrap() > 0.0);
+    // Every destination is inside the table: everything received is sent.
+    assert!(
+        v["tx_pps"].as_f64().unwrap() > 0.9 * v["rx_pps"].as_f64().unwrap(),
+        "{v}"
+    );
+    assert!(v["drops"].as_object().unwrap().is_empty(), "{v}");
+}
+
+#[test]
+fn demo_runs_without_files_or_privileges() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stdout, stderr) = run(&["demo", "--seconds", "1", "--routes", "2000"], dir.path());
+    assert!(ok, "{stderr}");
+    for needle in [
+        "red",
+        "blue",
+        "green",
+        "Mpps",
+        "summary",
+        "ttl-expired",
+        "no-route",
+    ] {
+        assert!(stdout.contains(needle), "{needle} missing from:\n{stdout}");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "the demo writes no files"
+    );
+}
