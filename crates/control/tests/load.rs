@@ -59,3 +59,10 @@ fn default_worker_is_the_last_core() {
     let c = Config::from_toml_str("", std::path::Path::new(".")).unwrap();
     assert_eq!(c.dataplane.workers, [vrhost_control::available_cores() - 1]);
 }
+
+#[test]
+fn the_config_reference_shows_the_example_verbatim() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md")).unwrap();
+    assert!(doc.contains(vrhost_control::EXAMPLE), "docs/config.md is out of date with EXAMPLE");
+    assert!(doc.contains(vrhost_control::EXAMPLE_ROUTES_FILE));
+}

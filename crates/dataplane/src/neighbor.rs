@@ -281,6 +281,8 @@ impl NeighborTable {
         }
         let changed = n.mac != mac;
         n.mac = mac;
+        // Learning counts as activity: the entry is not idle garbage yet.
+        n.used = n.used.max(now);
         if confirmed {
             n.state = State::Reachable;
             n.confirmed = now;

@@ -100,6 +100,44 @@ fn requests_for_our_address_are_answered() {
 }
 
 #[test]
+fn learning_holds_at_wall_clock_timestamps() {
+    // replay feeds pcap timestamps (nanoseconds since 1970): timers must not
+    // mistake a fresh entry for an idle one.
+    const T0: u64 = 1_700_000_000 * SEC;
+    let mut e = engine();
+    assert_eq!(
+        send(
+            &mut e,
+            0,
+            &arp(
+                Operation::Request,
+                HOST_MAC,
+                HOST,
+                RED0,
+                EthernetAddress::BROADCAST
+            ),
+            T0
+        )
+        .len(),
+        1
+    );
+    let f = eth(
+        RED1_MAC,
+        GW_MAC,
+        Some(100),
+        EtherType::Ipv4,
+        &ipv4(REMOTE, HOST, IpProtocol::Udp, 64, false, &udp(8)),
+    );
+    let out = send(&mut e, 1, &f, T0 + 1_000_000);
+    assert_eq!(
+        out.len(),
+        1,
+        "sent straight to the learned MAC, no ARP request"
+    );
+    assert_eq!(out[0].eth().dst_addr(), HOST_MAC);
+}
+
+#[test]
 fn requests_for_other_addresses_are_ignored() {
     let mut e = engine();
     assert!(send(
