@@ -567,3 +567,57 @@ fn tenants_with_identical_addresses_stay_apart() {
     assert!(send(&mut e, 2, &red, 0).is_empty());
     assert_eq!(drops(&e, 2, Drop::NotForUs), 1);
 }
+
+#[test]
+fn rewrites_the_vlan_tag_between_tagged_interfaces() {
+    use std::net::IpAddr;
+    use vrhost_dataplane::{EngineSpec, InterfaceSpec, PortSpec, RouteTarget, RouterSpec};
+    let iface = |name: &str, vlan: u16, addr: Ipv4Addr| InterfaceSpec {
+        name: name.into(),
+        port: 0,
+        vlan: Some(vlan),
+        mac: RED0_MAC,
+        mtu: 1500,
+        addrs4: vec![(addr, 24)],
+        addrs6: vec![],
+    };
+    let spec = EngineSpec {
+        ports: vec![PortSpec {
+            name: "trunk".into(),
+            mtu: 1500,
+        }],
+        routers: vec![RouterSpec {
+            name: "r".into(),
+            interfaces: vec![
+                iface("a", 10, Ipv4Addr::new(10, 0, 0, 1)),
+                iface("b", 20, Ipv4Addr::new(10, 1, 0, 1)),
+            ],
+            routes4: vec![(
+                "192.0.2.0/24".parse().unwrap(),
+                RouteTarget::Via(IpAddr::V4(GW)),
+            )],
+            neighbors: vec![(IpAddr::V4(GW), GW_MAC)],
+            ..Default::default()
+        }],
+    };
+    let mut e = vrhost_dataplane::Engine::new(&spec).unwrap();
+    let f = eth(
+        RED0_MAC,
+        HOST_MAC,
+        Some(10),
+        EtherType::Ipv4,
+        &ipv4(HOST, REMOTE, IpProtocol::Udp, 64, false, &udp(8)),
+    );
+    let out = send(&mut e, 0, &f, 0);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].port, out[0].vlan(), out[0].eth().dst_addr()),
+        (0, Some(20), GW_MAC)
+    );
+    assert_eq!(
+        out[0].frame.len(),
+        f.len(),
+        "same length: tag rewritten in place"
+    );
+    assert_eq!(out[0].ipv4().ttl(), 63);
+}

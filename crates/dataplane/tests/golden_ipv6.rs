@@ -391,3 +391,28 @@ fn echo_to_our_address_is_answered() {
         matches!(out[0].icmpv6(), Icmpv6Repr::EchoReply { ident: 9, seq_no: 1, data } if data == b"ping6")
     );
 }
+
+#[test]
+fn icmpv6_errors_are_not_sent_about_icmpv6_errors_or_multicast() {
+    let mut e = engine();
+    learn_host6(&mut e);
+    // An ICMPv6 Destination Unreachable with hop limit 1.
+    let err = Icmpv6Repr::DstUnreachable {
+        code: 0,
+        data: &[0u8; 48],
+    };
+    let f = eth(
+        RED0_MAC,
+        HOST_MAC,
+        None,
+        EtherType::Ipv6,
+        &icmpv6(HOST6, REMOTE6, 1, &err),
+    );
+    assert!(send(&mut e, 0, &f, 1).is_empty());
+    // A frame to the all-nodes MAC but a unicast IPv6 destination without a route.
+    let mut m = udp6_frame("2001:db8:77::1".parse().unwrap(), 64, 8);
+    m[..6].copy_from_slice(&ipv6_multicast_mac(&ALL_NODES).0);
+    assert!(send(&mut e, 0, &m, 1).is_empty());
+    assert_eq!(e.iface_counters(0).icmp_suppressed, 2);
+    assert_eq!(e.iface_counters(0).icmp_errors, 0);
+}
