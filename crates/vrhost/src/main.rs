@@ -4,6 +4,7 @@
 
 mod bench;
 mod demo;
+mod lab;
 mod replay;
 mod report;
 mod worker;
@@ -72,6 +73,19 @@ enum Command {
         #[arg(long, default_value_t = 10_000)]
         routes: usize,
     },
+    /// Build (up) or remove (down) a lab of host namespaces wired to vrhost by veth pairs.
+    Lab {
+        /// up | down
+        action: String,
+        /// Lab spec (TOML); see docs/lab.md.
+        spec: PathBuf,
+    },
+    /// List every drop reason with its counter name and rule.
+    DropReasons {
+        /// Print the Markdown table of docs/drop-reasons.md.
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Make a synthetic benchmark workload: an Internet-like table, a pcap of
     /// 64-byte UDP frames to random destinations inside it, and a bench config.
     Workload {
@@ -118,6 +132,11 @@ fn main() -> ExitCode {
             out,
             seed,
         } => workload::run(routes, frames, &out, seed),
+        Command::Lab { action, spec } => lab::run(&action, &spec),
+        Command::DropReasons { markdown } => {
+            print!("{}", drop_reasons(markdown));
+            Ok(ExitCode::SUCCESS)
+        }
     };
     match result {
         Ok(code) => code,
@@ -149,4 +168,28 @@ fn check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// Every drop reason: the counter name and the variant's doc comment.
+fn drop_reasons(markdown: bool) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if markdown {
+        out.push_str(
+            "# Drop reasons\n\n\
+             Every packet vrhost discards is counted under exactly one of these reasons, per port \
+             and per interface (and so per VR). This file is the output of \
+             `vrhost drop-reasons --markdown`; a test keeps it in step with the code, where each \
+             description is the doc comment of its `Drop` variant.\n\n\
+             | counter | rule |\n|---|---|\n",
+        );
+    }
+    for d in vrhost_dataplane::Drop::ALL {
+        if markdown {
+            let _ = writeln!(out, "| `{}` | {} |", d.name(), d.description());
+        } else {
+            let _ = writeln!(out, "{:<30} {}", d.name(), d.description());
+        }
+    }
+    out
 }

@@ -325,3 +325,19 @@ fn demo_runs_without_files_or_privileges() {
         "the demo writes no files"
     );
 }
+
+#[test]
+fn drop_reasons_doc_matches_the_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stdout, _) = run(&["drop-reasons", "--markdown"], dir.path());
+    assert!(ok);
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/drop-reasons.md"
+    ))
+    .expect("docs/drop-reasons.md");
+    assert_eq!(
+        doc, stdout,
+        "regenerate with: vrhost drop-reasons --markdown > docs/drop-reasons.md"
+    );
+}
