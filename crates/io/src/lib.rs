@@ -1,17 +1,49 @@
 //! Port drivers behind one trait.
 //!
 //! A driver moves frames between the outside and [`Mbuf`]s from the
-//! engine's pool. `memory` replays a pcap without end and discards what it
-//! sends (the benchmark port); `pcap` reads and writes files (the offline
-//! test port).
+//! engine's pool. Every driver copies: a received frame is copied into an
+//! `Mbuf`, a sent one is copied out of it and the `Mbuf` goes back to the
+//! pool (zero-copy into `Mbuf`s is future work).
+//!
+//! | driver | module | what it is for |
+//! |---|---|---|
+//! | [`MemoryPort`] | [`memory`] | replays a pcap without end, discards what it sends: the benchmark port |
+//! | [`PcapPort`] | [`pcap`] | reads and writes pcap files: the offline test port |
+//! | [`AfPacketPort`] | [`af_packet`] | TPACKET_V3 mmap rings on any Linux interface: the fallback that works everywhere |
+//! | [`AfXdpPort`] | [`af_xdp`] | AF_XDP sockets fed by our own six-instruction XDP program: kernel bypass |
+//! | [`TapPort`] | [`tap`] | a TAP device: control-plane mirrors and labs |
+//!
+//! [`tools`] holds the pfsend / pfcount-style generator and counter that
+//! `vrhost gen` / `vrhost count` run on any of them; [`netdev`] reads and sets
+//! interface properties (MAC, MTU, up); [`netns`] moves a thread into a
+//! network namespace.
+//!
+//! # Unsafe code
+//!
+//! This is the only crate of the workspace that may contain `unsafe`. It is
+//! denied crate-wide and allowed per module only where the kernel is
+//! reached through raw system calls and shared ring memory (`sys`, `netdev`,
+//! `netns`, `af_packet`, `af_xdp`, `tap`). Every block carries a
+//! `// SAFETY:` comment; `clippy::undocumented_unsafe_blocks` is denied.
 
+pub mod af_packet;
+pub mod af_xdp;
 pub mod memory;
+pub mod netdev;
+pub mod netns;
 pub mod pcap;
+mod sys;
+pub mod tap;
+pub mod tools;
 
 use vrhost_dataplane::{Mbuf, MbufPool};
 
+pub use af_packet::AfPacketPort;
+pub use af_xdp::AfXdpPort;
 pub use memory::MemoryPort;
+pub use netdev::{mac, mtu};
 pub use pcap::{PcapFrames, PcapPort, PcapSink};
+pub use tap::TapPort;
 
 /// Errors from drivers.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +64,29 @@ pub enum IoError {
         /// What is wrong.
         reason: String,
     },
+    /// A system call on a network interface failed.
+    #[error("{ifname}: {call}: {source}")]
+    Sys {
+        /// The interface (or device path) the call was about.
+        ifname: String,
+        /// The system call and its option, e.g. `setsockopt(PACKET_RX_RING)`.
+        call: &'static str,
+        /// The error the kernel returned.
+        source: std::io::Error,
+    },
+    /// An interface cannot be used the way it was asked to, for a reason
+    /// that is not one failed call (a queue out of range, a foreign XDP
+    /// program in the way, no XDP mode that attaches).
+    #[error("{ifname}: {reason}")]
+    Setup {
+        /// The interface.
+        ifname: String,
+        /// What is wrong, and what to do about it where we know.
+        reason: String,
+    },
+    /// A traffic-generator spec that cannot be turned into frames.
+    #[error("generator: {0}")]
+    Spec(String),
 }
 
 /// Driver-side counters.

@@ -56,6 +56,18 @@ impl MemoryPort {
         self.frames.len()
     }
 
+    /// Splits the frames into `n` queues the way RSS would: every frame of one
+    /// flow (addresses, protocol and ports) lands in the same queue.
+    pub fn split_by_flow(self, n: usize) -> Vec<MemoryPort> {
+        let n = n.max(1);
+        let mut shares: Vec<Vec<&[u8]>> = vec![Vec::new(); n];
+        for &(s, l) in &self.frames {
+            let f = &self.arena[s..s + l];
+            shares[(flow_hash(f) % n as u64) as usize].push(f);
+        }
+        shares.into_iter().map(MemoryPort::from_frames).collect()
+    }
+
     /// Splits the frames into `n` ports, frame `i` going to port `i % n`.
     pub fn split(self, n: usize) -> Vec<MemoryPort> {
         let n = n.max(1);
@@ -71,6 +83,55 @@ impl MemoryPort {
             })
             .collect()
     }
+}
+
+/// A hash of the frame's flow: IPv4/IPv6 addresses, protocol and the first
+/// four bytes of the transport header (the ports), after an optional 802.1Q
+/// tag. Frames that are not IP hash their Ethernet header.
+pub fn flow_hash(f: &[u8]) -> u64 {
+    let mut l3 = 14;
+    let mut et = f
+        .get(12..14)
+        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    if et == 0x8100 {
+        l3 = 18;
+        et = f
+            .get(16..18)
+            .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    }
+    let key: &[u8] = match et {
+        0x0800 => {
+            let ihl = f.get(l3).map_or(20, |b| ((b & 0x0f) as usize) * 4);
+            match (f.get(l3 + 12..l3 + 20), f.get(l3 + ihl..l3 + ihl + 4)) {
+                (Some(addrs), Some(ports)) => {
+                    return mix(mix(hash_bytes(addrs), f[l3 + 9] as u64), hash_bytes(ports))
+                }
+                (Some(addrs), None) => addrs,
+                _ => &f[..f.len().min(14)],
+            }
+        }
+        0x86dd => match (f.get(l3 + 8..l3 + 40), f.get(l3 + 40..l3 + 44)) {
+            (Some(addrs), Some(ports)) => {
+                return mix(mix(hash_bytes(addrs), f[l3 + 6] as u64), hash_bytes(ports))
+            }
+            (Some(addrs), None) => addrs,
+            _ => &f[..f.len().min(14)],
+        },
+        _ => &f[..f.len().min(14)],
+    };
+    hash_bytes(key)
+}
+
+fn mix(h: u64, v: u64) -> u64 {
+    (h.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
+fn hash_bytes(b: &[u8]) -> u64 {
+    b.chunks(8).fold(0, |h, c| {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        mix(h, u64::from_le_bytes(w))
+    })
 }
 
 impl Port for MemoryPort {
@@ -139,6 +200,40 @@ mod tests {
         assert!(rx.is_empty());
         assert_eq!(p.stats().tx_packets, 3);
         assert_eq!(pool.available(), 8);
+    }
+
+    #[test]
+    fn split_by_flow_keeps_each_flow_in_one_queue() {
+        let frame = |src: u8, sport: u8| {
+            let mut f = vec![0u8; 60];
+            f[12..14].copy_from_slice(&[0x08, 0x00]);
+            f[14] = 0x45;
+            f[14 + 9] = 17;
+            f[14 + 12..14 + 16].copy_from_slice(&[10, 0, 0, src]);
+            f[34..36].copy_from_slice(&[0, sport]);
+            f
+        };
+        let frames: Vec<Vec<u8>> = (0..64).map(|i| frame(i % 8, i % 16)).collect();
+        let queues = MemoryPort::from_frames(frames.iter().map(|f| f.as_slice())).split_by_flow(4);
+        assert_eq!(
+            queues.iter().map(MemoryPort::frame_count).sum::<usize>(),
+            64
+        );
+        assert!(
+            queues.iter().filter(|q| q.frame_count() > 0).count() >= 2,
+            "flows spread"
+        );
+        for f in &frames {
+            let owners = queues
+                .iter()
+                .filter(|q| {
+                    q.frames
+                        .iter()
+                        .any(|&(s, l)| &q.arena[s..s + l] == f.as_slice())
+                })
+                .count();
+            assert_eq!(owners, 1);
+        }
     }
 
     #[test]

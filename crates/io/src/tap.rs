@@ -1,0 +1,172 @@
+//! The `tap` port: a TAP device, for control-plane mirrors and labs.
+//!
+//! `/dev/net/tun` opened non-blocking, `TUNSETIFF` with
+//! `IFF_TAP | IFF_NO_PI` (plain Ethernet frames, no packet-info header),
+//! then the interface is brought up. A frame the port *sends* is *received*
+//! by the Linux interface (it enters that namespace's stack); a frame the
+//! stack sends out of the interface is what the port *receives*.
+//!
+//! The device is not persistent: it disappears when the port is dropped.
+//! One `read` or `write` per frame: TAP exists for control traffic, not
+//! line rate. The device appears in the calling thread's network namespace
+//! ([`crate::netns`]).
+#![allow(unsafe_code)]
+
+use std::ffi::c_short;
+use std::fs::OpenOptions;
+use std::io::ErrorKind;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+
+use vrhost_dataplane::mbuf::MAX_FRAME;
+use vrhost_dataplane::{Mbuf, MbufPool};
+
+use crate::sys::{self, last_err, sys_err, zeroed};
+use crate::{netdev, IoError, Port, PortStats};
+
+const TUN_PATH: &str = "/dev/net/tun";
+
+/// A TAP device and its file descriptor.
+pub struct TapPort {
+    fd: OwnedFd,
+    name: String,
+    stats: PortStats,
+}
+
+impl TapPort {
+    /// Creates TAP device `name` (a `%d` in it lets the kernel number it)
+    /// and brings it up.
+    pub fn create(name: &str) -> Result<Self, IoError> {
+        let mut req: libc::ifreq = zeroed();
+        req.ifr_name = sys::ifname_array(name)?;
+        req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as c_short;
+
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(TUN_PATH)
+            .map_err(|e| sys_err(name, "open(/dev/net/tun)", e))?;
+        let fd = OwnedFd::from(file);
+        // SAFETY: TUNSETIFF reads and writes one `struct ifreq`, and `req` is
+        // a live, writable one.
+        let rc = unsafe {
+            libc::ioctl(
+                fd.as_raw_fd(),
+                libc::TUNSETIFF,
+                &mut req as *mut libc::ifreq,
+            )
+        };
+        if rc < 0 {
+            return Err(last_err(name, "ioctl(TUNSETIFF, IFF_TAP|IFF_NO_PI)"));
+        }
+        // The kernel writes back the final name (it may have filled `%d`).
+        let end = req
+            .ifr_name
+            .iter()
+            .position(|&c| c == 0)
+            .unwrap_or(req.ifr_name.len());
+        let actual: String = req.ifr_name[..end]
+            .iter()
+            .map(|&c| c as u8 as char)
+            .collect();
+        netdev::set_up(&actual)?;
+        Ok(TapPort {
+            fd,
+            name: actual,
+            stats: PortStats::default(),
+        })
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device's MAC address.
+    pub fn mac(&self) -> Result<[u8; 6], IoError> {
+        netdev::mac(&self.name)
+    }
+
+    /// Sets the device's MAC (a mirror copies its VR interface's).
+    pub fn set_mac(&self, mac: [u8; 6]) -> Result<(), IoError> {
+        netdev::set_mac(&self.name, mac)
+    }
+
+    /// Sets the device's MTU.
+    pub fn set_mtu(&self, mtu: u32) -> Result<(), IoError> {
+        netdev::set_mtu(&self.name, mtu)
+    }
+}
+
+impl Port for TapPort {
+    fn rx_burst(
+        &mut self,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        max: usize,
+        port_index: u16,
+    ) -> usize {
+        let mut n = 0;
+        while n < max {
+            let mut m = pool.get();
+            let buf = m.set_len_from_start(MAX_FRAME);
+            // SAFETY: `buf` is a live, writable slice of `buf.len()` bytes;
+            // read() writes at most that many.
+            let got =
+                unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if got <= 0 {
+                // EAGAIN: nothing queued. EIO and friends: the device is
+                // gone or down; the next burst tries again.
+                pool.put(m);
+                break;
+            }
+            let len = got as usize;
+            if len < 14 {
+                self.stats.dropped += 1;
+                pool.put(m);
+                continue;
+            }
+            m.truncate(len);
+            m.port = port_index;
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += len as u64;
+            rx.push(m);
+            n += 1;
+        }
+        n
+    }
+
+    fn tx_burst(
+        &mut self,
+        tx: &mut Vec<Mbuf>,
+        pool: &mut MbufPool,
+        _now_ns: u64,
+    ) -> Result<(), IoError> {
+        let mut result = Ok(());
+        for m in tx.drain(..) {
+            let data = m.data();
+            // SAFETY: `data` is a live slice of `data.len()` bytes that
+            // write() only reads.
+            let rc = unsafe { libc::write(self.fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
+            if rc == data.len() as isize {
+                self.stats.tx_packets += 1;
+                self.stats.tx_bytes += data.len() as u64;
+            } else {
+                self.stats.dropped += 1;
+                if rc < 0 && result.is_ok() {
+                    let e = std::io::Error::last_os_error();
+                    if e.kind() != ErrorKind::WouldBlock && !sys::is_transient(&e) {
+                        result = Err(sys_err(&self.name, "write(tap)", e));
+                    }
+                }
+            }
+            pool.put(m);
+        }
+        result
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}

@@ -1,0 +1,821 @@
+//! The real drivers against the real kernel: every test builds its own
+//! pair of network namespaces joined by a veth pair, and tears them down on
+//! drop, panics included.
+//!
+//! ```text
+//!   netns <lab>a            netns <lab>b
+//!   ┌────────────┐          ┌────────────┐
+//!   │  va ◄──────┼── veth ──┼──────► vb  │
+//!   └────────────┘          └────────────┘
+//!     sender thread           receiver thread   (each setns()es itself)
+//! ```
+//!
+//! They need root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and the `ip` command,
+//! and fail, saying so, without them. Each takes well under 10 s. The
+//! `gen_count_*` tests print the pps of a two-second generator → counter
+//! run; see them with `--nocapture` (numbers mean something in `--release`).
+// Only for the per-thread counting allocator below.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use vrhost_dataplane::{Mbuf, MbufPool};
+use vrhost_io::af_xdp::{self, BindMode, XdpMode, XdpOptions};
+use vrhost_io::tools::{self, GenSource, GenSpec, Rate, UdpFlows};
+use vrhost_io::{netdev, netns, AfPacketPort, AfXdpPort, IoError, Port, TapPort};
+
+/// Opens a driver on the named interface (in the calling thread's namespace).
+type Opener<'a> = &'a (dyn Fn(&str) -> Box<dyn Port> + Sync);
+
+/// Counts heap allocations made by threads that asked to be watched.
+struct Counting;
+
+thread_local! {
+    static WATCHED: Cell<bool> = const { Cell::new(false) };
+}
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+fn note_alloc() {
+    if WATCHED.try_with(Cell::get).unwrap_or(false) {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call is forwarded unchanged to the system allocator, which
+// upholds GlobalAlloc's contract; the bookkeeping touches only a
+// const-initialised thread-local flag and an atomic, neither of which
+// allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_alloc();
+        // SAFETY: the caller's layout, as GlobalAlloc::alloc requires.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` with this layout (alloc/realloc
+        // above forward to it).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_alloc();
+        // SAFETY: forwarded with the caller's guarantees unchanged.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Our test frames' EtherType (IEEE local experimental), so the kernel's
+/// own chatter (IPv6 router solicitations, MLD) is easy to skip.
+const MARK: [u8; 2] = [0x88, 0xb5];
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().unwrap_or_else(|e| {
+        panic!(
+            "cannot run `ip {}`: {e}; these tests need iproute2 and root",
+            args.join(" ")
+        )
+    });
+    assert!(
+        out.status.success(),
+        "`ip {}` failed: {}; these tests need root (CAP_NET_ADMIN, CAP_SYS_ADMIN)",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+}
+
+/// Two namespaces and a veth pair between them; removed on drop.
+struct Lab {
+    a: String,
+    b: String,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        Lab::with_queues(1)
+    }
+
+    /// A lab whose veth ends have `queues` rx and tx queues each.
+    fn with_queues(queues: u32) -> Lab {
+        let q = queues.to_string();
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let base = format!("vrhio{}-{n}", std::process::id());
+        // Built before the first command, so Drop cleans up whatever exists.
+        let lab = Lab {
+            a: format!("{base}a"),
+            b: format!("{base}b"),
+        };
+        ip(&["netns", "add", &lab.a]);
+        ip(&["netns", "add", &lab.b]);
+        #[rustfmt::skip]
+        ip(&[
+            "-n", &lab.a, "link", "add", "va", "numtxqueues", &q, "numrxqueues", &q,
+            "type", "veth", "peer", "name", "vb", "netns", &lab.b, "numtxqueues", &q, "numrxqueues", &q,
+        ]);
+        for (ns, dev) in [(&lab.a, "va"), (&lab.b, "vb")] {
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+            ip(&["-n", ns, "link", "set", dev, "up"]);
+        }
+        lab
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+/// Runs `f` on its own thread inside namespace `ns`.
+fn in_ns<'s, T: Send + 's>(
+    s: &'s std::thread::Scope<'s, '_>,
+    ns: &'s str,
+    f: impl FnOnce() -> T + Send + 's,
+) -> std::thread::ScopedJoinHandle<'s, T> {
+    s.spawn(move || {
+        netns::enter(ns).unwrap_or_else(|e| panic!("{e}"));
+        f()
+    })
+}
+
+/// Frame `i` of a test run: MARK frames of varying length whose payload
+/// names `i` and `tag`; every fifth one carries an 802.1Q tag, which must
+/// arrive as sent (AF_PACKET sees it stripped into metadata and puts it
+/// back).
+fn test_frame(i: u32, tag: u8) -> Vec<u8> {
+    let len = 60 + (i as usize * 37) % 1400;
+    let mut f = vec![0u8; len];
+    f[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
+    f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    let mut at = 12;
+    if i % 5 == 4 {
+        f[12..14].copy_from_slice(&[0x81, 0x00]);
+        f[14..16].copy_from_slice(&(100 + (i % 3) as u16).to_be_bytes());
+        at = 16;
+    }
+    f[at..at + 2].copy_from_slice(&MARK);
+    f[at + 2] = tag;
+    f[at + 3..at + 7].copy_from_slice(&i.to_be_bytes());
+    for (j, b) in f[at + 7..].iter_mut().enumerate() {
+        *b = (i as usize * 7 + j) as u8;
+    }
+    f
+}
+
+fn is_test_frame(f: &[u8], tag: u8) -> bool {
+    let at = if f.len() >= 16 && f[12..14] == [0x81, 0x00] {
+        16
+    } else {
+        12
+    };
+    f.len() >= at + 7 && f[at..at + 2] == MARK && f[at + 2] == tag
+}
+
+/// Sends `frames` in bursts of 32, pausing between bursts so that no
+/// kernel queue on the way (veth backlog, XDP ring) overflows.
+fn send_all(port: &mut dyn Port, pool: &mut MbufPool, frames: &[Vec<u8>]) {
+    let mut batch: Vec<Mbuf> = Vec::new();
+    for chunk in frames.chunks(32) {
+        for f in chunk {
+            let mut m = pool.get();
+            m.fill(f);
+            batch.push(m);
+        }
+        port.tx_burst(&mut batch, pool, 0)
+            .unwrap_or_else(|e| panic!("tx_burst: {e}"));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    port.flush().unwrap_or_else(|e| panic!("flush: {e}"));
+}
+
+/// Receives until `n` frames tagged `tag` arrived or `within` passed.
+fn receive(
+    port: &mut dyn Port,
+    pool: &mut MbufPool,
+    tag: u8,
+    n: usize,
+    within: Duration,
+) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut rx = Vec::new();
+    let until = Instant::now() + within;
+    while got.len() < n && Instant::now() < until {
+        if port.rx_burst(pool, &mut rx, 64, 3) == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        for m in rx.drain(..) {
+            assert_eq!(m.port, 3, "rx_burst sets the port index");
+            if is_test_frame(m.data(), tag) {
+                got.push(m.data().to_vec());
+            }
+            pool.put(m);
+        }
+    }
+    got
+}
+
+/// Sends `n` frames a → b and checks each arrives once, intact and in
+/// order; then sends a few b → a and checks b does not receive its own.
+fn exchange(lab: &Lab, open: Opener<'_>, n: u32) {
+    exchange2(lab, open, open, n)
+}
+
+/// [`exchange`] with different drivers on a (sender) and b (receiver).
+fn exchange2(lab: &Lab, open_a: Opener<'_>, open_b: Opener<'_>, n: u32) {
+    let frames: Vec<Vec<u8>> = (0..n).map(|i| test_frame(i, 1)).collect();
+    let replies: Vec<Vec<u8>> = (0..10).map(|i| test_frame(i, 2)).collect();
+    let ready = Barrier::new(2);
+    let done = Barrier::new(2);
+    std::thread::scope(|s| {
+        let rxer = in_ns(s, &lab.b, || {
+            let mut pool = MbufPool::new(256);
+            let mut port = open_b("vb");
+            ready.wait();
+            let got = receive(
+                port.as_mut(),
+                &mut pool,
+                1,
+                frames.len(),
+                Duration::from_secs(4),
+            );
+            send_all(port.as_mut(), &mut pool, &replies);
+            let echo = receive(port.as_mut(), &mut pool, 2, 1, Duration::from_millis(300));
+            done.wait();
+            (got, echo, port.stats())
+        });
+        let txer = in_ns(s, &lab.a, || {
+            let mut pool = MbufPool::new(256);
+            let mut port = open_a("va");
+            ready.wait();
+            send_all(port.as_mut(), &mut pool, &frames);
+            let back = receive(
+                port.as_mut(),
+                &mut pool,
+                2,
+                replies.len(),
+                Duration::from_secs(4),
+            );
+            done.wait();
+            (back, port.stats())
+        });
+        let (got, echo, rx_stats) = rxer.join().unwrap();
+        let (back, tx_stats) = txer.join().unwrap();
+        assert_eq!(
+            got.len(),
+            frames.len(),
+            "frames lost a → b (tx {tx_stats:?}, rx {rx_stats:?})"
+        );
+        for (i, (g, f)) in got.iter().zip(&frames).enumerate() {
+            assert_eq!(g, f, "frame {i} differs");
+        }
+        assert_eq!(back, replies, "frames b → a");
+        assert!(echo.is_empty(), "a port received its own transmission");
+        assert_eq!(tx_stats.tx_packets, u64::from(n));
+        assert!(rx_stats.rx_packets >= u64::from(n));
+        assert_eq!(rx_stats.tx_packets, replies.len() as u64);
+    });
+}
+
+fn af_packet(ifname: &str) -> Box<dyn Port> {
+    Box::new(AfPacketPort::open(ifname, 0, 1).unwrap_or_else(|e| panic!("{e}")))
+}
+
+fn af_xdp(opts: XdpOptions) -> impl Fn(&str) -> Box<dyn Port> + Sync {
+    move |ifname| {
+        Box::new(AfXdpPort::open_with(ifname, 0, 1, &opts).unwrap_or_else(|e| panic!("{e}")))
+    }
+}
+
+#[test]
+fn af_packet_moves_frames_both_ways_intact() {
+    let lab = Lab::new();
+    exchange(&lab, &af_packet, 1000);
+}
+
+/// Bursts in both directions between already-open ports allocate nothing
+/// (DESIGN "Rules of the fast path"), for both kernel drivers.
+#[test]
+fn steady_state_bursts_allocate_nothing() {
+    let lab = Lab::new();
+    let drivers: [(&str, Opener<'_>); 2] = [
+        ("af_packet", &af_packet),
+        ("af_xdp", &af_xdp(XdpOptions::default())),
+    ];
+    for (name, open) in drivers {
+        let (allocs, received) = std::thread::scope(|s| {
+            s.spawn(|| {
+                // Sockets stay in the namespace they were opened in.
+                netns::enter(&lab.a).unwrap();
+                let mut a = open("va");
+                netns::enter(&lab.b).unwrap();
+                let mut b = open("vb");
+                let mut pool = MbufPool::new(2048);
+                let frames: Vec<Vec<u8>> = (0..32).map(|i| test_frame(i, 1)).collect();
+                let mut batch = Vec::with_capacity(64);
+                let mut rx = Vec::with_capacity(512);
+                let mut received = 0usize;
+                let mut round = |from: &mut dyn Port, to: &mut dyn Port, received: &mut usize| {
+                    for f in &frames {
+                        let mut m = pool.get();
+                        m.fill(f);
+                        batch.push(m);
+                    }
+                    from.tx_burst(&mut batch, &mut pool, 0).unwrap();
+                    std::thread::sleep(Duration::from_micros(300));
+                    *received += to.rx_burst(&mut pool, &mut rx, 512, 0);
+                    for m in rx.drain(..) {
+                        pool.put(m);
+                    }
+                };
+                for _ in 0..20 {
+                    round(a.as_mut(), b.as_mut(), &mut received);
+                    round(b.as_mut(), a.as_mut(), &mut received);
+                }
+                let before = ALLOCS.load(Ordering::Relaxed);
+                WATCHED.set(true);
+                received = 0;
+                for _ in 0..200 {
+                    round(a.as_mut(), b.as_mut(), &mut received);
+                    round(b.as_mut(), a.as_mut(), &mut received);
+                }
+                WATCHED.set(false);
+                (ALLOCS.load(Ordering::Relaxed) - before, received)
+            })
+            .join()
+            .unwrap()
+        });
+        assert!(received > 200 * 32, "{name}: only {received} frames moved");
+        assert_eq!(
+            allocs, 0,
+            "{name}: {allocs} allocations in 400 steady-state bursts"
+        );
+    }
+}
+
+#[test]
+fn af_packet_helpers_read_the_interface() {
+    let lab = Lab::new();
+    netns::run_in(&lab.a, || {
+        netdev::set_mac("va", [0x02, 0x11, 0x22, 0x33, 0x44, 0x55]).unwrap();
+        assert_eq!(
+            netdev::mac("va").unwrap(),
+            [0x02, 0x11, 0x22, 0x33, 0x44, 0x55]
+        );
+        netdev::set_mtu("va", 1400).unwrap();
+        assert_eq!(netdev::mtu("va").unwrap(), 1400);
+        assert_eq!(
+            AfPacketPort::open("va", 0, 1).unwrap().max_tx_frame(),
+            2048 - 48
+        );
+        match AfPacketPort::open("nosuchdev", 0, 1) {
+            Err(e @ IoError::Sys { .. }) => {
+                assert!(e.to_string().starts_with("nosuchdev: "), "{e}")
+            }
+            other => panic!("expected a Sys error, got {:?}", other.err()),
+        }
+    })
+    .unwrap();
+}
+
+#[test]
+fn af_packet_fanout_delivers_each_frame_to_exactly_one_queue() {
+    let lab = Lab::new();
+    let spec = UdpFlows {
+        flows: 512,
+        ..UdpFlows::default()
+    };
+    let frames = tools::udp_frames(&spec).unwrap();
+    let ready = Barrier::new(2);
+    std::thread::scope(|s| {
+        let rxer = in_ns(s, &lab.b, || {
+            let mut pool = MbufPool::new(256);
+            let mut q0 = AfPacketPort::open("vb", 0, 2).unwrap();
+            let mut q1 = AfPacketPort::open("vb", 1, 2).unwrap();
+            ready.wait();
+            let mut seen: [HashMap<Vec<u8>, u32>; 2] = [HashMap::new(), HashMap::new()];
+            let mut rx = Vec::new();
+            let until = Instant::now() + Duration::from_secs(4);
+            while seen.iter().map(|m| m.values().sum::<u32>()).sum::<u32>() < 512
+                && Instant::now() < until
+            {
+                for (q, port) in [&mut q0, &mut q1].into_iter().enumerate() {
+                    port.rx_burst(&mut pool, &mut rx, 64, 0);
+                    for m in rx.drain(..) {
+                        if m.data()[12..14] == [0x08, 0x00] {
+                            *seen[q].entry(m.data().to_vec()).or_default() += 1;
+                        }
+                        pool.put(m);
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            seen
+        });
+        in_ns(s, &lab.a, || {
+            let mut pool = MbufPool::new(256);
+            let mut port = AfPacketPort::open("va", 0, 1).unwrap();
+            ready.wait();
+            send_all(&mut port, &mut pool, &frames);
+        });
+        let seen = rxer.join().unwrap();
+        for f in &frames {
+            let copies: u32 = seen.iter().map(|m| m.get(f).copied().unwrap_or(0)).sum();
+            assert_eq!(copies, 1, "a frame arrived {copies} times");
+        }
+        eprintln!(
+            "fanout split 512 flows as {} / {}",
+            seen[0].len(),
+            seen[1].len()
+        );
+        assert!(
+            !seen[0].is_empty() && !seen[1].is_empty(),
+            "hash fanout used both queues"
+        );
+    });
+}
+
+#[test]
+fn af_xdp_generic_copy_moves_frames_and_detaches_on_drop() {
+    let lab = Lab::new();
+    let opts = XdpOptions {
+        mode: Some(XdpMode::Skb),
+        bind: Some(BindMode::Copy),
+    };
+    exchange(&lab, &af_xdp(opts), 1000);
+    let left = netns::run_in(&lab.b, || af_xdp::attached("vb").unwrap()).unwrap();
+    assert!(left.is_empty(), "program left attached: {left:?}");
+}
+
+#[test]
+fn af_xdp_native_copy_moves_frames() {
+    let lab = Lab::new();
+    let opts = XdpOptions {
+        mode: Some(XdpMode::Drv),
+        bind: Some(BindMode::Copy),
+    };
+    exchange(&lab, &af_xdp(opts), 1000);
+}
+
+#[test]
+fn af_xdp_native_needs_no_program_on_the_veth_peer() {
+    // af_packet on va (no XDP there), native af_xdp on vb, both directions.
+    let lab = Lab::new();
+    let opts = XdpOptions {
+        mode: Some(XdpMode::Drv),
+        bind: None,
+    };
+    exchange2(&lab, &af_packet, &af_xdp(opts), 500);
+    exchange2(&lab, &af_xdp(opts), &af_packet, 500);
+}
+
+#[test]
+fn af_xdp_queues_share_one_program_that_outlives_all_but_the_last() {
+    let lab = Lab::with_queues(2);
+    let frames = tools::udp_frames(&UdpFlows {
+        flows: 512,
+        ..UdpFlows::default()
+    })
+    .unwrap();
+    let ready = Barrier::new(2);
+    std::thread::scope(|s| {
+        let rxer = in_ns(s, &lab.b, || {
+            let mut pool = MbufPool::new(256);
+            let mut q0 = AfXdpPort::open("vb", 0, 2).unwrap_or_else(|e| panic!("{e}"));
+            let mut q1 = AfXdpPort::open("vb", 1, 2).unwrap_or_else(|e| panic!("{e}"));
+            let prog = af_xdp::attached("vb").unwrap();
+            ready.wait();
+            let mut seen: HashMap<Vec<u8>, u32> = HashMap::new();
+            let mut per_queue = [0usize; 2];
+            let mut rx = Vec::new();
+            let until = Instant::now() + Duration::from_secs(4);
+            while seen.values().sum::<u32>() < 512 && Instant::now() < until {
+                for (q, port) in [&mut q0, &mut q1].into_iter().enumerate() {
+                    port.rx_burst(&mut pool, &mut rx, 64, 0);
+                    for m in rx.drain(..) {
+                        if m.data()[12..14] == [0x08, 0x00] {
+                            *seen.entry(m.data().to_vec()).or_default() += 1;
+                            per_queue[q] += 1;
+                        }
+                        pool.put(m);
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            drop(q0);
+            let after_one = af_xdp::attached("vb").unwrap();
+            drop(q1);
+            let after_both = af_xdp::attached("vb").unwrap();
+            (seen, per_queue, prog, after_one, after_both)
+        });
+        in_ns(s, &lab.a, || {
+            let mut pool = MbufPool::new(256);
+            // An AF_XDP socket transmits on its own queue, and veth hands
+            // what leaves tx queue q to the peer's rx queue q.
+            let mut tx0 = AfXdpPort::open("va", 0, 2).unwrap_or_else(|e| panic!("{e}"));
+            let mut tx1 = AfXdpPort::open("va", 1, 2).unwrap_or_else(|e| panic!("{e}"));
+            ready.wait();
+            send_all(&mut tx0, &mut pool, &frames[..256]);
+            send_all(&mut tx1, &mut pool, &frames[256..]);
+        });
+        let (seen, per_queue, prog, after_one, after_both) = rxer.join().unwrap();
+        eprintln!(
+            "af_xdp 2 queues on veth: {} / {} frames",
+            per_queue[0], per_queue[1]
+        );
+        assert_eq!(
+            per_queue,
+            [256, 256],
+            "each rx queue socket gets its queue's frames"
+        );
+        for f in &frames {
+            assert_eq!(
+                seen.get(f).copied().unwrap_or(0),
+                1,
+                "each frame arrives exactly once"
+            );
+        }
+        assert!(prog.drv.is_some(), "{prog:?}");
+        assert_eq!(after_one, prog, "the program stays while a queue is open");
+        assert!(after_both.is_empty(), "and goes with the last one");
+    });
+}
+
+#[test]
+fn af_xdp_picks_the_best_mode_that_works() {
+    let lab = Lab::new();
+    let (mode, attached) = netns::run_in(&lab.b, || {
+        let port = AfXdpPort::open("vb", 0, 1).unwrap_or_else(|e| panic!("{e}"));
+        (port.mode(), af_xdp::attached("vb").unwrap())
+    })
+    .unwrap();
+    eprintln!("af_xdp on veth chose xdp={} bind={}", mode.0, mode.1);
+    // veth runs XDP natively; it has no zero-copy support.
+    assert_eq!(mode, (XdpMode::Drv, BindMode::Copy));
+    assert!(
+        attached.drv.is_some() && attached.skb.is_none(),
+        "{attached:?}"
+    );
+    // Zero-copy, asked for explicitly, fails with the syscall named.
+    let zc = XdpOptions {
+        mode: None,
+        bind: Some(BindMode::ZeroCopy),
+    };
+    let err = netns::run_in(&lab.b, || AfXdpPort::open_with("vb", 0, 1, &zc).err()).unwrap();
+    match err {
+        Some(e @ IoError::Sys { .. }) => {
+            eprintln!("zero-copy on veth: {e}");
+            assert!(e.to_string().contains("XDP_ZEROCOPY"), "{e}")
+        }
+        other => panic!("expected zero-copy bind to fail on veth, got {other:?}"),
+    }
+    // Each queue of a one-queue port must be in range.
+    let err = netns::run_in(&lab.b, || AfXdpPort::open("vb", 1, 1).err()).unwrap();
+    assert!(matches!(err, Some(IoError::Setup { .. })), "{err:?}");
+}
+
+#[test]
+fn af_xdp_replaces_a_stale_program_of_ours_and_refuses_a_foreign_one() {
+    let lab = Lab::new();
+    netns::run_in(&lab.b, || {
+        // What a crashed run of a netlink-attaching build leaves behind.
+        let stale = af_xdp::attach_persistent("vb", XdpMode::Skb, "vrhost_xsk").unwrap();
+        assert_eq!(af_xdp::attached("vb").unwrap().skb, Some(stale));
+        {
+            let port = AfXdpPort::open("vb", 0, 1).unwrap_or_else(|e| panic!("{e}"));
+            let now = af_xdp::attached("vb").unwrap();
+            assert_eq!(now.skb, None, "stale generic program removed");
+            assert_eq!(port.mode().0, XdpMode::Drv);
+            assert!(now.drv.is_some_and(|id| id != stale));
+        }
+        assert!(
+            af_xdp::attached("vb").unwrap().is_empty(),
+            "detached on drop"
+        );
+
+        // Somebody else's program is left alone, and open says why.
+        let foreign = af_xdp::attach_persistent("vb", XdpMode::Drv, "not_ours").unwrap();
+        let err = AfXdpPort::open("vb", 0, 1).err().expect("open must refuse");
+        assert!(err.to_string().contains("not vrhost's"), "{err}");
+        assert_eq!(af_xdp::attached("vb").unwrap().drv, Some(foreign));
+        af_xdp::detach_persistent("vb", XdpMode::Drv).unwrap();
+        assert!(af_xdp::attached("vb").unwrap().is_empty());
+    })
+    .unwrap();
+}
+
+/// Not a test on its own: the child process of
+/// `af_xdp_program_dies_with_a_killed_process`, which opens a port and
+/// waits to be killed with SIGKILL, the crash nothing can clean up after.
+#[test]
+fn killed_child_opens_af_xdp_and_waits() {
+    let Ok(ns) = std::env::var("VRHOST_IO_KILL_NS") else {
+        return;
+    };
+    netns::enter(&ns).unwrap();
+    let _port = AfXdpPort::open("vb", 0, 1).unwrap();
+    assert!(!af_xdp::attached("vb").unwrap().is_empty());
+    println!("CHILD-ATTACHED");
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    std::thread::sleep(Duration::from_secs(20));
+}
+
+#[test]
+fn af_xdp_program_dies_with_a_killed_process() {
+    use std::io::BufRead;
+    let lab = Lab::new();
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "--exact",
+            "killed_child_opens_af_xdp_and_waits",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("VRHOST_IO_KILL_NS", &lab.b)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let attached = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.contains("CHILD-ATTACHED"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(attached, "the child never attached");
+    netns::run_in(&lab.b, || {
+        assert!(
+            af_xdp::attached("vb").unwrap().is_empty(),
+            "the bpf_link died with its process"
+        );
+        AfXdpPort::open("vb", 0, 1).unwrap_or_else(|e| panic!("reopen after the kill: {e}"));
+    })
+    .unwrap();
+}
+
+#[test]
+fn tap_frames_cross_into_the_kernel_and_back() {
+    let lab = Lab::new();
+    netns::run_in(&lab.a, || {
+        let mut pool = MbufPool::new(256);
+        let mut tap = TapPort::create("vtap%d").unwrap_or_else(|e| panic!("{e}"));
+        assert!(tap.name().starts_with("vtap"));
+        tap.set_mac([0x02, 0, 0, 0, 0, 0x07]).unwrap();
+        assert_eq!(tap.mac().unwrap(), [0x02, 0, 0, 0, 0, 0x07]);
+        let mut sniffer = AfPacketPort::open(tap.name(), 0, 1).unwrap();
+
+        // Tap → kernel: what the tap port sends, the interface receives.
+        let frames: Vec<Vec<u8>> = (0..50).map(|i| test_frame(i, 1)).collect();
+        send_all(&mut tap, &mut pool, &frames);
+        let got = receive(
+            &mut sniffer,
+            &mut pool,
+            1,
+            frames.len(),
+            Duration::from_secs(3),
+        );
+        assert_eq!(got, frames);
+
+        // Kernel → tap: what leaves the interface, the tap port reads.
+        let back: Vec<Vec<u8>> = (0..50).map(|i| test_frame(i, 2)).collect();
+        send_all(&mut sniffer, &mut pool, &back);
+        let got = receive(&mut tap, &mut pool, 2, back.len(), Duration::from_secs(3));
+        assert_eq!(got, back);
+        assert_eq!(tap.stats().tx_packets, 50);
+    })
+    .unwrap();
+}
+
+/// Two seconds of `tools::generate` on one end and `tools::count` on the
+/// other; returns (sent pps, received pps, receiver drops).
+fn gen_count(lab: &Lab, open: Opener<'_>) -> (f64, f64, u64) {
+    let stop = AtomicBool::new(false);
+    let ready = Barrier::new(2);
+    let spec = GenSpec {
+        source: GenSource::Udp(UdpFlows {
+            flows: 64,
+            ..UdpFlows::default()
+        }),
+        rate: Rate::Max,
+        duration: Some(Duration::from_secs(2)),
+        burst: 64,
+        ..GenSpec::default()
+    };
+    std::thread::scope(|s| {
+        let counter = in_ns(s, &lab.b, || {
+            let mut pool = MbufPool::new(512);
+            let mut port = open("vb");
+            ready.wait();
+            tools::count(port.as_mut(), &mut pool, &stop, |sec| {
+                eprintln!("  count  second {}: {:.0} pps", sec.second, sec.rates.pps)
+            })
+        });
+        let gen = in_ns(s, &lab.a, || {
+            let mut pool = MbufPool::new(512);
+            let mut port = open("va");
+            ready.wait();
+            let r = tools::generate(
+                port.as_mut(),
+                &mut pool,
+                &spec,
+                &AtomicBool::new(false),
+                |sec| eprintln!("  gen    second {}: {:.0} pps", sec.second, sec.rates.pps),
+            );
+            std::thread::sleep(Duration::from_millis(200));
+            stop.store(true, Ordering::Relaxed);
+            r
+        });
+        let sent = gen
+            .join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("generate: {e}"));
+        let got = counter.join().unwrap();
+        assert!(sent.rates.packets > 0);
+        assert!(got.rates.packets > 0, "nothing counted");
+        assert!(
+            got.rates.packets <= sent.rates.packets + 100,
+            "counted more than was sent"
+        );
+        let rx_pps = got.rates.packets as f64 / sent.rates.elapsed.as_secs_f64();
+        (sent.rates.pps, rx_pps, got.rates.dropped)
+    })
+}
+
+#[test]
+fn gen_count_af_packet() {
+    let lab = Lab::new();
+    let (tx, rx, drops) = gen_count(&lab, &af_packet);
+    eprintln!("af_packet gen→count, 64 B, 64 flows: sent {tx:.0} pps, received {rx:.0} pps, ring drops {drops}");
+}
+
+/// An af_xdp port that prints the kernel's socket counters when dropped.
+struct Verbose(AfXdpPort);
+
+impl Port for Verbose {
+    fn rx_burst(
+        &mut self,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        max: usize,
+        port_index: u16,
+    ) -> usize {
+        self.0.rx_burst(pool, rx, max, port_index)
+    }
+    fn tx_burst(
+        &mut self,
+        tx: &mut Vec<Mbuf>,
+        pool: &mut MbufPool,
+        now_ns: u64,
+    ) -> Result<(), IoError> {
+        self.0.tx_burst(tx, pool, now_ns)
+    }
+    fn flush(&mut self) -> Result<(), IoError> {
+        self.0.flush()
+    }
+    fn stats(&self) -> vrhost_io::PortStats {
+        self.0.stats()
+    }
+}
+
+impl Drop for Verbose {
+    fn drop(&mut self) {
+        eprintln!(
+            "  {} socket stats: {:?}",
+            self.0.ifname(),
+            self.0.socket_stats()
+        );
+    }
+}
+
+#[test]
+fn gen_count_af_xdp() {
+    for mode in [XdpMode::Drv, XdpMode::Skb] {
+        let lab = Lab::new();
+        let opts = XdpOptions {
+            mode: Some(mode),
+            bind: None,
+        };
+        let open = move |ifname: &str| -> Box<dyn Port> {
+            Box::new(Verbose(
+                AfXdpPort::open_with(ifname, 0, 1, &opts).unwrap_or_else(|e| panic!("{e}")),
+            ))
+        };
+        let (tx, rx, drops) = gen_count(&lab, &open);
+        eprintln!(
+            "af_xdp ({mode}, copy) gen→count, 64 B, 64 flows: sent {tx:.0} pps, received {rx:.0} pps, drops {drops}"
+        );
+    }
+}
