@@ -7,10 +7,10 @@ use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::EtherType;
 
 use crate::drop_reason::Drop;
-use crate::engine::Vr;
 use crate::mbuf::Mbuf;
 use crate::ndp::learn;
 use crate::output::Ctx;
+use crate::worker::Vr;
 
 pub(crate) fn process(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
     let Some(repr) = ArpPacket::new_checked(m.l3())
@@ -53,7 +53,7 @@ pub(crate) fn process(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
     if !for_us {
         return ctx.drop(m, Drop::NeighborNotForUs);
     }
-    ctx.iface_counters(ingress).local += 1;
+    ctx.iface_counters(ingress).local.inc();
     if op != Operation::Request {
         return ctx.pool.put(m);
     }

@@ -1,15 +1,106 @@
 //! Packet and drop counters.
 //!
-//! One [`Counters`] set belongs to one worker, so increments are plain
-//! adds on cache lines no other core writes. Readers sum the sets of all
-//! workers ([`Counters::add`]) when they are asked for a figure.
+//! Each worker owns its [`CounterCells`]: only that worker writes them, so an
+//! increment is a relaxed load and store of its own cache line (plain `mov`
+//! and `add` on x86, no locked instruction), and any thread may read them.
+//! Readers take a [`Counters`] snapshot of every worker's cells and sum them
+//! ([`Counters::add`]) when they are asked for a figure.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::drop_reason::Drop;
 
-/// Counters for one port, interface or VR. Aligned to a cache line so that
-/// neighbouring sets never share one.
+/// One counter with a single writer (its worker) and any number of readers.
+#[derive(Debug, Default)]
+pub struct Cell(AtomicU64);
+
+impl Cell {
+    /// Adds `n`. Only the owning worker calls this, so load-then-store
+    /// loses nothing and needs no atomic read-modify-write.
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+
+    /// Adds one.
+    #[inline]
+    pub fn inc(&self) {
+        self.add(1);
+    }
+
+    /// Current value.
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+macro_rules! cells {
+    ($( $(#[doc = $doc:literal])+ $field:ident, )+) => {
+        /// The live counters of one port, interface or VR in one worker.
+        #[derive(Debug)]
+        #[repr(align(64))]
+        pub struct CounterCells {
+            $( $(#[doc = $doc])+ pub $field: Cell, )+
+            /// Drops, indexed by [`Drop`].
+            pub drops: [Cell; Drop::COUNT],
+        }
+
+        impl Default for CounterCells {
+            fn default() -> Self {
+                CounterCells {
+                    $( $field: Cell::default(), )+
+                    drops: std::array::from_fn(|_| Cell::default()),
+                }
+            }
+        }
+
+        impl CounterCells {
+            /// The values now.
+            pub fn snapshot(&self) -> Counters {
+                Counters {
+                    $( $field: self.$field.get(), )+
+                    drops: std::array::from_fn(|i| self.drops[i].get()),
+                }
+            }
+
+            /// Counts one drop for `reason`.
+            #[inline]
+            pub fn drop(&self, reason: Drop) {
+                self.drops[reason as usize].inc();
+            }
+        }
+    };
+}
+
+cells! {
+    /// Frames received.
+    rx_packets,
+    /// Bytes received (whole frames).
+    rx_bytes,
+    /// Frames transmitted.
+    tx_packets,
+    /// Bytes transmitted (whole frames).
+    tx_bytes,
+    /// Packets forwarded toward another interface (counted on ingress).
+    forwarded,
+    /// Packets for the router answered in the data plane (echo, ARP, NDP) or learned from.
+    local,
+    /// Packets for the router put on the VR's punt queue.
+    punted,
+    /// ICMP errors generated.
+    icmp_errors,
+    /// ICMP errors not sent because of the VR's rate limit.
+    icmp_rate_limited,
+    /// ICMP errors not sent because of RFC 1812 §4.3.2.7 / RFC 4443 §2.4(e).
+    icmp_suppressed,
+    /// ICMP errors not sent because the ingress interface has no address of that family.
+    icmp_no_source,
+}
+
+/// Counter values of one port, interface or VR: a snapshot of
+/// [`CounterCells`], or the sum of several.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[repr(align(64))]
 pub struct Counters {
     /// Frames received.
     pub rx_packets: u64,

@@ -4,8 +4,9 @@ use vrhost_wire::ethernet::{EtherType, EthernetFrame};
 use vrhost_wire::vlan::VlanHeader;
 
 use crate::drop_reason::Drop;
-use crate::engine::{Iface, Port, NO_IFACE};
+use crate::iface::{Iface, Port};
 use crate::mbuf::Mbuf;
+use crate::tables::NO_IFACE;
 
 /// Where a frame goes after demux.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

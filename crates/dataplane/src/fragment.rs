@@ -10,10 +10,10 @@ use vrhost_wire::ethernet::EtherType;
 use vrhost_wire::ipv4::{ipv4_option_copied, Ipv4Packet};
 
 use crate::drop_reason::Drop;
-use crate::engine::Vr;
 use crate::ip_forward::Via;
 use crate::mbuf::Mbuf;
 use crate::output::{Ctx, BUILD_L2};
+use crate::worker::Vr;
 
 /// Most fragments one packet may be cut into (a 9000-byte packet into a 576-byte MTU needs 17).
 const MAX_FRAGMENTS: usize = 64;
@@ -103,6 +103,6 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, egress: u16, via: Via,
         off += take;
     }
     // One packet forwarded, however many fragments it became.
-    ctx.iface_counters(m.iface).forwarded += 1;
+    ctx.iface_counters(m.iface).forwarded.inc();
     ctx.pool.put(m);
 }

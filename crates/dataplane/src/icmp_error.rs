@@ -14,9 +14,9 @@ use vrhost_wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use vrhost_wire::ipv6::{walk_extension_headers, Ipv6Packet};
 
 use crate::drop_reason::Drop;
-use crate::engine::Vr;
 use crate::mbuf::Mbuf;
 use crate::output::{build_icmpv6, Ctx};
+use crate::worker::Vr;
 
 /// An ICMPv4 error to answer with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,15 +68,15 @@ pub(crate) fn send_v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp4, reaso
         || dst.is_multicast()
         || !unicast_source4(src)
     {
-        ctx.iface_counters(ingress).icmp_suppressed += 1;
+        ctx.iface_counters(ingress).icmp_suppressed.inc();
         return ctx.drop(m, reason);
     }
     let Some(from) = ctx.ifaces[ingress as usize].source4(src) else {
-        ctx.iface_counters(ingress).icmp_no_source += 1;
+        ctx.iface_counters(ingress).icmp_no_source.inc();
         return ctx.drop(m, reason);
     };
     if !vr.icmp_bucket.take(ctx.now) {
-        ctx.iface_counters(ingress).icmp_rate_limited += 1;
+        ctx.iface_counters(ingress).icmp_rate_limited.inc();
         return ctx.drop(m, reason);
     }
     // RFC 792: the IP header plus the first 8 bytes of its payload.
@@ -111,7 +111,7 @@ pub(crate) fn send_v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp4, reaso
         icmp.emit(&mut Icmpv4Packet::new_unchecked(rest));
         ip.emit(&mut Ipv4Packet::new_unchecked(hdr));
     }
-    ctx.iface_counters(ingress).icmp_errors += 1;
+    ctx.iface_counters(ingress).icmp_errors.inc();
     ctx.drop(m, reason);
     ctx.route_local(vr, e, IpAddr::V4(src));
 }
@@ -143,15 +143,15 @@ pub(crate) fn send_v6(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp6, reaso
         || src.is_multicast()
         || src.is_loopback()
     {
-        ctx.iface_counters(ingress).icmp_suppressed += 1;
+        ctx.iface_counters(ingress).icmp_suppressed.inc();
         return ctx.drop(m, reason);
     }
     let Some(from) = ctx.ifaces[ingress as usize].source6(src) else {
-        ctx.iface_counters(ingress).icmp_no_source += 1;
+        ctx.iface_counters(ingress).icmp_no_source.inc();
         return ctx.drop(m, reason);
     };
     if !vr.icmp_bucket.take(ctx.now) {
-        ctx.iface_counters(ingress).icmp_rate_limited += 1;
+        ctx.iface_counters(ingress).icmp_rate_limited.inc();
         return ctx.drop(m, reason);
     }
     // RFC 4443 §2.4(c): as much of the packet as fits in the minimum MTU.
@@ -168,7 +168,7 @@ pub(crate) fn send_v6(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp6, reaso
     };
     let mut e = ctx.new_local(0, &m);
     build_icmpv6(&mut e, from, src, 64, &icmp);
-    ctx.iface_counters(ingress).icmp_errors += 1;
+    ctx.iface_counters(ingress).icmp_errors.inc();
     ctx.drop(m, reason);
     ctx.route_local(vr, e, IpAddr::V6(src));
 }

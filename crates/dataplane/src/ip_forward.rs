@@ -10,11 +10,11 @@ use vrhost_wire::ipv4::Ipv4Packet;
 use vrhost_wire::ipv6::Ipv6Packet;
 
 use crate::drop_reason::Drop;
-use crate::engine::{NextHop, Vr};
 use crate::fragment;
 use crate::icmp_error::{self, Icmp4, Icmp6};
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
+use crate::worker::{NextHop, Vr};
 
 /// The neighbor a forwarded packet goes to.
 #[derive(Clone, Copy, Debug)]

@@ -9,9 +9,9 @@ use vrhost_wire::ipv4::{Ipv4OptionKind, Ipv4Packet};
 use vrhost_wire::Error as WireError;
 
 use crate::drop_reason::Drop;
-use crate::engine::{NextHop, Vr};
 use crate::icmp_error::Icmp4;
 use crate::mbuf::Mbuf;
+use crate::worker::{NextHop, Vr};
 
 /// Where an IPv4 packet goes after input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +34,7 @@ fn link_local_multicast(a: Ipv4Addr) -> bool {
 }
 
 #[inline]
-pub(crate) fn process(vr: &Vr, m: &mut Mbuf) -> Next {
+pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf) -> Next {
     let l3_off = m.l3_off as usize;
     let pkt = match Ipv4Packet::new_checked(m.l3()) {
         Ok(p) => p,

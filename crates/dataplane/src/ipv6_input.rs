@@ -6,9 +6,10 @@ use vrhost_wire::ipv6::{self as wire6, Ipv6Packet};
 use vrhost_wire::Error as WireError;
 
 use crate::drop_reason::Drop;
-use crate::engine::{Iface, NextHop, Vr};
 use crate::icmp_error::Icmp6;
+use crate::iface::Iface;
 use crate::mbuf::Mbuf;
+use crate::worker::{NextHop, Vr};
 
 /// Where an IPv6 packet goes after input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +31,7 @@ fn link_scope_group(a: &Ipv6Addr) -> bool {
 }
 
 #[inline]
-pub(crate) fn process(vr: &Vr, iface: &Iface, m: &mut Mbuf) -> Next {
+pub(crate) fn process(vr: &mut Vr, iface: &Iface, m: &mut Mbuf) -> Next {
     let l3_off = m.l3_off as usize;
     let pkt = match Ipv6Packet::new_checked(m.l3()) {
         Ok(p) => p,

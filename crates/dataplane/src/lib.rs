@@ -14,9 +14,12 @@
 pub mod counters;
 pub mod drop_reason;
 pub mod engine;
+pub mod iface;
 pub mod mbuf;
 pub mod neighbor;
 pub mod spec;
+pub mod tables;
+pub mod worker;
 
 mod arp_input;
 mod demux;
@@ -30,8 +33,11 @@ mod ndp;
 mod output;
 mod pipeline;
 
-pub use counters::Counters;
+pub use counters::{CounterCells, Counters};
 pub use drop_reason::Drop;
-pub use engine::{link_local_from_mac, BuildError, Engine, Iface, NextHop, TxBatch, Vr};
+pub use engine::{sum_ifaces, sum_ports, Engine, VrInfo};
+pub use iface::{link_local_from_mac, Iface};
 pub use mbuf::{Mbuf, MbufPool};
 pub use spec::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};
+pub use tables::{BuildError, Control, RouteHop, Shared};
+pub use worker::{Event, NextHop, TxBatch, Vr, Worker, WorkerCounters};

@@ -15,17 +15,20 @@ use vrhost_wire::ipv4::Ipv4Packet;
 use vrhost_wire::ipv6::{walk_extension_headers, Ipv6Packet};
 
 use crate::drop_reason::Drop;
-use crate::engine::Vr;
 use crate::mbuf::Mbuf;
 use crate::ndp;
 use crate::output::Ctx;
+use crate::worker::Vr;
 
 /// Puts `m` on the VR's punt queue, or drops it when the queue is full.
 pub(crate) fn punt(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf) {
     if vr.punt.len() >= vr.limits.punt_queue as usize {
         return ctx.drop(m, Drop::PuntQueueFull);
     }
-    ctx.iface_counters(m.iface).punted += 1;
+    ctx.iface_counters(m.iface).punted.inc();
+    if vr.punt.is_empty() {
+        ctx.punt_dirty.push(vr.id);
+    }
     vr.punt.push_back(m);
 }
 
@@ -48,7 +51,7 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
     }
     let src = pkt.src_addr();
     let dst = pkt.dst_addr();
-    ctx.iface_counters(m.iface).local += 1;
+    ctx.iface_counters(m.iface).local.inc();
     // Turn the request around: the reply leaves from the address that was
     // pinged, with a fresh TTL; the ICMP checksum changes only by the type word.
     {
@@ -95,7 +98,7 @@ pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
         Icmpv6Message::NeighborSolicit => ndp::solicit(ctx, vr, m, walk.offset),
         Icmpv6Message::NeighborAdvert => ndp::advert(ctx, vr, m, walk.offset),
         Icmpv6Message::EchoRequest if !dst.is_multicast() && walk.offset == 0 => {
-            ctx.iface_counters(m.iface).local += 1;
+            ctx.iface_counters(m.iface).local.inc();
             let l3 = m.l3_mut();
             let mut ip = Ipv6Packet::new_unchecked(&mut l3[..]);
             ip.set_src_addr(dst);

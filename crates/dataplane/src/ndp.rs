@@ -8,9 +8,9 @@ use vrhost_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr, NdiscNeighborFlags, NdiscRep
 use vrhost_wire::ipv6::{self as wire6, Ipv6Packet};
 
 use crate::drop_reason::Drop;
-use crate::engine::Vr;
 use crate::mbuf::Mbuf;
 use crate::output::{build_icmpv6, Ctx};
+use crate::worker::{Event, Vr, Worker};
 
 /// Parses the NDP message at `offset` in the IPv6 payload, checking the
 /// validity rules every NDP message shares (RFC 4861 §7.1.1, §7.1.2):
@@ -65,7 +65,7 @@ pub(crate) fn solicit(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
             learn(ctx, vr, ingress, IpAddr::V6(src), ll, false);
         }
     }
-    ctx.iface_counters(ingress).local += 1;
+    ctx.iface_counters(ingress).local.inc();
     // RFC 4861 §7.2.4: answer unicast to the solicitor, or to all-nodes for DAD.
     let dad = src.is_unspecified();
     let mut flags = NdiscNeighborFlags::ROUTER | NdiscNeighborFlags::OVERRIDE;
@@ -118,7 +118,7 @@ pub(crate) fn advert(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
         // Somebody else claims our address (RFC 4862 §5.4.4).
         return ctx.drop(m, Drop::AddressConflict);
     }
-    ctx.iface_counters(ingress).local += 1;
+    ctx.iface_counters(ingress).local.inc();
     ctx.pool.put(m);
     // RFC 4861 §7.2.5: only existing entries are updated; no lladdr, nothing to learn.
     if let (Some(ll), Some(_)) = (lladdr, vr.neighbors.find(ingress, IpAddr::V6(target_addr))) {
@@ -155,4 +155,13 @@ pub(crate) fn learn(
     vr.neighbors.learn(i, mac, confirmed, now, |held, mac| {
         ctx.send(held, iface, mac, et)
     });
+    // Every worker keeps its own table; tell the others.
+    let ev = Event::Learned {
+        vr: vr.id,
+        iface,
+        addr,
+        mac,
+        confirmed,
+    };
+    Worker::broadcast(ctx.peers, ctx.events_lost, ev);
 }

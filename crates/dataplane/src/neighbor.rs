@@ -119,10 +119,12 @@ pub struct NeighborTable {
 impl NeighborTable {
     /// An empty table holding at most `max` entries, `hold` packets each.
     pub fn new(max: usize, hold: usize, reachable_ns: u64) -> Self {
+        // Start small: most VRs know a handful of neighbors, and an idle VR
+        // must cost little. Tables grow on the (rare) creation path.
         let mut index = HashMap::default();
-        index.reserve(max.min(1 << 16));
+        index.reserve(max.min(8));
         NeighborTable {
-            slots: Vec::with_capacity(max.min(1 << 16)),
+            slots: Vec::with_capacity(max.min(8)),
             free: Vec::new(),
             index,
             live: 0,

@@ -15,11 +15,14 @@ use vrhost_wire::ip::IpProtocol;
 use vrhost_wire::ipv6::{self as wire6, Ipv6Packet, Ipv6Repr};
 use vrhost_wire::vlan::VlanHeader;
 
-use crate::counters::Counters;
+use crate::counters::CounterCells;
 use crate::drop_reason::Drop;
-use crate::engine::{EngineCounters, Iface, NextHop, Port, TxBatch, Vr};
+use std::sync::mpsc::SyncSender;
+
+use crate::iface::{Iface, Port};
 use crate::mbuf::{Mbuf, MbufPool};
 use crate::neighbor::{Probe, Resolve};
+use crate::worker::{Event, NextHop, TxBatch, Vr, WorkerCounters};
 
 /// Room kept in front of an L3 packet the router builds: Ethernet plus one tag.
 pub(crate) const BUILD_L2: usize = 18;
@@ -30,26 +33,31 @@ pub(crate) struct Ctx<'a> {
     pub ports: &'a [Port],
     pub ifaces: &'a [Iface],
     pub pool: &'a mut MbufPool,
-    pub counters: &'a mut EngineCounters,
+    pub counters: &'a WorkerCounters,
     pub tx: &'a mut TxBatch,
+    /// Other workers' inboxes, for what this one learns.
+    pub peers: &'a [SyncSender<Event>],
+    pub events_lost: &'a mut u64,
+    /// VRs whose punt queue went from empty to non-empty in this worker.
+    pub punt_dirty: &'a mut Vec<u16>,
 }
 
 impl Ctx<'_> {
     /// Counts `reason` on the packet's port and interface, and recycles it.
     pub fn drop(&mut self, m: Mbuf, reason: Drop) {
-        let c = &mut self.counters;
-        if let Some(p) = c.ports.get_mut(m.port as usize) {
-            p.drops[reason as usize] += 1;
+        let c = self.counters;
+        if let Some(p) = c.ports.get(m.port as usize) {
+            p.drop(reason);
         }
-        if let Some(i) = c.ifaces.get_mut(m.iface as usize) {
-            i.drops[reason as usize] += 1;
+        if let Some(i) = c.ifaces.get(m.iface as usize) {
+            i.drop(reason);
         }
         self.pool.put(m);
     }
 
     /// Counters of the packet's ingress interface.
-    pub fn iface_counters(&mut self, iface: u16) -> &mut Counters {
-        &mut self.counters.ifaces[iface as usize]
+    pub fn iface_counters(&self, iface: u16) -> &CounterCells {
+        &self.counters.ifaces[iface as usize]
     }
 
     /// A fresh buffer for an L3 packet of `l3_len` bytes built by the router,
@@ -90,15 +98,15 @@ impl Ctx<'_> {
             None => eth.set_ethertype(ethertype),
         }
         if !m.local_origin {
-            self.counters.ifaces[m.iface as usize].forwarded += 1;
+            self.counters.ifaces[m.iface as usize].forwarded.inc();
         }
         let len = m.len() as u64;
-        let ci = &mut self.counters.ifaces[egress as usize];
-        ci.tx_packets += 1;
-        ci.tx_bytes += len;
-        let cp = &mut self.counters.ports[e.port as usize];
-        cp.tx_packets += 1;
-        cp.tx_bytes += len;
+        let ci = &self.counters.ifaces[egress as usize];
+        ci.tx_packets.inc();
+        ci.tx_bytes.add(len);
+        let cp = &self.counters.ports[e.port as usize];
+        cp.tx_packets.inc();
+        cp.tx_bytes.add(len);
         m.port = e.port;
         self.tx.ports[e.port as usize].push(m);
     }
@@ -128,6 +136,9 @@ impl Ctx<'_> {
         neigh: u32,
         ethertype: EtherType,
     ) {
+        if neigh == u32::MAX {
+            return self.drop(m, Drop::NeighborTableFull);
+        }
         match vr.neighbors.resolve(neigh, self.now) {
             Resolve::Ready(mac) => self.send(m, egress, mac, ethertype),
             Resolve::ReadyAndProbe(mac) => {

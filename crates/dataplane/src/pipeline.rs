@@ -11,32 +11,41 @@
 //!                                └─ Icmp ────▶ icmp_error::send_v6
 //! ```
 
+use vrhost_wire::ethernet::EtherType;
+
 use crate::demux;
 use crate::drop_reason::Drop;
-use crate::engine::{Engine, TxBatch, Vr, NO_IFACE};
 use crate::ip_forward;
 use crate::ipv4_input;
 use crate::ipv6_input;
 use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
+use crate::tables::NO_IFACE;
+use crate::worker::{Event, TxBatch, Vr, Worker};
 use crate::{arp_input, icmp_error};
 
 /// How often neighbor timers run at most, in nanoseconds.
 const POLL_INTERVAL_NS: u64 = 100_000_000;
 
-impl Engine {
+impl Worker {
     /// Processes received frames (each with `port` set), queuing what leaves
     /// on `tx`. `now` is the caller's clock in nanoseconds; it only needs to
-    /// be monotonic. Timers run from here, at most every 100 ms.
+    /// be monotonic. Published tables and neighbor events are picked up
+    /// first; timers run from here, at most every 100 ms.
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
+        self.refresh();
+        self.apply_events(now, tx);
         let mut ctx = Ctx {
             now,
-            ports: &self.ports,
-            ifaces: &self.ifaces,
+            ports: &self.shared.ports,
+            ifaces: &self.shared.ifaces,
             pool: &mut self.pool,
-            counters: &mut self.counters,
+            counters: &self.counters,
             tx,
+            peers: &self.peers,
+            events_lost: &mut self.events_lost,
+            punt_dirty: &mut self.punt_dirty,
         };
         for m in rx.drain(..) {
             process_one(&mut ctx, &mut self.vrs, m);
@@ -46,17 +55,85 @@ impl Engine {
         }
     }
 
+    /// Between bursts when nothing arrived: picks up tables and neighbor
+    /// events, and runs timers when due.
+    pub fn idle(&mut self, now: u64, tx: &mut TxBatch) {
+        self.refresh();
+        self.apply_events(now, tx);
+        if now >= self.next_poll {
+            self.poll(now, tx);
+        }
+    }
+
+    /// Applies what other workers learned and the control side installed,
+    /// releasing packets held for those neighbors.
+    fn apply_events(&mut self, now: u64, tx: &mut TxBatch) {
+        let mut ctx = Ctx {
+            now,
+            ports: &self.shared.ports,
+            ifaces: &self.shared.ifaces,
+            pool: &mut self.pool,
+            counters: &self.counters,
+            tx,
+            peers: &[],
+            events_lost: &mut self.events_lost,
+            punt_dirty: &mut self.punt_dirty,
+        };
+        for ev in self.inbox.try_iter() {
+            let (vr, iface, addr, mac, confirmed, pin) = match ev {
+                Event::Learned {
+                    vr,
+                    iface,
+                    addr,
+                    mac,
+                    confirmed,
+                } => (vr, iface, addr, mac, confirmed, false),
+                Event::Static {
+                    vr,
+                    iface,
+                    addr,
+                    mac,
+                } => (vr, iface, addr, mac, true, true),
+            };
+            let Some(v) = self.vrs.get_mut(vr as usize) else {
+                continue;
+            };
+            // Another worker's news only updates entries this worker uses,
+            // plus static ones; it never fills the table with strangers.
+            let slot = if pin {
+                v.neighbors.ensure(iface, addr, true)
+            } else {
+                v.neighbors.find(iface, addr)
+            };
+            let Some(i) = slot else { continue };
+            let et = if addr.is_ipv4() {
+                EtherType::Ipv4
+            } else {
+                EtherType::Ipv6
+            };
+            v.neighbors.learn(i, mac, confirmed, now, |held, mac| {
+                ctx.send(held, iface, mac, et)
+            });
+            if pin {
+                v.neighbors.set_static(iface, addr, mac);
+            }
+        }
+    }
+
     /// Runs neighbor timers: retransmits ARP requests and solicitations,
     /// and drops packets held for neighbors that never answered.
     pub fn poll(&mut self, now: u64, tx: &mut TxBatch) {
         self.next_poll = now + POLL_INTERVAL_NS;
         let mut ctx = Ctx {
             now,
-            ports: &self.ports,
-            ifaces: &self.ifaces,
+            ports: &self.shared.ports,
+            ifaces: &self.shared.ifaces,
             pool: &mut self.pool,
-            counters: &mut self.counters,
+            counters: &self.counters,
             tx,
+            peers: &self.peers,
+            events_lost: &mut self.events_lost,
+            punt_dirty: &mut self.punt_dirty,
         };
         for vr in self.vrs.iter_mut() {
             self.probes.clear();
@@ -75,9 +152,9 @@ fn process_one(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) {
     m.iface = NO_IFACE;
     m.local_origin = false;
     let len = m.len() as u64;
-    if let Some(p) = ctx.counters.ports.get_mut(m.port as usize) {
-        p.rx_packets += 1;
-        p.rx_bytes += len;
+    if let Some(p) = ctx.counters.ports.get(m.port as usize) {
+        p.rx_packets.inc();
+        p.rx_bytes.add(len);
     }
     let next = demux::process(ctx.ports, ctx.ifaces, &mut m);
     if let demux::Next::Drop(reason) = next {
@@ -85,9 +162,9 @@ fn process_one(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) {
     }
     let iface = &ctx.ifaces[m.iface as usize];
     let vr = &mut vrs[iface.vr as usize];
-    let c = &mut ctx.counters.ifaces[m.iface as usize];
-    c.rx_packets += 1;
-    c.rx_bytes += len;
+    let c = &ctx.counters.ifaces[m.iface as usize];
+    c.rx_packets.inc();
+    c.rx_bytes.add(len);
     match next {
         demux::Next::Arp => arp_input::process(ctx, vr, m),
         demux::Next::Ipv4 => match ipv4_input::process(vr, &mut m) {

@@ -441,7 +441,7 @@ fn other_traffic_for_the_router_is_punted_into_a_bounded_queue() {
     for _ in 0..3 {
         assert!(send(&mut e, 0, &f, 0).is_empty());
     }
-    assert_eq!(e.vrs()[0].punt_len(), 2);
+    assert_eq!(e.vr(0).punt_len, 2);
     assert_eq!(e.iface_counters(0).punted, 2);
     assert_eq!(drops(&e, 0, Drop::PuntQueueFull), 1);
     let mut seen = 0;

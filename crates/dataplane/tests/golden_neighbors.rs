@@ -297,11 +297,7 @@ fn gratuitous_arp_updates_a_known_neighbor_only() {
         EthernetAddress::BROADCAST,
     );
     assert!(send(&mut e, 0, &garp, 0).is_empty());
-    assert_eq!(
-        e.vrs()[0].neighbors.len(),
-        2,
-        "only the static gateway entries"
-    );
+    assert_eq!(e.vr(0).neighbors, 2, "only the static gateway entries");
     // After the router learned the host, a changed MAC is taken.
     send(
         &mut e,

@@ -221,7 +221,7 @@ fn millions_of_random_and_mutated_frames_never_panic() {
                     e.pool().put(m);
                 }
             }
-            for vr in 0..e.vrs().len() {
+            for vr in 0..e.vr_count() {
                 e.drain_punted(vr, |_| {});
             }
         }

@@ -4,8 +4,13 @@
 //! - [`Lpm`]: the table interface the dataplane is written against. A leaf is a
 //!   [`NextHopId`], an index into the VR's next-hop table, so neighbour changes
 //!   never touch the FIB (DESIGN.md, "FIB").
-//! - [`MultibitLpm`] ([`Fib4`], [`Fib6`]): the engine's table, a multibit trie
-//!   with 8-bit strides, prefix expansion and leaf pushing.
+//! - [`PoptrieLpm`] ([`Fib4`], [`Fib6`]): the engine's table, a Poptrie with a
+//!   copy-on-write group per /8 (see `crates/fib/DESIGN.md`). Bulk load with
+//!   [`PoptrieLpm::from_routes`]; take an immutable [`FibSnapshot`] at any time.
+//! - [`FibHandle`] / [`FibReader`]: RCU-style publication of a table to
+//!   lock-free readers on other cores.
+//! - [`MultibitLpm`]: a plain multibit trie with 8-bit strides, prefix
+//!   expansion and leaf pushing; the second implementation and yardstick.
 //! - [`ReferenceLpm`]: a naive, obviously correct table; the oracle for tests.
 //!
 //! Tables are plain data with no locks and no I/O: the control side builds or
@@ -14,16 +19,20 @@
 mod addr;
 mod lpm;
 mod multibit;
+mod poptrie;
 mod prefix;
+mod publish;
 mod reference;
 
 pub use addr::{FibAddr, NextHopId};
 pub use lpm::Lpm;
 pub use multibit::MultibitLpm;
+pub use poptrie::{FibSnapshot, PoptrieLpm, PoptrieStats};
 pub use prefix::{Prefix, Prefix4, Prefix6, PrefixError};
+pub use publish::{FibHandle, FibReader, SnapshotGuard};
 pub use reference::ReferenceLpm;
 
 /// The IPv4 table of a virtual router.
-pub type Fib4 = MultibitLpm<core::net::Ipv4Addr>;
+pub type Fib4 = PoptrieLpm<core::net::Ipv4Addr>;
 /// The IPv6 table of a virtual router.
-pub type Fib6 = MultibitLpm<core::net::Ipv6Addr>;
+pub type Fib6 = PoptrieLpm<core::net::Ipv6Addr>;

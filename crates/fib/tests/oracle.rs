@@ -1,5 +1,8 @@
-//! `MultibitLpm` must answer exactly like the naive `ReferenceLpm`
-//! (STYLE.md §10), for random route sets and random insert/remove sequences.
+//! `PoptrieLpm` and `MultibitLpm` must answer exactly like the naive
+//! `ReferenceLpm` (STYLE.md §10), for random route sets and random
+//! insert/remove/replace sequences. `PoptrieLpm` must also agree when
+//! bulk-loaded, and every snapshot taken mid-sequence must keep answering as
+//! of its time while the table goes on changing.
 //!
 //! Route sets are built to hit the trie's edge cases:
 //! - addresses share a few random "bases", so prefixes nest and collide;
@@ -16,7 +19,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 use proptest::sample::select;
-use vrhost_fib::{FibAddr, Lpm, MultibitLpm, NextHopId, Prefix, ReferenceLpm};
+use vrhost_fib::{
+    FibAddr, FibHandle, FibSnapshot, Lpm, MultibitLpm, NextHopId, PoptrieLpm, Prefix, ReferenceLpm,
+};
 
 /// The low `A::BITS` bits.
 fn width<A: FibAddr>() -> u128 {
@@ -90,7 +95,7 @@ fn routes_of<A: FibAddr>(t: &dyn Lpm<A>) -> BTreeMap<Prefix<A>, NextHopId> {
 }
 
 /// Asserts that both tables hold the same routes and answer `probes` alike.
-fn assert_agree<A: FibAddr>(fast: &MultibitLpm<A>, oracle: &ReferenceLpm<A>, probes: &[A]) {
+fn assert_agree<A: FibAddr>(fast: &dyn Lpm<A>, oracle: &ReferenceLpm<A>, probes: &[A]) {
     assert_eq!(fast.len(), oracle.len());
     assert_eq!(fast.is_empty(), oracle.is_empty());
     let routes = routes_of(oracle);
@@ -118,13 +123,31 @@ fn assert_canonical<A: FibAddr>(fast: &MultibitLpm<A>) {
     assert_eq!(fast.node_count(), fresh.node_count());
 }
 
-fn check_route_set<A: FibAddr>(
+/// Asserts that `snapshot` answers `probes` as `oracle` does.
+fn assert_snapshot_agrees<A: FibAddr>(
+    snapshot: &FibSnapshot<A>,
+    oracle: &ReferenceLpm<A>,
+    probes: &[A],
+) {
+    assert_eq!(snapshot.len(), oracle.len());
+    let mut batch = vec![None; probes.len()];
+    snapshot.lookup_batch(probes, &mut batch);
+    for (addr, got) in probes.iter().zip(&batch) {
+        let want = oracle.lookup(*addr);
+        assert_eq!(snapshot.lookup(*addr), want, "snapshot lookup {addr}");
+        assert_eq!(*got, want, "snapshot lookup_batch {addr}");
+    }
+}
+
+/// Inserts every seed's route into a fresh `T` and the oracle, then compares.
+/// Returns the oracle and the probes for further checks.
+fn check_route_set<A: FibAddr, T: Lpm<A> + Default>(
     bases: &[u128],
     seeds: &[RouteSeed],
     uniform: &[u128],
     noises: &[u128],
-) {
-    let mut fast = MultibitLpm::<A>::new();
+) -> (T, ReferenceLpm<A>, Vec<A>) {
+    let mut fast = T::default();
     let mut oracle = ReferenceLpm::<A>::new();
     let mut probes: Vec<A> = uniform
         .iter()
@@ -146,7 +169,35 @@ fn check_route_set<A: FibAddr>(
         let other = Prefix::new_truncating(prefix.addr(), prefix.len() / 2).unwrap();
         assert_eq!(fast.get(&other), oracle.get(&other), "get {other}");
     }
+    (fast, oracle, probes)
+}
+
+fn check_multibit_route_set<A: FibAddr>(
+    bases: &[u128],
+    seeds: &[RouteSeed],
+    uniform: &[u128],
+    noises: &[u128],
+) {
+    let (fast, _, _) = check_route_set::<A, MultibitLpm<A>>(bases, seeds, uniform, noises);
     assert_canonical(&fast);
+}
+
+/// Incremental inserts, then the same routes bulk-loaded (in seed order, so
+/// later duplicates win as with inserts), must agree with the oracle.
+fn check_poptrie_route_set<A: FibAddr>(
+    bases: &[u128],
+    seeds: &[RouteSeed],
+    uniform: &[u128],
+    noises: &[u128],
+) {
+    let (fast, oracle, probes) =
+        check_route_set::<A, PoptrieLpm<A>>(bases, seeds, uniform, noises);
+    assert_snapshot_agrees(&fast.snapshot(), &oracle, &probes);
+    let bulk = PoptrieLpm::from_routes(seeds.iter().map(|seed| route::<A>(bases, *seed)));
+    assert_agree(&bulk, &oracle, &probes);
+    // A bulk load is never bigger than the same routes inserted one by one
+    // (which may carry garbage until compaction).
+    assert!(bulk.lookup_bytes() <= fast.lookup_bytes());
 }
 
 #[derive(Clone, Debug)]
@@ -166,7 +217,14 @@ fn op<A: FibAddr>() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn check_churn<A: FibAddr>(bases: &[u128], ops: &[Op], noise: u128) {
+/// Applies `ops` to a fresh `T` and the oracle, comparing after every op.
+/// `after_op` sees both after each op (for snapshot checks).
+fn check_churn<A: FibAddr, T: Lpm<A> + Default>(
+    bases: &[u128],
+    ops: &[Op],
+    noise: u128,
+    mut after_op: impl FnMut(&T, &ReferenceLpm<A>, &[A]),
+) -> T {
     // Probes cover every prefix any op touches, so each op's effect is seen.
     let mut probes = Vec::new();
     for op in ops {
@@ -174,7 +232,7 @@ fn check_churn<A: FibAddr>(bases: &[u128], ops: &[Op], noise: u128) {
             probes_for(&route::<A>(bases, *seed).0, noise, &mut probes);
         }
     }
-    let mut fast = MultibitLpm::<A>::new();
+    let mut fast = T::default();
     let mut oracle = ReferenceLpm::<A>::new();
     let mut inserted: Vec<Prefix<A>> = Vec::new();
     for op in ops {
@@ -207,11 +265,96 @@ fn check_churn<A: FibAddr>(bases: &[u128], ops: &[Op], noise: u128) {
             }
         }
         assert_agree(&fast, &oracle, &probes);
+        after_op(&fast, &oracle, &probes);
     }
-    assert_canonical(&fast);
     if fast.is_empty() {
         assert_eq!(fast.memory_bytes(), 0, "an empty table keeps no memory");
     }
+    fast
+}
+
+fn check_multibit_churn<A: FibAddr>(bases: &[u128], ops: &[Op], noise: u128) {
+    let fast = check_churn::<A, MultibitLpm<A>>(bases, ops, noise, |_, _, _| {});
+    assert_canonical(&fast);
+}
+
+/// Churn on a `PoptrieLpm`; every few ops a snapshot is taken with a copy of
+/// the oracle, and at the end every snapshot must still answer as of its
+/// time. The table then goes through a `FibHandle` the same way.
+fn check_poptrie_churn<A: FibAddr>(bases: &[u128], ops: &[Op], noise: u128) {
+    let mut snapshots = Vec::new();
+    let mut step = 0;
+    let fast = check_churn::<A, PoptrieLpm<A>>(bases, ops, noise, |fast, oracle, probes| {
+        step += 1;
+        if step % 4 == 1 {
+            snapshots.push((fast.snapshot(), oracle.clone()));
+        }
+        assert_snapshot_agrees(fast.as_snapshot(), oracle, probes);
+    });
+    let mut probes = Vec::new();
+    for op in ops {
+        if let Op::Insert(seed) | Op::RemoveOther(seed) = op {
+            probes_for(&route::<A>(bases, *seed).0, noise, &mut probes);
+        }
+    }
+    for (snapshot, oracle) in &snapshots {
+        assert_snapshot_agrees(snapshot, oracle, &probes);
+    }
+    // Bulk-loading the final route set answers the same.
+    let mut oracle = ReferenceLpm::new();
+    fast.for_each(&mut |p, nh| {
+        oracle.insert(p, nh);
+    });
+    let bulk = PoptrieLpm::from_routes(routes_of(&fast));
+    assert_agree(&bulk, &oracle, &probes);
+}
+
+/// The same ops through a `FibHandle`, publishing after every other op; a
+/// reader's guards taken along the way keep answering as of their time.
+fn check_handle_churn<A: FibAddr>(bases: &[u128], ops: &[Op], noise: u128) {
+    let mut probes = Vec::new();
+    for op in ops {
+        if let Op::Insert(seed) | Op::RemoveOther(seed) = op {
+            probes_for(&route::<A>(bases, *seed).0, noise, &mut probes);
+        }
+    }
+    let mut handle = FibHandle::<A>::new();
+    let reader = handle.reader();
+    let mut oracle = ReferenceLpm::<A>::new();
+    let mut published = oracle.clone();
+    let mut held = Vec::new();
+    let mut inserted: Vec<Prefix<A>> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            Op::Insert(seed) => {
+                let (prefix, nh) = route::<A>(bases, *seed);
+                assert_eq!(handle.insert(prefix, nh), oracle.insert(prefix, nh));
+                inserted.push(prefix);
+            }
+            Op::RemoveInserted(n) if !inserted.is_empty() => {
+                let prefix = inserted[n % inserted.len()];
+                assert_eq!(handle.remove(&prefix), oracle.remove(&prefix));
+            }
+            Op::RemoveInserted(_) => {}
+            Op::RemoveOther(seed) => {
+                let (prefix, _) = route::<A>(bases, *seed);
+                assert_eq!(handle.remove(&prefix), oracle.remove(&prefix));
+            }
+        }
+        // Unpublished changes are invisible to readers.
+        assert_snapshot_agrees(&reader.load(), &published, &probes);
+        if i % 2 == 1 {
+            handle.publish();
+            published = oracle.clone();
+            held.push((reader.load(), published.clone()));
+        }
+    }
+    for (guard, oracle) in &held {
+        assert_snapshot_agrees(guard, oracle, &probes);
+    }
+    drop(held);
+    handle.publish();
+    assert_eq!(handle.reclaim(), 0, "no reader holds an old snapshot");
 }
 
 proptest! {
@@ -222,7 +365,8 @@ proptest! {
         uniform in prop::collection::vec(any::<u128>(), 0..64),
         noises in prop::collection::vec(any::<u128>(), 1..8),
     ) {
-        check_route_set::<Ipv4Addr>(&bases, &seeds, &uniform, &noises);
+        check_multibit_route_set::<Ipv4Addr>(&bases, &seeds, &uniform, &noises);
+        check_poptrie_route_set::<Ipv4Addr>(&bases, &seeds, &uniform, &noises);
     }
 
     #[test]
@@ -232,7 +376,8 @@ proptest! {
         uniform in prop::collection::vec(any::<u128>(), 0..64),
         noises in prop::collection::vec(any::<u128>(), 1..8),
     ) {
-        check_route_set::<Ipv6Addr>(&bases, &seeds, &uniform, &noises);
+        check_multibit_route_set::<Ipv6Addr>(&bases, &seeds, &uniform, &noises);
+        check_poptrie_route_set::<Ipv6Addr>(&bases, &seeds, &uniform, &noises);
     }
 
     #[test]
@@ -241,7 +386,9 @@ proptest! {
         ops in prop::collection::vec(op::<Ipv4Addr>(), 0..80),
         noise in any::<u128>(),
     ) {
-        check_churn::<Ipv4Addr>(&bases, &ops, noise);
+        check_multibit_churn::<Ipv4Addr>(&bases, &ops, noise);
+        check_poptrie_churn::<Ipv4Addr>(&bases, &ops, noise);
+        check_handle_churn::<Ipv4Addr>(&bases, &ops, noise);
     }
 
     #[test]
@@ -250,7 +397,9 @@ proptest! {
         ops in prop::collection::vec(op::<Ipv6Addr>(), 0..80),
         noise in any::<u128>(),
     ) {
-        check_churn::<Ipv6Addr>(&bases, &ops, noise);
+        check_multibit_churn::<Ipv6Addr>(&bases, &ops, noise);
+        check_poptrie_churn::<Ipv6Addr>(&bases, &ops, noise);
+        check_handle_churn::<Ipv6Addr>(&bases, &ops, noise);
     }
 }
 

@@ -1,6 +1,8 @@
-//! `vrhost bench`: one worker forwarding from memory ports.
+//! `vrhost bench`: forwarding throughput on memory ports, from a config or
+//! from a synthetic multi-VR workload, with sweeps over workers, VRs and
+//! core-mapping modes.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -8,97 +10,177 @@ use anyhow::{bail, Result};
 use serde_json::json;
 use vrhost_control::{Config, Driver};
 
-use crate::worker::{pin, Worker};
+use crate::runtime::{Mode, Running, Runtime};
+use crate::sweep;
 
-/// Counter totals over all ports.
-fn totals(w: &Worker) -> (u64, u64) {
-    let e = &w.engine;
-    (0..e.port_count()).fold((0, 0), |(rx, tx), p| {
-        let c = e.port_counters(p);
-        (rx + c.rx_packets, tx + c.tx_packets)
-    })
+/// What `vrhost bench` was asked.
+pub struct Args {
+    pub config: Option<PathBuf>,
+    pub seconds: f64,
+    pub json: bool,
+    pub workers: Vec<usize>,
+    pub vrs: Vec<usize>,
+    pub routes_per_vr: usize,
+    pub modes: Vec<Mode>,
+    pub csv: Option<PathBuf>,
+    pub plots: Option<PathBuf>,
 }
 
-/// Runs the benchmark and prints the result.
-pub fn run(path: &Path, seconds: f64, json_out: bool) -> Result<ExitCode> {
-    let cfg = match Config::load(path) {
-        Ok(c) => c,
-        Err(errors) => {
-            eprintln!("{}: invalid config", path.display());
-            for e in &errors.0 {
-                eprintln!("  {e}");
+/// Cores for `n` workers: the config's list when long enough, else the last `n` cores.
+pub fn cores_for(n: usize, configured: &[usize]) -> Vec<usize> {
+    if configured.len() >= n {
+        return configured[..n].to_vec();
+    }
+    let total = std::thread::available_parallelism().map_or(1, |c| c.get());
+    (0..n)
+        .map(|i| (total + i).saturating_sub(n) % total)
+        .collect()
+}
+
+/// Runs `vrhost bench`.
+pub fn run(a: Args) -> Result<ExitCode> {
+    if !(a.seconds > 0.0 && a.seconds.is_finite()) {
+        bail!("--seconds must be a positive number");
+    }
+    let span = Duration::from_secs_f64(a.seconds);
+    let mut rows = Vec::new();
+    match &a.config {
+        Some(path) => {
+            let cfg = match Config::load(path) {
+                Ok(c) => c,
+                Err(errors) => {
+                    eprintln!("{}: invalid config", path.display());
+                    for e in &errors.0 {
+                        eprintln!("  {e}");
+                    }
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
+            for p in &cfg.ports {
+                if p.driver != Driver::Memory {
+                    bail!(
+                        "port {:?}: bench needs memory ports, this one is {}",
+                        p.name,
+                        p.driver
+                    );
+                }
             }
-            return Ok(ExitCode::FAILURE);
+            let counts = if a.workers.is_empty() {
+                vec![cfg.dataplane.workers.len()]
+            } else {
+                a.workers.clone()
+            };
+            for &mode in &a.modes {
+                for &n in &counts {
+                    let mut cfg = cfg.clone();
+                    let threads = if mode == Mode::Pipeline { 2 * n } else { n };
+                    // Each worker generates from its own queue of every port.
+                    for p in cfg.ports.iter_mut() {
+                        p.queues = p.queues.max(n as u16);
+                    }
+                    let cores = cores_for(threads, &cfg.dataplane.workers);
+                    let rt = Runtime::from_config(&cfg, &cores, mode)?;
+                    rows.push(measure(
+                        rt.start(),
+                        span,
+                        n,
+                        cfg.routers.len(),
+                        mode,
+                        &cores,
+                    ));
+                }
+            }
         }
-    };
-    for p in &cfg.ports {
-        if p.driver != Driver::Memory {
-            bail!(
-                "port {:?}: bench needs memory ports, this one is {}",
-                p.name,
-                p.driver
+        None => {
+            if a.vrs.is_empty() {
+                bail!("give --config FILE, or --vrs N for the synthetic multi-VR workload");
+            }
+            let counts = if a.workers.is_empty() {
+                vec![1]
+            } else {
+                a.workers.clone()
+            };
+            for &mode in &a.modes {
+                for &vrs in &a.vrs {
+                    for &n in &counts {
+                        let threads = if mode == Mode::Pipeline { 2 * n } else { n };
+                        let cores = cores_for(threads, &[]);
+                        let rt = sweep::runtime(vrs, a.routes_per_vr, n, &cores, mode)?;
+                        rows.push(measure(rt.start(), span, n, vrs, mode, &cores));
+                    }
+                }
+            }
+        }
+    }
+    for r in &rows {
+        if a.json {
+            println!("{}", serde_json::to_string(r)?);
+        } else {
+            println!(
+                "{:>2} worker(s) {:<8} {:>5} VR(s): {:>8.3} Mpps received, {:>8.3} Mpps sent, {:>6.1} core-ns/packet",
+                r["workers"],
+                r["mode"].as_str().unwrap_or(""),
+                r["vrs"],
+                r["rx_pps"].as_f64().unwrap_or(0.0) / 1e6,
+                r["tx_pps"].as_f64().unwrap_or(0.0) / 1e6,
+                r["core_ns_per_packet"].as_f64().unwrap_or(0.0),
             );
         }
     }
-    if !(seconds > 0.0 && seconds.is_finite()) {
-        bail!("--seconds must be a positive number");
+    if let Some(csv) = &a.csv {
+        sweep::write_csv(csv, &rows)?;
     }
-    let mut w = Worker::from_config(&cfg)?;
-    pin(cfg.dataplane.workers[0]);
-    let result = measure(&mut w, Duration::from_secs_f64(seconds));
-    if json_out {
-        println!("{}", serde_json::to_string(&result)?);
-    } else {
-        println!(
-            "{:.3} Mpps received, {:.3} Mpps sent, {:.1} ns/packet, over {:.2} s on 1 worker",
-            result["rx_pps"].as_f64().unwrap_or(0.0) / 1e6,
-            result["tx_pps"].as_f64().unwrap_or(0.0) / 1e6,
-            result["ns_per_packet"].as_f64().unwrap_or(0.0),
-            result["seconds"].as_f64().unwrap_or(0.0),
-        );
-        print!("{}", crate::report::table(&w.engine));
+    if let Some(dir) = &a.plots {
+        sweep::plot(dir, &rows)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Warms up for a quarter second, then measures for `span`.
-pub fn measure(w: &mut Worker, span: Duration) -> serde_json::Value {
-    let warm = Instant::now();
-    while warm.elapsed() < Duration::from_millis(250) {
-        w.poll_once();
-    }
-    let (rx0, tx0) = totals(w);
+/// Warms up for a quarter second, measures for `span`, stops the workers.
+pub fn measure(
+    running: Running,
+    span: Duration,
+    workers: usize,
+    vrs: usize,
+    mode: Mode,
+    cores: &[usize],
+) -> serde_json::Value {
+    std::thread::sleep(Duration::from_millis(250));
+    let (rx0, tx0) = running.totals();
     let start = Instant::now();
-    let mut polls = 0u64;
-    loop {
-        w.poll_once();
-        polls += 1;
-        // Read the clock every 64 polls: cheap, yet within microseconds of the deadline.
-        if polls % 64 == 0 && start.elapsed() >= span {
-            break;
-        }
-    }
+    std::thread::sleep(span);
+    let (rx1, tx1) = running.totals();
     let secs = start.elapsed().as_secs_f64();
-    let (rx1, tx1) = totals(w);
+    let mut all = vrhost_dataplane::Counters::default();
+    for p in 0..running.shared.port_count() {
+        all.add(&running.port_counters(p));
+    }
+    let drops: serde_json::Map<String, serde_json::Value> = all
+        .nonzero_drops()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    let routes4: usize = (0..running.shared.vr_count())
+        .map(|v| running.control.routes(v).0)
+        .sum();
+    let fib_bytes: usize = (0..running.shared.vr_count())
+        .map(|v| running.control.fib_memory(v))
+        .sum();
+    let assignment = serde_json::to_value(&running.assignment).unwrap_or_default();
+    running.stop();
     let rx_pps = (rx1 - rx0) as f64 / secs;
     let tx_pps = (tx1 - tx0) as f64 / secs;
-    let drops: serde_json::Map<String, serde_json::Value> = {
-        let mut all = vrhost_dataplane::Counters::default();
-        for p in 0..w.engine.port_count() {
-            all.add(w.engine.port_counters(p));
-        }
-        all.nonzero_drops()
-            .map(|(k, v)| (k.to_string(), json!(v)))
-            .collect()
-    };
     json!({
         "rx_pps": rx_pps,
         "tx_pps": tx_pps,
         "seconds": secs,
-        "workers": 1,
-        "ns_per_packet": if rx_pps > 0.0 { 1e9 / rx_pps } else { 0.0 },
-        "routes4": w.engine.vrs().iter().map(|v| v.routes4()).sum::<usize>(),
-        "fib_bytes": w.engine.vrs().iter().map(|v| v.fib_memory()).sum::<usize>(),
+        "workers": workers,
+        "mode": mode,
+        "vrs": vrs,
+        "cores": cores,
+        "core_ns_per_packet": if rx_pps > 0.0 { 1e9 * cores.len() as f64 / rx_pps } else { 0.0 },
+        "routes4": routes4,
+        "fib_bytes": fib_bytes,
         "drops": drops,
+        "assignment": assignment,
     })
 }

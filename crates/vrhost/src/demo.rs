@@ -14,15 +14,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use vrhost_dataplane::{
-    Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
-};
+use vrhost_dataplane::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};
 use vrhost_fib::Prefix4;
 use vrhost_io::{MemoryPort, Port};
 use vrhost_wire::checksum;
 use vrhost_wire::ethernet::EthernetAddress;
 
-use crate::worker::Worker;
+use crate::runtime::{Mode, PortQueues, Runtime, TxQueue};
 use crate::workload::{self, FrameSpec};
 
 /// (name, VLAN, share of the offered traffic in percent)
@@ -169,13 +167,30 @@ pub fn run(seconds: u64, routes: usize) -> Result<ExitCode> {
         .iter()
         .map(|_| workload::table(routes, &mut rng))
         .collect();
-    let engine = Engine::new(&spec(&tables)).context("building the demo engine")?;
     let frames = traffic(&tables, &mut rng);
-    let ports: Vec<Box<dyn Port>> = vec![
-        Box::new(MemoryPort::from_frames(frames.iter().map(Vec::as_slice))),
-        Box::new(MemoryPort::from_frames(std::iter::empty())),
+    let sink = || {
+        TxQueue::Own(Box::new(|| {
+            Box::new(MemoryPort::from_frames(std::iter::empty())) as Box<dyn Port>
+        }))
+    };
+    let ports = vec![
+        PortQueues {
+            name: "down".into(),
+            rx: vec![Box::new(MemoryPort::from_frames(
+                frames.iter().map(Vec::as_slice),
+            ))],
+            tx: sink(),
+        },
+        PortQueues {
+            name: "up".into(),
+            rx: vec![],
+            tx: sink(),
+        },
     ];
-    let mut w = Worker::new(engine, ports);
+    let cores = crate::bench::cores_for(1, &[]);
+    let running = Runtime::new(&spec(&tables), ports, &cores, Mode::Rtc)
+        .context("building the demo")?
+        .start();
     println!(
         "vrhost demo: {} tenants with the same addresses on VLANs of two memory ports, {routes} routes each",
         TENANTS.len()
@@ -191,21 +206,22 @@ pub fn run(seconds: u64, routes: usize) -> Result<ExitCode> {
     let start = Instant::now();
     let mut last = vec![0u64; TENANTS.len()];
     for sec in 1..=seconds.max(1) {
-        let until = start + Duration::from_secs(sec);
-        while Instant::now() < until {
-            for _ in 0..64 {
-                w.poll_once();
-            }
-        }
+        std::thread::sleep(
+            (start + Duration::from_secs(sec)).saturating_duration_since(Instant::now()),
+        );
         let mut line = format!("{sec:>4}  ");
         for (v, prev) in last.iter_mut().enumerate() {
-            let rx = w.engine.vr_counters(v).rx_packets;
+            let rx = running.vr_counters(v).rx_packets;
             line.push_str(&format!("{:>10.3} Mpps", (rx - *prev) as f64 / 1e6));
             *prev = rx;
         }
         println!("{line}");
     }
     println!("\nsummary after {:.1} s:", start.elapsed().as_secs_f64());
-    print!("{}", crate::report::table(&w.engine));
+    print!(
+        "{}",
+        crate::report::table(&crate::report::Source::Running(&running))
+    );
+    running.stop();
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,9 @@ mod demo;
 mod lab;
 mod replay;
 mod report;
-mod worker;
+mod runtime;
+mod sweep;
+mod tools_cli;
 mod workload;
 
 use std::path::PathBuf;
@@ -36,6 +38,9 @@ enum Command {
         /// Print counters every N seconds (0: only at exit).
         #[arg(long, default_value_t = 0)]
         stats_interval: u64,
+        /// Core mapping: run-to-completion, or rx and forwarding on separate cores.
+        #[arg(long, value_enum, default_value = "rtc")]
+        mode: runtime::Mode,
     },
     /// Validate a config: exit 0, or print every error with its key and exit 1.
     Check {
@@ -54,15 +59,40 @@ enum Command {
     },
     /// Forward from memory ports for N seconds and print throughput.
     Bench {
-        /// Config file (TOML) whose ports are memory ports.
+        /// Config file (TOML) whose ports are memory ports. Without it, --vrs
+        /// builds the synthetic multi-VR workload.
         #[arg(long)]
-        config: PathBuf,
-        /// How long to measure.
+        config: Option<PathBuf>,
+        /// How long to measure each point.
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
-        /// Print one JSON object.
+        /// Print one JSON object per measurement.
         #[arg(long)]
         json: bool,
+        /// Worker counts to measure (comma-separated); default: the config's.
+        #[arg(long, value_delimiter = ',')]
+        workers: Vec<usize>,
+        /// Synthetic workload: numbers of VRs sharing the traffic (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        vrs: Vec<usize>,
+        /// Synthetic workload: routes in each VR's table.
+        #[arg(long, default_value_t = 1000)]
+        routes_per_vr: usize,
+        /// Core mappings to measure (comma-separated): rtc, pipeline.
+        #[arg(long, value_enum, value_delimiter = ',', default_value = "rtc")]
+        mode: Vec<runtime::Mode>,
+        /// Also write the measurements as CSV.
+        #[arg(long)]
+        csv: Option<PathBuf>,
+        /// Also draw SVG plots into this directory.
+        #[arg(long)]
+        plots: Option<PathBuf>,
+    },
+    /// Report the memory an idle VR costs (resident bytes per VR, for N VRs).
+    VrMemory {
+        /// How many idle VRs to create.
+        #[arg(long, default_value_t = 1000)]
+        vrs: usize,
     },
     /// The embedded default: several VRs on in-memory ports, live per-VR stats.
     Demo {
@@ -80,6 +110,10 @@ enum Command {
         /// Lab spec (TOML); see docs/lab.md.
         spec: PathBuf,
     },
+    /// Send traffic on a real port (pfsend-like): synthetic UDP or a pcap, flat out or at a rate.
+    Gen(tools_cli::GenArgs),
+    /// Receive and count on a real port (pfcount-like): pps and bps every second, then totals.
+    Count(tools_cli::CountArgs),
     /// List every drop reason with its counter name and rule.
     DropReasons {
         /// Print the Markdown table of docs/drop-reasons.md.
@@ -120,11 +154,36 @@ fn main() -> ExitCode {
             config,
             seconds,
             json,
-        } => bench::run(&config, seconds, json),
+            workers,
+            vrs,
+            routes_per_vr,
+            mode,
+            csv,
+            plots,
+        } => bench::run(bench::Args {
+            config,
+            seconds,
+            json,
+            workers,
+            vrs,
+            routes_per_vr,
+            modes: mode,
+            csv,
+            plots,
+        }),
         Command::Run {
             config,
             stats_interval,
-        } => worker::run_foreground(&config, stats_interval),
+            mode,
+        } => runtime::run_foreground(&config, stats_interval, mode),
+        Command::VrMemory { vrs } => sweep::idle_vr_bytes(vrs.max(1)).map(|b| {
+            println!(
+                "{:.0} bytes of resident memory per idle VR ({} VRs, one worker)",
+                b,
+                vrs.max(1)
+            );
+            ExitCode::SUCCESS
+        }),
         Command::Demo { seconds, routes } => demo::run(seconds, routes),
         Command::Workload {
             routes,
@@ -133,6 +192,8 @@ fn main() -> ExitCode {
             seed,
         } => workload::run(routes, frames, &out, seed),
         Command::Lab { action, spec } => lab::run(&action, &spec),
+        Command::Gen(a) => tools_cli::gen(a),
+        Command::Count(a) => tools_cli::count(a),
         Command::DropReasons { markdown } => {
             print!("{}", drop_reasons(markdown));
             Ok(ExitCode::SUCCESS)

@@ -31,10 +31,15 @@ pub fn run(path: &Path, json: bool) -> Result<ExitCode> {
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&crate::report::json(&engine))?
+            serde_json::to_string_pretty(&crate::report::json(&crate::report::Source::Engine(
+                &engine
+            )))?
         );
     } else {
-        print!("{}", crate::report::table(&engine));
+        print!(
+            "{}",
+            crate::report::table(&crate::report::Source::Engine(&engine))
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -124,7 +129,7 @@ fn flush(
             engine.pool().put(m);
         }
     }
-    for vr in 0..engine.vrs().len() {
+    for vr in 0..engine.vr_count() {
         engine.drain_punted(vr, |_| {});
     }
     Ok(())

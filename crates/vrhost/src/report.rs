@@ -3,7 +3,104 @@
 use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
-use vrhost_dataplane::{Counters, Engine};
+use vrhost_dataplane::{sum_ifaces, Counters, Engine, Shared};
+
+use crate::runtime::Running;
+
+/// Where counters come from: a single-threaded engine or running workers.
+pub enum Source<'a> {
+    /// `replay`, the demo and tests.
+    Engine(&'a Engine),
+    /// `run` and `bench`.
+    Running(&'a Running),
+}
+
+impl Source<'_> {
+    fn shared(&self) -> Option<&Shared> {
+        match self {
+            Source::Engine(_) => None,
+            Source::Running(r) => Some(&r.shared),
+        }
+    }
+
+    fn port_count(&self) -> usize {
+        match self {
+            Source::Engine(e) => e.port_count(),
+            Source::Running(r) => r.shared.port_count(),
+        }
+    }
+
+    fn port_name(&self, p: usize) -> String {
+        match self {
+            Source::Engine(e) => e.port_name(p).to_string(),
+            Source::Running(r) => r.shared.port_name(p).to_string(),
+        }
+    }
+
+    fn port_counters(&self, p: usize) -> Counters {
+        match self {
+            Source::Engine(e) => e.port_counters(p),
+            Source::Running(r) => r.port_counters(p),
+        }
+    }
+
+    fn vr_count(&self) -> usize {
+        match self {
+            Source::Engine(e) => e.vr_count(),
+            Source::Running(r) => r.shared.vr_count(),
+        }
+    }
+
+    fn vr_name(&self, v: usize) -> String {
+        match (self, self.shared()) {
+            (_, Some(s)) => s.vr_name(v).to_string(),
+            (Source::Engine(e), None) => e.vr(v).name,
+            _ => String::new(),
+        }
+    }
+
+    fn vr_ifaces(&self, v: usize) -> Vec<u16> {
+        match (self, self.shared()) {
+            (_, Some(s)) => s.vr_ifaces(v).to_vec(),
+            (Source::Engine(e), None) => e.vr(v).ifaces,
+            _ => Vec::new(),
+        }
+    }
+
+    fn iface_name(&self, i: u16) -> String {
+        match self {
+            Source::Engine(e) => e.ifaces()[i as usize].name.clone(),
+            Source::Running(r) => r.shared.ifaces()[i as usize].name.clone(),
+        }
+    }
+
+    fn iface_counters(&self, i: u16) -> Counters {
+        match self {
+            Source::Engine(e) => e.iface_counters(i as usize),
+            Source::Running(r) => sum_ifaces(&r.counters, &[i]),
+        }
+    }
+
+    fn vr_counters(&self, v: usize) -> Counters {
+        match self {
+            Source::Engine(e) => e.vr_counters(v),
+            Source::Running(r) => r.vr_counters(v),
+        }
+    }
+
+    fn vr_extra(&self, v: usize) -> Value {
+        match self {
+            Source::Engine(e) => {
+                let i = e.vr(v);
+                json!({ "routes4": i.routes4, "routes6": i.routes6, "neighbors": i.neighbors, "fib_bytes": i.fib_bytes })
+            }
+            Source::Running(r) => {
+                let (routes4, routes6) = r.control.routes(v);
+                json!({ "routes4": routes4, "routes6": routes6, "fib_bytes": r.control.fib_memory(v) })
+            }
+        }
+    }
+}
 
 fn counters_json(c: &Counters) -> Value {
     let drops: Map<String, Value> = c
@@ -28,30 +125,27 @@ fn counters_json(c: &Counters) -> Value {
 }
 
 /// Every port, VR and interface counter as one JSON object.
-pub fn json(engine: &Engine) -> Value {
-    let ports: Vec<Value> = (0..engine.port_count())
+pub fn json(src: &Source<'_>) -> Value {
+    let ports: Vec<Value> = (0..src.port_count())
         .map(|p| {
-            let mut v = counters_json(engine.port_counters(p));
-            v["name"] = json!(engine.port_name(p));
+            let mut v = counters_json(&src.port_counters(p));
+            v["name"] = json!(src.port_name(p));
             v
         })
         .collect();
-    let routers: Vec<Value> = engine
-        .vrs()
-        .iter()
-        .enumerate()
-        .map(|(i, vr)| {
-            let mut v = counters_json(&engine.vr_counters(i));
-            v["name"] = json!(vr.name);
-            v["routes4"] = json!(vr.routes4());
-            v["routes6"] = json!(vr.routes6());
-            v["neighbors"] = json!(vr.neighbors.len());
-            v["interfaces"] = vr
-                .ifaces
+    let routers: Vec<Value> = (0..src.vr_count())
+        .map(|i| {
+            let mut v = counters_json(&src.vr_counters(i));
+            v["name"] = json!(src.vr_name(i));
+            if let (Some(obj), Value::Object(extra)) = (v.as_object_mut(), src.vr_extra(i)) {
+                obj.extend(extra);
+            }
+            v["interfaces"] = src
+                .vr_ifaces(i)
                 .iter()
                 .map(|&gi| {
-                    let mut c = counters_json(engine.iface_counters(gi as usize));
-                    c["name"] = json!(engine.ifaces()[gi as usize].name);
+                    let mut c = counters_json(&src.iface_counters(gi));
+                    c["name"] = json!(src.iface_name(gi));
                     c
                 })
                 .collect();
@@ -75,36 +169,35 @@ fn row(out: &mut String, kind: &str, name: &str, c: &Counters) {
 }
 
 /// A human-readable table: ports, then each VR with its interfaces, then drop reasons.
-pub fn table(engine: &Engine) -> String {
+pub fn table(src: &Source<'_>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "{:<6} {:<16} {:>12} {:>12} {:>12} {:>8} {:>8} {:>10}",
         "", "name", "rx", "tx", "forwarded", "local", "punted", "dropped"
     );
-    for p in 0..engine.port_count() {
-        row(
-            &mut out,
-            "port",
-            engine.port_name(p),
-            engine.port_counters(p),
-        );
+    for p in 0..src.port_count() {
+        row(&mut out, "port", &src.port_name(p), &src.port_counters(p));
     }
-    for (i, vr) in engine.vrs().iter().enumerate() {
-        row(&mut out, "vr", &vr.name, &engine.vr_counters(i));
-        for &gi in &vr.ifaces {
-            let name = format!("  {}", engine.ifaces()[gi as usize].name);
-            row(&mut out, "iface", &name, engine.iface_counters(gi as usize));
+    for v in 0..src.vr_count() {
+        row(&mut out, "vr", &src.vr_name(v), &src.vr_counters(v));
+        for gi in src.vr_ifaces(v) {
+            row(
+                &mut out,
+                "iface",
+                &format!("  {}", src.iface_name(gi)),
+                &src.iface_counters(gi),
+            );
         }
     }
     let mut any = false;
-    for p in 0..engine.port_count() {
-        for (reason, n) in engine.port_counters(p).nonzero_drops() {
+    for p in 0..src.port_count() {
+        for (reason, n) in src.port_counters(p).nonzero_drops() {
             if !any {
                 let _ = writeln!(out, "\ndrops by reason (port, reason, count):");
                 any = true;
             }
-            let _ = writeln!(out, "  {:<16} {:<28} {n}", engine.port_name(p), reason);
+            let _ = writeln!(out, "  {:<16} {:<28} {n}", src.port_name(p), reason);
         }
     }
     out

@@ -341,3 +341,59 @@ fn drop_reasons_doc_matches_the_code() {
         "regenerate with: vrhost drop-reasons --markdown > docs/drop-reasons.md"
     );
 }
+
+#[test]
+fn bench_sweeps_write_csv_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stdout, stderr) = run(
+        &[
+            "bench",
+            "--vrs",
+            "1,4",
+            "--routes-per-vr",
+            "100",
+            "--workers",
+            "1",
+            "--mode",
+            "rtc,pipeline",
+            "--seconds",
+            "0.2",
+            "--json",
+            "--csv",
+            "sweep.csv",
+            "--plots",
+            "plots",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{stderr}");
+    let rows: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect();
+    assert_eq!(rows.len(), 4, "2 modes x 2 VR counts");
+    for r in &rows {
+        assert!(r["tx_pps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["drops"].as_object().unwrap().is_empty(), "{r}");
+        assert!(
+            !r["assignment"].as_array().unwrap().is_empty(),
+            "the queue-to-core assignment is reported"
+        );
+    }
+    let csv = std::fs::read_to_string(dir.path().join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 5);
+    assert!(csv.starts_with("mode,workers,vrs,"));
+    let svg = std::fs::read_to_string(dir.path().join("plots/scaling-vrs.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("virtual routers"));
+}
+
+#[test]
+fn vr_memory_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stdout, stderr) = run(&["vr-memory", "--vrs", "50"], dir.path());
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("bytes of resident memory per idle VR"),
+        "{stdout}"
+    );
+}

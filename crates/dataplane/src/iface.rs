@@ -1,0 +1,133 @@
+//! Interfaces and ports as the pipeline sees them.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+use vrhost_wire::ethernet::EthernetAddress;
+use vrhost_wire::ipv6 as wire6;
+
+/// An interface at run time.
+#[derive(Debug)]
+pub struct Iface {
+    /// Name.
+    pub name: String,
+    /// Owning VR.
+    pub vr: u16,
+    /// Port index.
+    pub port: u16,
+    /// VLAN tag on egress, if any.
+    pub vlan: Option<u16>,
+    /// MAC.
+    pub mac: EthernetAddress,
+    /// IP MTU.
+    pub mtu: u16,
+    /// IPv4 addresses.
+    pub addrs4: Vec<(Ipv4Addr, u8)>,
+    /// IPv6 addresses (configured, then the link-local one).
+    pub addrs6: Vec<(Ipv6Addr, u8)>,
+    /// Multicast MACs accepted (IPv6 all-nodes, all-routers, solicited-node groups).
+    pub mcast: Vec<EthernetAddress>,
+}
+
+impl Iface {
+    /// The address ICMP errors and ARP requests leave from: the one whose
+    /// subnet covers `toward`, else the first.
+    pub fn source4(&self, toward: Ipv4Addr) -> Option<Ipv4Addr> {
+        self.addrs4
+            .iter()
+            .find(|(a, l)| same_subnet4(*a, toward, *l))
+            .or(self.addrs4.first())
+            .map(|(a, _)| *a)
+    }
+
+    /// The IPv6 source toward `toward`: link-local for link-local
+    /// destinations, else a global address whose subnet covers it, else the first global.
+    pub fn source6(&self, toward: Ipv6Addr) -> Option<Ipv6Addr> {
+        if wire6::is_link_local(&toward) {
+            return self.link_local();
+        }
+        let global = || self.addrs6.iter().find(|(a, _)| !wire6::is_link_local(a));
+        self.addrs6
+            .iter()
+            .find(|(a, l)| !wire6::is_link_local(a) && same_subnet6(*a, toward, *l))
+            .or_else(global)
+            .map(|(a, _)| *a)
+            .or_else(|| self.link_local())
+    }
+
+    /// The interface's link-local address, if it has IPv6.
+    pub fn link_local(&self) -> Option<Ipv6Addr> {
+        self.addrs6
+            .iter()
+            .find(|(a, _)| wire6::is_link_local(a))
+            .map(|(a, _)| *a)
+    }
+
+    /// True when `addr` is one of this interface's IPv6 addresses.
+    pub fn owns6(&self, addr: &Ipv6Addr) -> bool {
+        self.addrs6.iter().any(|(a, _)| a == addr)
+    }
+
+    /// True when `addr` is one of this interface's IPv4 addresses.
+    pub fn owns4(&self, addr: &Ipv4Addr) -> bool {
+        self.addrs4.iter().any(|(a, _)| a == addr)
+    }
+
+    /// True when some IPv4 subnet of the interface covers `addr`.
+    pub fn on_link4(&self, addr: Ipv4Addr) -> bool {
+        self.addrs4.iter().any(|(a, l)| same_subnet4(*a, addr, *l))
+    }
+
+    /// True when some IPv6 subnet of the interface (link-local included) covers `addr`.
+    pub fn on_link6(&self, addr: Ipv6Addr) -> bool {
+        self.addrs6.iter().any(|(a, l)| same_subnet6(*a, addr, *l))
+    }
+}
+
+pub(crate) fn same_subnet4(a: Ipv4Addr, b: Ipv4Addr, len: u8) -> bool {
+    let mask = if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - len.min(32))
+    };
+    u32::from(a) & mask == u32::from(b) & mask
+}
+
+pub(crate) fn same_subnet6(a: Ipv6Addr, b: Ipv6Addr, len: u8) -> bool {
+    let mask = if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - len.min(128))
+    };
+    u128::from(a) & mask == u128::from(b) & mask
+}
+
+/// The modified EUI-64 link-local address for a MAC (RFC 4291 §2.5.1, App. A).
+pub fn link_local_from_mac(mac: EthernetAddress) -> Ipv6Addr {
+    let m = mac.0;
+    Ipv6Addr::from([
+        0xfe,
+        0x80,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        m[0] ^ 0x02,
+        m[1],
+        m[2],
+        0xff,
+        0xfe,
+        m[3],
+        m[4],
+        m[5],
+    ])
+}
+
+/// A port at run time.
+pub(crate) struct Port {
+    pub name: String,
+    pub mtu: u16,
+    /// VLAN ID (0 = untagged or priority-tagged) → interface.
+    pub demux: Box<[u16]>,
+}

@@ -1,0 +1,392 @@
+//! One worker's state: its view of every VR, its neighbor tables, punt
+//! queues, rate limiters, buffer pool and counters.
+//!
+//! Workers share nothing writable with each other. What one worker learns
+//! about a neighbor (an ARP reply, a Neighbor Advertisement) it applies to its
+//! own table and sends to every other worker as an [`Event`] through a
+//! bounded queue; each worker drains its inbox between bursts. A worker's
+//! counters are [`CounterCells`] that only it writes and anyone may read.
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+
+use vrhost_fib::FibSnapshot;
+use vrhost_wire::ethernet::EthernetAddress;
+
+use crate::counters::CounterCells;
+use crate::mbuf::{Mbuf, MbufPool};
+use crate::neighbor::{NeighborTable, Probe, HOLD_MAX};
+use crate::spec::Limits;
+use crate::tables::{Control, RouteHop, Shared};
+
+/// Frames to transmit, one queue per port, filled by the pipeline and
+/// drained by the drivers.
+#[derive(Debug, Default)]
+pub struct TxBatch {
+    /// Per-port transmit queues, indexed like the ports.
+    pub ports: Vec<Vec<Mbuf>>,
+}
+
+impl TxBatch {
+    /// Queues for `n` ports.
+    pub fn new(n: usize) -> Self {
+        TxBatch {
+            ports: (0..n).map(|_| Vec::with_capacity(1024)).collect(),
+        }
+    }
+
+    /// Total frames queued.
+    pub fn len(&self) -> usize {
+        self.ports.iter().map(Vec::len).sum()
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a FIB leaf means to the stages of one worker: a [`RouteHop`] with
+/// the gateway's neighbor slot resolved in this worker's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NextHop {
+    /// One of the VR's own addresses.
+    Local,
+    /// The directed broadcast address of an attached subnet.
+    Broadcast,
+    /// Drop silently.
+    Blackhole,
+    /// Drop with ICMP unreachable.
+    Unreachable,
+    /// An attached subnet: the destination itself is the neighbor.
+    Connected {
+        /// Egress interface (global index).
+        iface: u16,
+    },
+    /// Through a gateway whose neighbor entry is `neigh` in this worker's
+    /// table (`u32::MAX` when the table had no room).
+    Gateway {
+        /// Egress interface (global index).
+        iface: u16,
+        /// Neighbor slot.
+        neigh: u32,
+    },
+}
+
+/// A neighbor fact sent between workers and from the control side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A worker learned `mac` for `addr` on `iface` (`confirmed`: reachability proven).
+    Learned {
+        /// VR index.
+        vr: u16,
+        /// Interface (global index).
+        iface: u16,
+        /// Neighbor address.
+        addr: IpAddr,
+        /// Its MAC.
+        mac: EthernetAddress,
+        /// An ARP reply or solicited NA, not just a claim.
+        confirmed: bool,
+    },
+    /// The control side installed a static neighbor.
+    Static {
+        /// VR index.
+        vr: u16,
+        /// Interface (global index).
+        iface: u16,
+        /// Neighbor address.
+        addr: IpAddr,
+        /// Its MAC.
+        mac: EthernetAddress,
+    },
+}
+
+/// Token bucket in nanoseconds, for ICMP error rate limits.
+#[derive(Debug)]
+pub(crate) struct TokenBucket {
+    rate_per_s: u64,
+    tokens: u64,
+    last: u64,
+}
+
+impl TokenBucket {
+    pub fn new(rate_per_s: u32) -> Self {
+        TokenBucket {
+            rate_per_s: rate_per_s as u64,
+            tokens: rate_per_s as u64,
+            last: 0,
+        }
+    }
+
+    /// Takes one token if available. Burst equals one second's worth.
+    pub fn take(&mut self, now: u64) -> bool {
+        let elapsed = now.saturating_sub(self.last);
+        let refill = (elapsed as u128 * self.rate_per_s as u128 / 1_000_000_000) as u64;
+        if refill > 0 {
+            self.tokens = (self.tokens + refill).min(self.rate_per_s);
+            self.last = now;
+        }
+        if self.tokens > 0 {
+            self.tokens -= 1;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// One VR in one worker.
+pub struct Vr {
+    pub(crate) id: u16,
+    pub(crate) fib4: Arc<FibSnapshot<Ipv4Addr>>,
+    pub(crate) fib6: Arc<FibSnapshot<Ipv6Addr>>,
+    pub(crate) nexthops: Arc<Vec<RouteHop>>,
+    /// Neighbor slot of each gateway next hop, by next-hop id; `u32::MAX` until first use.
+    gw_slots: Vec<u32>,
+    /// This worker's neighbor table for the VR.
+    pub neighbors: NeighborTable,
+    pub(crate) limits: Limits,
+    pub(crate) icmp_bucket: TokenBucket,
+    pub(crate) punt: VecDeque<Mbuf>,
+}
+
+impl Vr {
+    #[inline]
+    fn resolve(&mut self, id: u32) -> Option<NextHop> {
+        Some(match *self.nexthops.get(id as usize)? {
+            RouteHop::Local => NextHop::Local,
+            RouteHop::Broadcast => NextHop::Broadcast,
+            RouteHop::Blackhole => NextHop::Blackhole,
+            RouteHop::Unreachable => NextHop::Unreachable,
+            RouteHop::Connected { iface } => NextHop::Connected { iface },
+            RouteHop::Gateway { iface, addr } => {
+                let slot = self.gw_slots.get_mut(id as usize)?;
+                if *slot == u32::MAX {
+                    *slot = self.neighbors.ensure(iface, addr, true).unwrap_or(u32::MAX);
+                }
+                NextHop::Gateway {
+                    iface,
+                    neigh: *slot,
+                }
+            }
+        })
+    }
+
+    /// Longest-prefix match for IPv4.
+    #[inline]
+    pub fn lookup4(&mut self, dst: Ipv4Addr) -> Option<NextHop> {
+        let id = self.fib4.lookup(dst)?;
+        self.resolve(id.0)
+    }
+
+    /// Longest-prefix match for IPv6.
+    #[inline]
+    pub fn lookup6(&mut self, dst: Ipv6Addr) -> Option<NextHop> {
+        let id = self.fib6.lookup(dst)?;
+        self.resolve(id.0)
+    }
+
+    /// Packets waiting on this worker's punt queue.
+    pub fn punt_len(&self) -> usize {
+        self.punt.len()
+    }
+}
+
+/// Per-worker counters: one set per port and per interface.
+#[derive(Debug)]
+pub struct WorkerCounters {
+    /// Per port.
+    pub ports: Vec<CounterCells>,
+    /// Per interface (global index).
+    pub ifaces: Vec<CounterCells>,
+}
+
+/// One worker's whole state.
+pub struct Worker {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) vrs: Vec<Vr>,
+    pub(crate) pool: MbufPool,
+    pub(crate) counters: Arc<WorkerCounters>,
+    pub(crate) probes: Vec<Probe>,
+    pub(crate) next_poll: u64,
+    seen_generation: u64,
+    pub(crate) inbox: Receiver<Event>,
+    pub(crate) peers: Vec<SyncSender<Event>>,
+    /// Events that did not fit a peer's inbox (counted, not retried).
+    pub events_lost: u64,
+    /// VRs with something on their punt queue, so draining visits only those.
+    pub(crate) punt_dirty: Vec<u16>,
+}
+
+impl Worker {
+    /// Creates `n` workers reading `control`'s tables, wired to each other
+    /// and to `control` for neighbor events.
+    pub fn create(control: &mut Control, n: usize) -> Vec<Worker> {
+        let n = n.max(1);
+        let (senders, receivers): (Vec<_>, Vec<_>) =
+            (0..n).map(|_| std::sync::mpsc::sync_channel(4096)).unzip();
+        for s in &senders {
+            control.attach_worker(s.clone());
+        }
+        receivers
+            .into_iter()
+            .enumerate()
+            .map(|(k, inbox)| {
+                let peers = senders
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != k)
+                    .map(|(_, s)| s.clone())
+                    .collect();
+                Worker::new(control, n, inbox, peers)
+            })
+            .collect()
+    }
+
+    fn new(
+        control: &Control,
+        n_workers: usize,
+        inbox: Receiver<Event>,
+        peers: Vec<SyncSender<Event>>,
+    ) -> Worker {
+        let shared = control.shared().clone();
+        let vrs = shared
+            .vrs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let l = s.limits;
+                let mut neighbors = NeighborTable::new(
+                    l.max_neighbors as usize,
+                    (l.arp_hold as usize).min(HOLD_MAX),
+                    l.neighbor_timeout_ms.saturating_mul(1_000_000),
+                );
+                for &(iface, addr, mac) in control.static_neighbors(i) {
+                    neighbors.set_static(iface, addr, mac);
+                }
+                let per_worker = l.icmp_rate.div_ceil(n_workers as u32);
+                let nexthops = s.nexthops.load_full();
+                Vr {
+                    id: i as u16,
+                    fib4: s.fib4.load_full(),
+                    fib6: s.fib6.load_full(),
+                    gw_slots: vec![u32::MAX; nexthops.len()],
+                    nexthops,
+                    neighbors,
+                    limits: l,
+                    icmp_bucket: TokenBucket::new(per_worker),
+                    // Grows on first use, up to `punt_queue`; idle VRs stay small.
+                    punt: VecDeque::new(),
+                }
+            })
+            .collect();
+        let counters = Arc::new(WorkerCounters {
+            ports: (0..shared.ports.len())
+                .map(|_| CounterCells::default())
+                .collect(),
+            ifaces: (0..shared.ifaces.len())
+                .map(|_| CounterCells::default())
+                .collect(),
+        });
+        let mut w = Worker {
+            shared,
+            vrs,
+            pool: MbufPool::new(4096),
+            counters,
+            probes: Vec::with_capacity(1024),
+            next_poll: 0,
+            seen_generation: u64::MAX,
+            inbox,
+            peers,
+            events_lost: 0,
+            punt_dirty: Vec::new(),
+        };
+        w.refresh();
+        w
+    }
+
+    /// Picks up newly published tables and neighbor events. Called before
+    /// every burst: one atomic load when nothing changed.
+    #[inline]
+    pub(crate) fn refresh(&mut self) {
+        let g = self.shared.generation.load(Ordering::Acquire);
+        if g != self.seen_generation {
+            self.seen_generation = g;
+            for (vr, s) in self.vrs.iter_mut().zip(self.shared.vrs.iter()) {
+                // FIB first, then next hops: next hops are published before the
+                // FIBs that name them, so these next hops cover this FIB.
+                vr.fib4 = s.fib4.load_full();
+                vr.fib6 = s.fib6.load_full();
+                let nh = s.nexthops.load_full();
+                if !Arc::ptr_eq(&nh, &vr.nexthops) {
+                    vr.gw_slots.clear();
+                    vr.gw_slots.resize(nh.len(), u32::MAX);
+                    vr.nexthops = nh;
+                }
+            }
+        }
+    }
+
+    /// Tells every other worker what this one learned.
+    pub(crate) fn broadcast(peers: &[SyncSender<Event>], lost: &mut u64, ev: Event) {
+        for p in peers {
+            if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = p.try_send(ev) {
+                *lost += 1;
+            }
+        }
+    }
+
+    /// The buffer pool drivers take receive buffers from and return sent ones to.
+    pub fn pool(&mut self) -> &mut MbufPool {
+        &mut self.pool
+    }
+
+    /// The tables this worker reads.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// This worker's counters, readable from any thread.
+    pub fn counters(&self) -> Arc<WorkerCounters> {
+        self.counters.clone()
+    }
+
+    /// This worker's state of VR `vr`.
+    pub fn vr(&self, vr: usize) -> &Vr {
+        &self.vrs[vr]
+    }
+
+    /// Hands every packet punted to VR `vr` by this worker to `f`, then recycles it.
+    pub fn drain_punted(&mut self, vr: usize, mut f: impl FnMut(&Mbuf)) {
+        while let Some(m) = self.vrs[vr].punt.pop_front() {
+            f(&m);
+            self.pool.put(m);
+        }
+        self.punt_dirty.retain(|&v| v as usize != vr);
+    }
+
+    /// Hands every punted packet of every VR to `f(vr, packet)`, visiting only
+    /// the VRs that punted something, then recycles them.
+    pub fn drain_all_punted(&mut self, mut f: impl FnMut(usize, &Mbuf)) {
+        for vr in std::mem::take(&mut self.punt_dirty) {
+            while let Some(m) = self.vrs[vr as usize].punt.pop_front() {
+                f(vr as usize, &m);
+                self.pool.put(m);
+            }
+        }
+    }
+
+    /// Packets held by neighbor resolution, all VRs.
+    pub fn held(&self) -> usize {
+        self.vrs.iter().map(|v| v.neighbors.held()).sum()
+    }
+
+    /// Packets on punt queues, all VRs.
+    pub fn punt_queued(&self) -> usize {
+        self.vrs.iter().map(|v| v.punt.len()).sum()
+    }
+}

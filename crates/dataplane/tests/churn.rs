@@ -1,0 +1,211 @@
+//! Routes change at a high rate while two workers forward: every packet whose
+//! destination keeps its route throughout is forwarded, to the right
+//! gateway, with no loss; packets to churning prefixes go either to their
+//! gateway or to the covering blackhole, never anywhere else.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use common::*;
+use vrhost_dataplane::{
+    Control, Drop, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, TxBatch,
+    Worker,
+};
+use vrhost_fib::Prefix4;
+use vrhost_wire::ethernet::{EtherType, EthernetAddress};
+use vrhost_wire::ip::IpProtocol;
+use vrhost_wire::ipv4::Ipv4Packet;
+
+const GW_A: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 2);
+const GW_B: Ipv4Addr = Ipv4Addr::new(10, 1, 0, 3);
+const MAC_A: EthernetAddress = EthernetAddress([2, 0xaa, 0, 0, 0, 2]);
+const MAC_B: EthernetAddress = EthernetAddress([2, 0xbb, 0, 0, 0, 3]);
+const PREFIXES: u32 = 200;
+
+fn stable(i: u32) -> Prefix4 {
+    Prefix4::new(Ipv4Addr::new(20, (i >> 8) as u8, i as u8, 0), 24).unwrap()
+}
+
+fn churning(i: u32) -> Prefix4 {
+    Prefix4::new(Ipv4Addr::new(30, 0, i as u8, 0), 24).unwrap()
+}
+
+fn spec() -> EngineSpec {
+    let iface = |name: &str, port, mac, addr| InterfaceSpec {
+        name: name.into(),
+        port,
+        vlan: None,
+        mac,
+        mtu: 1500,
+        addrs4: vec![(addr, 24)],
+        addrs6: vec![],
+    };
+    let mut routes4: Vec<_> = (0..PREFIXES)
+        .map(|i| (stable(i), RouteTarget::Via(IpAddr::V4(GW_A))))
+        .collect();
+    routes4.push(("30.0.0.0/16".parse().unwrap(), RouteTarget::Blackhole));
+    EngineSpec {
+        ports: vec![
+            PortSpec {
+                name: "in".into(),
+                mtu: 1500,
+            },
+            PortSpec {
+                name: "out".into(),
+                mtu: 1500,
+            },
+        ],
+        routers: vec![RouterSpec {
+            name: "r".into(),
+            interfaces: vec![
+                iface("in0", 0, RED0_MAC, RED0),
+                iface("out0", 1, RED1_MAC, RED1),
+            ],
+            routes4,
+            routes6: vec![],
+            neighbors: vec![(IpAddr::V4(GW_A), MAC_A), (IpAddr::V4(GW_B), MAC_B)],
+            limits: Limits::default(),
+        }],
+    }
+}
+
+#[derive(Default, Debug)]
+struct Tally {
+    stable_in: u64,
+    stable_out: u64,
+    churn_in: u64,
+    churn_out: u64,
+    misforwarded: u64,
+}
+
+fn forward(
+    mut w: Worker,
+    frames: Arc<Vec<Vec<u8>>>,
+    bursts: usize,
+    done: Arc<AtomicBool>,
+) -> (Tally, Worker) {
+    let mut t = Tally::default();
+    let mut tx = TxBatch::new(2);
+    let mut rx = Vec::with_capacity(64);
+    let mut now = 0u64;
+    let mut next = 0usize;
+    for _ in 0..bursts {
+        for _ in 0..64 {
+            let f = &frames[next % frames.len()];
+            next += 1;
+            if f[14 + 16] == 20 {
+                t.stable_in += 1;
+            } else {
+                t.churn_in += 1;
+            }
+            let mut m = w.pool().get();
+            m.fill(f);
+            m.port = 0;
+            rx.push(m);
+        }
+        now += 1_000;
+        w.process_burst(&mut rx, now, &mut tx);
+        for (p, q) in tx.ports.iter_mut().enumerate() {
+            for m in q.drain(..) {
+                let d = m.data();
+                let dst = Ipv4Packet::new_checked(&d[14..])
+                    .map(|ip| ip.dst_addr().octets()[0])
+                    .unwrap_or(0);
+                let mac = EthernetAddress::from_bytes(&d[0..6]);
+                match (p, dst, mac) {
+                    (1, 20, MAC_A) => t.stable_out += 1,
+                    (1, 30, MAC_B) => t.churn_out += 1,
+                    _ => t.misforwarded += 1,
+                }
+                w.pool().put(m);
+            }
+        }
+    }
+    done.store(true, Ordering::Release);
+    (t, w)
+}
+
+#[test]
+fn route_churn_under_load_loses_and_misroutes_nothing() {
+    let mut control = Control::new(&spec()).unwrap();
+    let workers = Worker::create(&mut control, 2);
+    let frames: Arc<Vec<Vec<u8>>> = Arc::new(
+        (0..PREFIXES * 2)
+            .map(|i| {
+                let dst = if i % 2 == 0 {
+                    stable(i / 2).addr()
+                } else {
+                    churning(i / 2).addr()
+                };
+                let dst = Ipv4Addr::from(u32::from(dst) | 7);
+                eth(
+                    RED0_MAC,
+                    HOST_MAC,
+                    None,
+                    EtherType::Ipv4,
+                    &ipv4(HOST, dst, IpProtocol::Udp, 64, false, &udp(18)),
+                )
+            })
+            .collect(),
+    );
+    let done: Vec<Arc<AtomicBool>> = (0..2).map(|_| Arc::new(AtomicBool::new(false))).collect();
+    let handles: Vec<_> = workers
+        .into_iter()
+        .zip(done.iter().cloned())
+        .map(|(w, d)| {
+            let f = frames.clone();
+            std::thread::spawn(move || forward(w, f, 20_000, d))
+        })
+        .collect();
+    // The control thread churns: each churning prefix flips between "via B"
+    // and "removed" (then the /16 blackhole covers it), committed in batches.
+    let mut commits = 0u64;
+    let mut changes = 0u64;
+    let mut i = 0u32;
+    while !done.iter().all(|d| d.load(Ordering::Acquire)) {
+        for _ in 0..16 {
+            let p = churning(i % PREFIXES);
+            if (i / PREFIXES) % 2 == 0 {
+                control
+                    .add_route4(0, p, RouteTarget::Via(IpAddr::V4(GW_B)))
+                    .unwrap();
+            } else {
+                assert!(control.remove_route4(0, &p));
+            }
+            i += 1;
+            changes += 1;
+        }
+        control.commit();
+        commits += 1;
+    }
+    let mut total = Tally::default();
+    for h in handles {
+        let (t, w) = h.join().expect("worker panicked");
+        let c = vrhost_dataplane::sum_ports(&[w.counters()], 0);
+        // The only drops are churning packets that met the blackhole.
+        assert_eq!(c.dropped(), c.drop_count(Drop::Blackhole), "{c:?}");
+        assert_eq!(t.churn_in - t.churn_out, c.drop_count(Drop::Blackhole));
+        total.stable_in += t.stable_in;
+        total.stable_out += t.stable_out;
+        total.churn_in += t.churn_in;
+        total.churn_out += t.churn_out;
+        total.misforwarded += t.misforwarded;
+    }
+    assert_eq!(total.misforwarded, 0, "{total:?}");
+    assert_eq!(
+        total.stable_out, total.stable_in,
+        "no loss of packets whose route never changed: {total:?}"
+    );
+    assert_eq!(total.stable_in, 2 * 20_000 * 32);
+    assert!(
+        commits >= 50 && changes >= 800,
+        "the tables really changed under load: {commits} commits, {changes} changes"
+    );
+    assert!(
+        total.churn_out > 0 && total.churn_out < total.churn_in,
+        "both states of the churning routes were seen: {total:?}"
+    );
+}

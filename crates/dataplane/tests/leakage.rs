@@ -1,0 +1,218 @@
+//! No packet that enters one VR ever leaves on another VR's interface:
+//! forwarded traffic, ICMP errors, echo replies, ARP and NDP answers and
+//! probes, broadcasts. Red and blue use identical addresses and share port
+//! p1 (VLAN 100 vs 200), so any leak would be easy to make.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
+use vrhost_wire::ethernet::{ipv6_multicast_mac, EtherType, EthernetAddress};
+use vrhost_wire::icmpv6::{Icmpv6Repr, NdiscRepr};
+use vrhost_wire::ip::IpProtocol;
+use vrhost_wire::ipv6::solicited_node;
+
+/// (port, VLAN) pairs of each VR: red = p0 untagged + p1/100, blue = p2 untagged + p1/200.
+fn owner(port: u16, vlan: Option<u16>) -> Option<usize> {
+    match (port, vlan) {
+        (0, None) | (1, Some(100)) => Some(0),
+        (2, None) | (1, Some(200)) => Some(1),
+        _ => None,
+    }
+}
+
+/// A frame for VR `vr`'s host side or uplink side, of one of several kinds.
+fn frame(vr: usize, uplink: bool, kind: u8, dst_last: u8, ttl: u8) -> (u16, Vec<u8>) {
+    let (port, vlan, mac) = match (vr, uplink) {
+        (0, false) => (0, None, RED0_MAC),
+        (0, true) => (1, Some(100), RED1_MAC),
+        (_, false) => (2, None, BLUE0_MAC),
+        (_, true) => (1, Some(200), BLUE1_MAC),
+    };
+    let src = if uplink { REMOTE } else { HOST };
+    let dst = match kind % 4 {
+        0 => std::net::Ipv4Addr::new(10, 0, 0, dst_last), // host side subnet (maybe unresolved)
+        1 => std::net::Ipv4Addr::new(10, 1, 0, dst_last), // uplink subnet
+        2 => std::net::Ipv4Addr::new(192, 0, 2, dst_last), // via the gateway
+        _ => std::net::Ipv4Addr::new(8, 8, 8, dst_last),  // no route: ICMP error
+    };
+    let f = match kind % 8 {
+        4 => {
+            let r = ArpRepr {
+                operation: Operation::Request,
+                source_hardware_addr: HOST_MAC,
+                source_protocol_addr: if uplink { GW } else { HOST },
+                target_hardware_addr: EthernetAddress([0; 6]),
+                target_protocol_addr: if uplink { RED1 } else { RED0 },
+            };
+            let mut b = vec![0; 28];
+            r.emit(&mut ArpPacket::new_unchecked(&mut b[..]));
+            eth(
+                EthernetAddress::BROADCAST,
+                HOST_MAC,
+                vlan,
+                EtherType::Arp,
+                &b,
+            )
+        }
+        5 => {
+            let target = if uplink {
+                "2001:db8:1::1".parse().unwrap()
+            } else {
+                RED0_6
+            };
+            let d = solicited_node(&target);
+            let r = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+                target_addr: target,
+                lladdr: Some(HOST_MAC),
+            });
+            let src6 = if uplink { GW6 } else { HOST6 };
+            eth(
+                ipv6_multicast_mac(&d),
+                HOST_MAC,
+                vlan,
+                EtherType::Ipv6,
+                &icmpv6(src6, d, 255, &r),
+            )
+        }
+        6 => {
+            let d6 = if kind & 8 == 0 {
+                REMOTE6
+            } else {
+                "2001:db8::77".parse().unwrap()
+            };
+            let src6 = if uplink { GW6 } else { HOST6 };
+            eth(
+                mac,
+                HOST_MAC,
+                vlan,
+                EtherType::Ipv6,
+                &ipv6(src6, d6, IpProtocol::Udp, ttl, &udp(8)),
+            )
+        }
+        _ => {
+            let dmac = if kind & 16 != 0 {
+                EthernetAddress::BROADCAST
+            } else {
+                mac
+            };
+            eth(
+                dmac,
+                HOST_MAC,
+                vlan,
+                EtherType::Ipv4,
+                &ipv4(
+                    src,
+                    dst,
+                    IpProtocol::Udp,
+                    ttl,
+                    kind & 32 != 0,
+                    &udp(if kind & 64 != 0 { 1500 } else { 8 }),
+                ),
+            )
+        }
+    };
+    (port, mark(f, vr))
+}
+
+/// Marks a frame as VR `vr`'s: IPv4 ident 0x1000 + vr, IPv6 flow label vr + 1.
+/// ICMP errors quote the marked header, so the mark survives into them.
+fn mark(mut f: Vec<u8>, vr: usize) -> Vec<u8> {
+    let l3 = if f[12..14] == [0x81, 0x00] { 18 } else { 14 };
+    let et = u16::from_be_bytes([f[l3 - 2], f[l3 - 1]]);
+    match et {
+        0x0800 => {
+            f[l3 + 4..l3 + 6].copy_from_slice(&(0x1000 + vr as u16).to_be_bytes());
+            fix_ipv4_checksum(&mut f, l3);
+        }
+        0x86dd if f[l3 + 6] == 17 => f[l3 + 1..l3 + 4].copy_from_slice(&[0, 0, vr as u8 + 1]),
+        _ => {}
+    }
+    f
+}
+
+/// The VR whose mark an outgoing frame carries, if it carries one.
+fn marked(o: &Out) -> Option<usize> {
+    let l3 = o.l3();
+    match o.ethertype() {
+        EtherType::Ipv4 => {
+            let ip = o.ipv4();
+            let hl = ip.header_len() as usize;
+            let ident = match ip.protocol() {
+                IpProtocol::Udp => ip.ident(),
+                // An ICMP error quotes the offending header after its own 8 bytes.
+                IpProtocol::Icmp if l3.len() >= hl + 8 + 6 && l3[hl] != 0 => {
+                    u16::from_be_bytes([l3[hl + 12], l3[hl + 13]])
+                }
+                _ => return None,
+            };
+            ident.checked_sub(0x1000).map(|v| v as usize)
+        }
+        EtherType::Ipv6 => {
+            let label = match l3[6] {
+                17 => l3[3],
+                58 if l3.len() >= 48 + 4 && l3[40] < 128 => l3[48 + 3],
+                _ => return None,
+            };
+            (label as usize).checked_sub(1)
+        }
+        _ => None,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    #[test]
+    fn nothing_crosses_between_vrs(
+        packets in proptest::collection::vec((0usize..2, any::<bool>(), any::<u8>(), 1u8..255, 1u8..4), 1..60),
+        timers in proptest::collection::vec(any::<bool>(), 60),
+    ) {
+        let mut e = engine();
+        let mut now = 0;
+        for (i, &(vr, uplink, kind, last, ttl)) in packets.iter().enumerate() {
+            let (port, f) = frame(vr, uplink, kind, last, ttl);
+            now += 300_000_000;
+            let mut out = send(&mut e, port, &f, now);
+            if timers[i % timers.len()] {
+                out.extend(poll(&mut e, now + 1));
+            }
+            for o in &out {
+                // Anything a VR sends leaves on one of its own (port, VLAN)
+                // pairs, from its own MAC, and carries only its own packets.
+                let Some(egress_vr) = owner(o.port, o.vlan()) else {
+                    return Err(TestCaseError::fail(format!("left on no VR's interface: port {} vlan {:?}", o.port, o.vlan())));
+                };
+                let allowed = if egress_vr == 0 { [RED0_MAC, RED1_MAC] } else { [BLUE0_MAC, BLUE1_MAC] };
+                prop_assert!(allowed.contains(&o.eth().src_addr()), "VR {}'s interface sent another VR's MAC", egress_vr);
+                if let Some(m) = marked(o) {
+                    prop_assert_eq!(m, egress_vr, "a packet of VR {} left on VR {}'s interface", m, egress_vr);
+                }
+            }
+        }
+    }
+}
+
+/// The mark survives forwarding and ICMP errors, so the property above checks
+/// something: a forwarded packet and an error about one both carry it.
+#[test]
+fn marks_are_visible_on_forwarded_packets_and_icmp_errors() {
+    let mut e = engine();
+    for vr in 0..2 {
+        let (port, f) = frame(vr, false, 2, 9, 64); // forwarded via the gateway
+        let out = send(&mut e, port, &f, 1);
+        assert_eq!(out.len(), 1);
+        assert_eq!(marked(&out[0]), Some(vr));
+        let (port, f) = frame(vr, true, 3, 9, 64); // no route: ICMP error back to the uplink
+        let out = send(&mut e, port, &f, 2);
+        let errors: Vec<_> = out
+            .iter()
+            .filter(|o| o.ethertype() == EtherType::Ipv4)
+            .collect();
+        assert_eq!(errors.len(), 1, "{out:?}");
+        assert_eq!(marked(errors[0]), Some(vr));
+        let (port, f) = frame(vr, false, 6, 9, 64); // IPv6 forwarded
+        let out = send(&mut e, port, &f, 3);
+        assert_eq!(marked(&out[0]), Some(vr));
+    }
+}

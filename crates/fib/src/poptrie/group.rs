@@ -1,0 +1,536 @@
+//! One top-level slot's subtrie: a direct-pointing array and a Poptrie below it.
+//!
+//! A group holds only the routes *longer* than the top level (> /8) inside its
+//! /8; routes of /8 or shorter live in the top slot's default leaf, so a group
+//! is a function of its own routes alone and can be rebuilt, patched and
+//! copied (copy-on-write for publication) independently of every other group.
+//!
+//! ```text
+//!   key bits:  [0, 8)      [8, 8+d)          [8+d, 8+d+6)  [.. +6)  ...
+//!              top slot    direct[2^d]  ──▶  node          node     ──▶ leaf
+//!                          entry: LEAF|v or node index
+//! ```
+//!
+//! `d` ("direct bits") grows with the group: 1 for a group with no route, 4
+//! for a few routes (a 64-byte array), 10 for a busy IPv4 /8 (4 KiB, and /24s
+//! then end in the first node: 8 + 10 + 6 = 24) and 16 for a busy IPv6 /8
+//! (256 KiB; /32 and /48 then end on node boundaries: 24 + 6·k).
+
+use super::node::{
+    upto, Key, Node, Packing, BLOCK, LEAF, LEAF_ONLY, MAX_INDEX, MAX_NODE_DEPTH, STRIDE, TOP_BITS,
+};
+
+/// A route as the builder sees it: the address left-aligned in 128 bits, the
+/// length, and the leaf value (next hop + 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BuildRoute {
+    /// Address, left-aligned (IPv4 in the top 32 bits).
+    pub(crate) key: u128,
+    /// Prefix length.
+    pub(crate) len: u8,
+    /// Next hop + 1; never 0.
+    pub(crate) leaf: u32,
+}
+
+/// `n` bits of a left-aligned key starting `off` bits from the left.
+#[inline]
+pub(crate) fn bits128(key: u128, off: u32, n: u32) -> usize {
+    if n == 0 {
+        0
+    } else {
+        ((key << off) >> (128 - n)) as usize
+    }
+}
+
+/// The subtrie of one top slot. See the module documentation.
+///
+/// A walk state (and a direct entry) is one `u32`: `LEAF | value` (done),
+/// `BLOCK | offset` (a leaf block: one more load), or a node index. Leaf
+/// values are next hop + 1; 0 means "no route longer than /8 here", and the
+/// lookup falls back to the slot's default.
+#[derive(Clone, Debug)]
+pub(crate) struct Group {
+    /// Direct-pointing bits `d`: `direct` has `2^d` entries.
+    dbits: u32,
+    /// How leaf values are packed into `words`.
+    packing: Packing,
+    /// One walk state per `d`-bit value.
+    direct: Box<[u32]>,
+    /// Inner nodes; a node's children are contiguous.
+    nodes: Vec<Node>,
+    /// Leaf blocks (see [`Packing`]).
+    words: Vec<u64>,
+    /// Nodes no longer reachable (left behind by subtree rebuilds).
+    garbage_nodes: u32,
+    /// Words no longer reachable.
+    garbage_words: u32,
+}
+
+
+/// One node's 64 positions after painting the routes that end in it.
+struct Painted {
+    /// The longest match of each position among routes ending here (or the default).
+    values: [u32; 64],
+    /// Positions that longer routes fall in: they become child nodes.
+    vector: u64,
+    /// Per child, in position order: (position, first route, end of routes).
+    children: [(usize, usize, usize); 64],
+    /// Children used in `children`.
+    child_count: usize,
+}
+
+impl Painted {
+    /// Paints `routes` (all longer than `off`, sorted) into the 64 positions
+    /// of a node at `off`, over `default`.
+    ///
+    /// In (address, length) order a route follows every route covering it, so
+    /// painting in order leaves each position with its longest match, and a
+    /// child's covering value is final when its first route is met.
+    fn new(routes: &[BuildRoute], default: u32, off: u32) -> Self {
+        let end_bit = off + STRIDE;
+        let mut painted = Painted {
+            values: [default; 64],
+            vector: 0,
+            children: [(0, 0, 0); 64],
+            child_count: 0,
+        };
+        let mut i = 0;
+        while i < routes.len() {
+            let route = routes[i];
+            let pos = bits128(route.key, off, STRIDE);
+            if u32::from(route.len) <= end_bit {
+                let span = 1usize << (end_bit - u32::from(route.len));
+                painted.values[pos..pos + span].fill(route.leaf);
+                i += 1;
+            } else {
+                let end = i + run_len(&routes[i..], off, STRIDE, pos);
+                painted.children[painted.child_count] = (pos, i, end);
+                painted.child_count += 1;
+                painted.vector |= 1 << pos;
+                i = end;
+            }
+        }
+        painted
+    }
+
+    /// The leaf positions' values, `None` at child positions.
+    fn leaf_values(&self) -> [Option<u32>; 64] {
+        let mut out = [None; 64];
+        for (pos, value) in self.values.iter().enumerate() {
+            if self.vector & (1 << pos) == 0 {
+                out[pos] = Some(*value);
+            }
+        }
+        out
+    }
+}
+
+impl Group {
+    /// A group with no route: two empty leaves.
+    pub(crate) fn empty() -> Self {
+        Self {
+            dbits: 1,
+            packing: Packing::BYTE,
+            direct: vec![LEAF; 2].into_boxed_slice(),
+            nodes: Vec::new(),
+            words: Vec::new(),
+            garbage_nodes: 0,
+            garbage_words: 0,
+        }
+    }
+
+    /// Builds a group from its routes: all longer than [`TOP_BITS`], inside
+    /// one /8, sorted by (address, length) and free of duplicates.
+    ///
+    /// The order is what makes a single pass enough: a route comes after every
+    /// route covering it, so painting entries in order leaves each entry with
+    /// its longest match, and when the first route below a direct entry (or
+    /// node position) is met, that entry's covering value is already final.
+    pub(crate) fn build(routes: &[BuildRoute], dbits: u32) -> Self {
+        let max = routes.iter().map(|r| r.leaf).max().unwrap_or(0);
+        let mut group = Self {
+            dbits,
+            packing: Packing::for_max(max),
+            direct: vec![LEAF; 1 << dbits].into_boxed_slice(),
+            nodes: Vec::new(),
+            words: Vec::new(),
+            garbage_nodes: 0,
+            garbage_words: 0,
+        };
+        let split = TOP_BITS + dbits;
+        let mut i = 0;
+        while i < routes.len() {
+            let route = routes[i];
+            let slot = bits128(route.key, TOP_BITS, dbits);
+            if u32::from(route.len) <= split {
+                let span = 1usize << (split - u32::from(route.len));
+                group.direct[slot..slot + span].fill(LEAF | route.leaf);
+                i += 1;
+            } else {
+                let end = i + run_len(&routes[i..], TOP_BITS, dbits, slot);
+                let default = group.direct[slot] & !LEAF;
+                group.direct[slot] = group.build_subtree(&routes[i..end], default, split);
+                i = end;
+            }
+        }
+        group.nodes.shrink_to_fit();
+        group.words.shrink_to_fit();
+        group
+    }
+
+    /// Direct-pointing bits of this group.
+    pub(crate) fn dbits(&self) -> u32 {
+        self.dbits
+    }
+
+    /// Address bits from the left where this group's subtrees start.
+    #[inline(always)]
+    pub(crate) fn split(&self) -> u32 {
+        TOP_BITS + self.dbits
+    }
+
+    /// Whether the group can hold the leaf value `value` without a rebuild.
+    pub(crate) fn fits(&self, value: u32) -> bool {
+        self.packing.fits(value)
+    }
+
+    /// The value of `key` in this group: next hop + 1, or 0 for "no route
+    /// longer than /8".
+    #[inline(always)]
+    pub(crate) fn lookup<K: Key>(&self, key: K) -> u32 {
+        self.finish(self.direct_entry(key), key)
+    }
+
+    /// The direct entry for `key`: the walk's first state.
+    #[inline(always)]
+    pub(crate) fn direct_entry<K: Key>(&self, key: K) -> u32 {
+        self.direct[key.bits(TOP_BITS, self.dbits)]
+    }
+
+    /// The value of `key` from its direct entry `state`.
+    ///
+    /// Branches on the entry's kind. A branch-free variant that reads a
+    /// block for every entry (a null block for leaves) measured slower: the
+    /// extra dependent loads cost more than the mispredictions they save.
+    #[inline(always)]
+    pub(crate) fn finish<K: Key>(&self, state: u32, key: K) -> u32 {
+        if state & LEAF != 0 {
+            state & !LEAF
+        } else if state & BLOCK != 0 {
+            self.leaf((state & !BLOCK) as usize, key.bits(self.split(), STRIDE) as u32)
+        } else {
+            self.walk(state, key)
+        }
+    }
+
+    /// The leafvec word of `state`'s leaf block if it is one, else any word
+    /// (0 if the group has none): a load without a branch, so that a batch
+    /// can issue every lane's block load before it inspects any of them.
+    #[inline(always)]
+    pub(crate) fn block_leafvec(&self, state: u32) -> u64 {
+        let is_block = state & (LEAF | BLOCK) == BLOCK;
+        let block = if is_block {
+            (state & !BLOCK) as usize
+        } else {
+            0
+        };
+        self.words.get(block).copied().unwrap_or(0)
+    }
+
+    /// [`Group::finish`], given `leafvec` = [`Group::block_leafvec`]`(state)`.
+    #[inline(always)]
+    pub(crate) fn finish_with<K: Key>(&self, state: u32, key: K, leafvec: u64) -> u32 {
+        if state & LEAF != 0 {
+            state & !LEAF
+        } else if state & BLOCK != 0 {
+            let idx = key.bits(self.split(), STRIDE) as u32;
+            let run = (leafvec & upto(idx)).count_ones() as usize - 1;
+            self.run((state & !BLOCK) as usize + 1, run)
+        } else {
+            self.walk(state, key)
+        }
+    }
+
+    /// Walks from node `state` to the leaf; `key`'s bits for the node start
+    /// at [`Group::split`]. The value, as [`Group::lookup`].
+    #[inline(always)]
+    pub(crate) fn walk<K: Key>(&self, mut state: u32, key: K) -> u32 {
+        let mut off = self.split();
+        for _ in 0..MAX_NODE_DEPTH {
+            if state & LEAF != 0 {
+                return state & !LEAF;
+            }
+            state = self.node_step(state, key, off);
+            off += STRIDE;
+        }
+        debug_assert!(false, "walk deeper than any address");
+        0
+    }
+
+    /// One walk step from node `state` for `key`, whose bits for this level
+    /// start at `off`: the next node's index, or `LEAF | value`.
+    #[inline(always)]
+    fn node_step<K: Key>(&self, state: u32, key: K, off: u32) -> u32 {
+        let idx = key.bits(off, STRIDE) as u32;
+        let node = self.nodes[state as usize];
+        if node.base1 == LEAF_ONLY {
+            let run = (node.vector & upto(idx)).count_ones() as usize - 1;
+            LEAF | self.run(node.base0 as usize, run)
+        } else if node.vector & (1 << idx) != 0 {
+            node.base1 + (node.vector & upto(idx)).count_ones() - 1
+        } else {
+            LEAF | self.leaf(node.base0 as usize, idx)
+        }
+    }
+
+    /// The leaf at position `idx` of the block at `block`.
+    #[inline(always)]
+    fn leaf(&self, block: usize, idx: u32) -> u32 {
+        self.run(block + 1, (self.words[block] & upto(idx)).count_ones() as usize - 1)
+    }
+
+    /// The value of run `run` of the runs starting at word `first`.
+    #[inline(always)]
+    fn run(&self, first: usize, run: usize) -> u32 {
+        // Arms with constant shifts; the branch always goes the same way.
+        let packing = match self.packing {
+            Packing::BYTE => Packing::BYTE,
+            Packing::NARROW => Packing::NARROW,
+            _ => Packing::WIDE,
+        };
+        let (word, shift) = packing.locate(first, run);
+        packing.extract(self.words[word], shift)
+    }
+
+    /// Replaces whatever is below direct entry `slot` by `routes` (the routes
+    /// inside that entry and longer than [`Group::split`], sorted) over the
+    /// covering value `default`. Only that subtree is rebuilt; the old one
+    /// becomes garbage until [`Group::wants_compaction`] says to rebuild.
+    pub(crate) fn rebuild_slot(&mut self, slot: usize, routes: &[BuildRoute], default: u32) {
+        let (nodes, words) = self.subtree_size(self.direct[slot]);
+        self.garbage_nodes += nodes;
+        self.garbage_words += words;
+        self.direct[slot] = if routes.is_empty() {
+            LEAF | default
+        } else {
+            self.build_subtree(routes, default, self.split())
+        };
+    }
+
+    /// Whether unreachable nodes and words have come to outweigh live ones,
+    /// so that rebuilding the group from its routes pays off.
+    pub(crate) fn wants_compaction(&self) -> bool {
+        let garbage = self.garbage_nodes as usize * size_of::<Node>() + self.garbage_words as usize * 8;
+        garbage > 4096 && garbage > self.live_bytes()
+    }
+
+    /// Bytes of reachable lookup data.
+    fn live_bytes(&self) -> usize {
+        (self.nodes.len() - self.garbage_nodes as usize) * size_of::<Node>()
+            + (self.words.len() - self.garbage_words as usize) * 8
+            + self.direct.len() * 4
+    }
+
+    /// Heap bytes, allocated capacity included, plus the struct itself (it
+    /// lives in an `Arc` allocation with two counters).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        size_of::<Self>()
+            + 2 * size_of::<usize>()
+            + self.direct.len() * 4
+            + self.nodes.capacity() * size_of::<Node>()
+            + self.words.capacity() * 8
+    }
+
+    /// Adds this group's shape to `stats`.
+    pub(crate) fn add_stats(&self, stats: &mut super::PoptrieStats) {
+        stats.groups += 1;
+        stats.groups_by_dbits[self.dbits as usize] += 1;
+        stats.direct_entries += self.direct.len();
+        stats.blocks += self.direct.iter().filter(|&&e| e & (LEAF | BLOCK) == BLOCK).count();
+        stats.nodes += self.nodes.len() - self.garbage_nodes as usize;
+        stats.words += self.words.len() - self.garbage_words as usize;
+        stats.garbage_nodes += self.garbage_nodes as usize;
+        stats.garbage_words += self.garbage_words as usize;
+        stats.groups_by_leaf_bits[self.packing.width() as usize / 16] += 1;
+    }
+
+    /// Nodes and words reachable from the walk state `state`.
+    fn subtree_size(&self, state: u32) -> (u32, u32) {
+        if state & LEAF != 0 {
+            return (0, 0);
+        }
+        if state & BLOCK != 0 {
+            let block = (state & !BLOCK) as usize;
+            return (0, 1 + self.packing.run_words(self.words[block]) as u32);
+        }
+        let node = self.nodes[state as usize];
+        if node.base1 == LEAF_ONLY {
+            return (1, self.packing.run_words(node.vector) as u32);
+        }
+        let mut nodes = 1;
+        let mut words = 0;
+        if node.vector != u64::MAX {
+            words += 1 + self.packing.run_words(self.words[node.base0 as usize]) as u32;
+        }
+        for k in 0..node.vector.count_ones() {
+            let (n, w) = self.subtree_size(node.base1 + k);
+            nodes += n;
+            words += w;
+        }
+        (nodes, words)
+    }
+
+    /// Appends a subtree for `routes` (all longer than `off`, inside one
+    /// `off`-bit prefix, sorted) over `default`; returns its walk state: a
+    /// leaf when the routes all end here with one value, a bare leaf block
+    /// when none goes deeper than this level (the common case: IPv4
+    /// /19../24 under a /18 entry), else a node.
+    ///
+    /// So a direct entry that is a leaf may still have routes below it.
+    fn build_subtree(&mut self, routes: &[BuildRoute], default: u32, off: u32) -> u32 {
+        let painted = Painted::new(routes, default, off);
+        if painted.vector == 0 && painted.values.iter().all(|&v| v == painted.values[0]) {
+            // Routes below, but all with the covering value: a plain leaf.
+            return LEAF | painted.values[0];
+        }
+        if painted.vector == 0 {
+            let block = self.packing.push_block(&mut self.words, &painted.leaf_values());
+            assert!(block <= MAX_INDEX, "group leaf words exhausted");
+            return BLOCK | block as u32;
+        }
+        let index = self.nodes.len();
+        self.nodes.push(Node::default());
+        self.emit_node(index, routes, &painted, off);
+        index as u32
+    }
+
+    /// Writes node `index` from its painted positions, then its children.
+    fn emit_node(&mut self, index: usize, routes: &[BuildRoute], painted: &Painted, off: u32) {
+        if painted.vector == 0 {
+            let (leafvec, first) = self.packing.push_runs(&mut self.words, &painted.leaf_values());
+            assert!(first <= MAX_INDEX, "group leaf words exhausted");
+            self.nodes[index] = Node {
+                vector: leafvec,
+                base0: first as u32,
+                base1: LEAF_ONLY,
+            };
+            return;
+        }
+        // A child whose routes all end in it with one value is just a leaf.
+        let mut painted_here = Painted {
+            values: painted.values,
+            vector: painted.vector,
+            children: painted.children,
+            child_count: 0,
+        };
+        for &(pos, start, end) in &painted.children[..painted.child_count] {
+            let child = Painted::new(&routes[start..end], painted.values[pos], off + STRIDE);
+            if child.vector == 0 && child.values.iter().all(|&v| v == child.values[0]) {
+                painted_here.values[pos] = child.values[0];
+                painted_here.vector &= !(1 << pos);
+            } else {
+                painted_here.children[painted_here.child_count] = (pos, start, end);
+                painted_here.child_count += 1;
+            }
+        }
+        let painted = &painted_here;
+        if painted.vector == 0 {
+            return self.emit_node(index, routes, painted, off);
+        }
+        let base0 = if painted.vector == u64::MAX {
+            0 // no leaf position: no block
+        } else {
+            self.packing.push_block(&mut self.words, &painted.leaf_values())
+        };
+        let base1 = self.nodes.len();
+        // Node indices share a u32 with the walk-state tags.
+        assert!(base1 + painted.child_count <= MAX_INDEX, "group node array exhausted");
+        assert!(base0 <= MAX_INDEX, "group leaf words exhausted");
+        self.nodes.resize(base1 + painted.child_count, Node::default());
+        self.nodes[index] = Node {
+            vector: painted.vector,
+            base0: base0 as u32,
+            base1: base1 as u32,
+        };
+        for (k, &(pos, start, end)) in painted.children[..painted.child_count].iter().enumerate() {
+            let child_routes = &routes[start..end];
+            let child = Painted::new(child_routes, painted.values[pos], off + STRIDE);
+            self.emit_node(base1 + k, child_routes, &child, off + STRIDE);
+        }
+    }
+}
+
+/// How many routes from the start of `routes` fall at index `slot` of the
+/// `n` bits at `off`. They are contiguous because `routes` is sorted.
+fn run_len(routes: &[BuildRoute], off: u32, n: u32, slot: usize) -> usize {
+    routes
+        .iter()
+        .position(|r| bits128(r.key, off, n) != slot)
+        .unwrap_or(routes.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r4(a: [u8; 4], len: u8, leaf: u32) -> BuildRoute {
+        BuildRoute {
+            key: u128::from(u32::from_be_bytes(a)) << 96,
+            len,
+            leaf,
+        }
+    }
+
+    fn look(g: &Group, a: [u8; 4]) -> u32 {
+        g.lookup(u64::from(u32::from_be_bytes(a)) << 32)
+    }
+
+    #[test]
+    fn builds_and_looks_up_nested_routes() {
+        let routes = [
+            r4([10, 0, 0, 0], 9, 1),
+            r4([10, 1, 0, 0], 16, 2),
+            r4([10, 1, 2, 0], 24, 3),
+            r4([10, 1, 2, 128], 25, 4),
+            r4([10, 1, 2, 255], 32, 5),
+            r4([10, 200, 0, 0], 13, 6),
+        ];
+        for dbits in [1, 4, 10] {
+            let g = Group::build(&routes, dbits);
+            assert_eq!(look(&g, [10, 0, 0, 1]), 1, "d={dbits}");
+            assert_eq!(look(&g, [10, 1, 3, 1]), 2);
+            assert_eq!(look(&g, [10, 1, 2, 1]), 3);
+            assert_eq!(look(&g, [10, 1, 2, 200]), 4);
+            assert_eq!(look(&g, [10, 1, 2, 255]), 5);
+            assert_eq!(look(&g, [10, 127, 255, 255]), 1);
+            assert_eq!(look(&g, [10, 128, 0, 0]), 0);
+            assert_eq!(look(&g, [10, 207, 0, 0]), 6);
+            assert_eq!(look(&g, [10, 208, 0, 0]), 0);
+        }
+    }
+
+    #[test]
+    fn rebuilding_a_slot_leaves_garbage_until_compaction() {
+        // Every /24 of 10.1.0.0/16 with next hop (value) 7, but 10.1.1.0/24 with 8.
+        let mut routes: Vec<_> = (0..=255u8)
+            .map(|i| r4([10, 1, i, 0], 24, if i == 1 { 8 } else { 7 }))
+            .collect();
+        let mut g = Group::build(&routes, 10);
+        let slot = bits128(routes[0].key, TOP_BITS, 10);
+        // 10.1.64.0/18 and up are uniform: plain leaves, no block.
+        assert_eq!(g.direct[slot + 1], LEAF | 7);
+        routes.truncate(64);
+        routes.push(r4([10, 1, 0, 0], 26, 9));
+        routes.sort_by_key(|r| (r.key, r.len));
+        g.rebuild_slot(slot, &routes[..65], 0);
+        assert_eq!(look(&g, [10, 1, 0, 1]), 9);
+        assert_eq!(look(&g, [10, 1, 0, 64]), 7);
+        // The old subtree was a bare block (leafvec, one word of 3 runs);
+        // the new one a node with a child.
+        assert_eq!((g.garbage_nodes, g.garbage_words), (0, 2));
+        assert_eq!(look(&g, [10, 1, 1, 1]), 8);
+        g.rebuild_slot(slot, &[], 3);
+        assert_eq!(look(&g, [10, 1, 0, 1]), 3);
+        assert_eq!(g.garbage_nodes, 2);
+    }
+}

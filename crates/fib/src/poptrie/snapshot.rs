@@ -1,0 +1,200 @@
+//! The read side of a [`super::PoptrieLpm`]: the lookup structure alone,
+//! immutable once published, shared by every worker.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use super::group::Group;
+use super::node::{Key, TOP_BITS};
+use crate::{FibAddr, NextHopId};
+
+/// One top-level slot: the subtrie of one /8, and the longest route of /8 or
+/// shorter that covers the slot (next hop + 1, or 0).
+#[derive(Clone, Debug)]
+pub(crate) struct Slot {
+    /// Routes longer than /8 inside the slot. Shared copy-on-write between
+    /// the table and its snapshots, and among slots that hold no route.
+    pub(crate) group: Arc<Group>,
+    /// The answer where the group has none.
+    pub(crate) default: u32,
+}
+
+/// An immutable lookup table: what a worker reads.
+///
+/// Obtained from [`super::PoptrieLpm::snapshot`] or a
+/// [`crate::FibReader`]. It answers as of the moment it was taken, however the
+/// table changes afterwards, and costs little: it shares every unchanged
+/// group with the table and with other snapshots (`Arc` per /8 group).
+///
+/// ```text
+///   FibSnapshot ── slots[256] ──┬─▶ Arc<Group 10/8>  ◀── also the table, older snapshots
+///                  (+ default)  ├─▶ Arc<Group 11/8>
+///                               └─▶ Arc<empty group> ◀── every slot with no route > /8
+/// ```
+pub struct FibSnapshot<A> {
+    /// Empty (no route) or [`super::node::TOP_SLOTS`] long.
+    pub(crate) slots: Vec<Slot>,
+    /// Routes in the table when the snapshot was taken.
+    pub(crate) len: usize,
+    pub(crate) family: PhantomData<fn() -> A>,
+}
+
+impl<A> Clone for FibSnapshot<A> {
+    fn clone(&self) -> Self {
+        Self {
+            slots: self.slots.clone(),
+            len: self.len,
+            family: PhantomData,
+        }
+    }
+}
+
+impl<A: FibAddr> core::fmt::Debug for FibSnapshot<A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("FibSnapshot")
+            .field("routes", &self.len)
+            .field("bytes", &self.memory_bytes())
+            .finish()
+    }
+}
+
+/// Lookups `lookup_batch` walks in lockstep (see `finish_lanes`).
+const LANES: usize = 8;
+
+/// The lanes of one chunk after stage 1.
+struct Lanes<'a, K> {
+    keys: [K; LANES],
+    slots: [&'a Slot; LANES],
+    /// Each lane's direct entry (a walk state, see `Group`).
+    state: [u32; LANES],
+}
+
+/// Stages 2 and 3: every lane's first leaf-block word, loaded without a
+/// branch (an IPv4 /24 needs just this one more load), then each lane's
+/// answer, walking the rare lanes still at an inner node.
+///
+/// Measured against alternatives on the 1M-route IPv4 table
+/// (`tests/ab.rs`): one lookup at a time is ~10% slower, branching on the
+/// entry kind before the block load ~4% slower, and overlapping stage 1 of
+/// the next chunk with these stages (software pipelining across chunks)
+/// ~5% slower; 4 to 32 lanes are all within noise.
+#[inline(always)]
+fn finish_lanes<K: Key>(lanes: Lanes<'_, K>, out: &mut [Option<NextHopId>; LANES]) {
+    let mut leafvec = [0u64; LANES];
+    for l in 0..LANES {
+        leafvec[l] = lanes.slots[l].group.block_leafvec(lanes.state[l]);
+    }
+    for l in 0..LANES {
+        let slot = lanes.slots[l];
+        let value = match slot.group.finish_with(lanes.state[l], lanes.keys[l], leafvec[l]) {
+            0 => slot.default,
+            value => value,
+        };
+        out[l] = value.checked_sub(1).map(NextHopId);
+    }
+}
+
+/// The address left-aligned in a `u64`; only for families of ≤ 64 bits.
+#[inline(always)]
+fn key64<A: FibAddr>(addr: A) -> u64 {
+    (addr.to_u128() as u64) << (64u32.saturating_sub(u32::from(A::BITS)) & 63)
+}
+
+/// The address left-aligned in a `u128`.
+#[inline(always)]
+fn key128<A: FibAddr>(addr: A) -> u128 {
+    addr.to_u128() << (128 - u32::from(A::BITS))
+}
+
+impl<A: FibAddr> FibSnapshot<A> {
+    /// A snapshot with no route.
+    pub(crate) fn empty() -> Self {
+        Self {
+            slots: Vec::new(),
+            len: 0,
+            family: PhantomData,
+        }
+    }
+
+    /// The next hop of the longest prefix containing `addr`.
+    #[inline]
+    pub fn lookup(&self, addr: A) -> Option<NextHopId> {
+        // A::BITS is a constant: each family keeps one arm. IPv4 works on a
+        // u64, whose shifts are single instructions.
+        let value = if A::BITS <= 64 {
+            self.value(key64(addr))
+        } else {
+            self.value(key128(addr))
+        };
+        value.checked_sub(1).map(NextHopId)
+    }
+
+    /// Looks up every address of `addrs` into the same position of `out`
+    /// (extra tail of the longer slice ignored, as [`crate::Lpm::lookup_batch`]).
+    pub fn lookup_batch(&self, addrs: &[A], out: &mut [Option<NextHopId>]) {
+        debug_assert_eq!(addrs.len(), out.len(), "lookup_batch slice lengths differ");
+        let n = addrs.len().min(out.len());
+        if self.slots.is_empty() {
+            out[..n].fill(None);
+            return;
+        }
+        let mut addr_chunks = addrs[..n].chunks_exact(LANES);
+        let mut out_chunks = out[..n].chunks_exact_mut(LANES);
+        for (a, o) in (&mut addr_chunks).zip(&mut out_chunks) {
+            let a: &[A; LANES] = a.try_into().expect("chunks_exact");
+            let o: &mut [Option<NextHopId>; LANES] = o.try_into().expect("chunks_exact");
+            if A::BITS <= 64 {
+                finish_lanes(self.start_lanes(a.map(key64)), o);
+            } else {
+                finish_lanes(self.start_lanes(a.map(key128)), o);
+            }
+        }
+        let rest = addr_chunks.remainder();
+        for (addr, slot) in rest.iter().zip(out_chunks.into_remainder()) {
+            *slot = self.lookup(*addr);
+        }
+    }
+
+    /// Stage 1: each lane's slot and direct entry.
+    #[inline(always)]
+    fn start_lanes<K: Key>(&self, keys: [K; LANES]) -> Lanes<'_, K> {
+        let slots: [&Slot; LANES] = keys.map(|k| &self.slots[k.bits(0, TOP_BITS)]);
+        let mut state = [0u32; LANES];
+        for l in 0..LANES {
+            state[l] = slots[l].group.direct_entry(keys[l]);
+        }
+        Lanes { keys, slots, state }
+    }
+
+    #[inline(always)]
+    fn value<K: Key>(&self, key: K) -> u32 {
+        let Some(slot) = self.slots.get(key.bits(0, TOP_BITS)) else {
+            return 0;
+        };
+        match slot.group.lookup(key) {
+            0 => slot.default,
+            value => value,
+        }
+    }
+
+    /// Routes in the table when this snapshot was taken.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the snapshot holds no route.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Heap bytes of the lookup structure: the top array and every distinct
+    /// group it points to. Groups shared with the table or with other
+    /// snapshots are counted in each of them.
+    pub fn memory_bytes(&self) -> usize {
+        let mut groups: Vec<&Arc<Group>> = self.slots.iter().map(|s| &s.group).collect();
+        groups.sort_unstable_by_key(|g| Arc::as_ptr(g));
+        groups.dedup_by(|a, b| Arc::ptr_eq(a, b));
+        self.slots.capacity() * size_of::<Slot>()
+            + groups.iter().map(|g| g.memory_bytes()).sum::<usize>()
+    }
+}

@@ -1,0 +1,592 @@
+//! Workers on cores: who owns which receive queue, and the loops they run.
+//!
+//! ```text
+//!   main thread: Control (routes, neighbors) ─ publish ─▶ Shared ◀─ read ─┬─ worker 0 (core a): rx queues {p0q0, p1q0} → pipeline → tx p0', p1'
+//!                stats: sums every worker's counters                      └─ worker 1 (core b): rx queues {p0q1, p1q1} → pipeline → tx p0'', p1''
+//!
+//!   --mode pipeline (the paper's cross-core handoff, for measurement):
+//!   rx thread (core a): rx queues ──▶ batch ring ──▶ worker (core b): pipeline → tx
+//!                       ◀── buffers back ◀────────────────┘
+//! ```
+//!
+//! Each receive queue has exactly one owner; each worker has its own transmit
+//! queue on every port; workers share no lock and no read-modify-write atomic
+//! on the per-packet path. Run-to-completion is the default.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use vrhost_control::{Config, Driver};
+use vrhost_dataplane::{
+    sum_ifaces, sum_ports, Control, Counters, EngineSpec, Mbuf, Shared, TxBatch, Worker,
+    WorkerCounters,
+};
+use vrhost_io::af_packet::AfPacketPort;
+use vrhost_io::af_xdp::AfXdpPort;
+use vrhost_io::tap::TapPort;
+use vrhost_io::{MemoryPort, PcapPort, Port};
+
+/// Frames taken from one queue per poll (DPDK's usual burst).
+pub const BURST: usize = 64;
+
+/// How work is mapped to cores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every worker receives, forwards and transmits its own packets.
+    Rtc,
+    /// One core receives, another forwards and transmits (needs two cores per pair).
+    Pipeline,
+}
+
+/// One receive queue and where it runs.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Assignment {
+    /// Port name.
+    pub port: String,
+    /// Queue number on that port.
+    pub queue: u16,
+    /// Worker index.
+    pub worker: usize,
+    /// Core the worker (or its rx thread, in pipeline mode) is pinned to.
+    pub core: usize,
+}
+
+/// What one worker owns before it starts.
+pub struct Plan {
+    /// Core to pin to.
+    pub core: usize,
+    /// Core of the receive thread in pipeline mode.
+    pub rx_core: Option<usize>,
+    /// Every driver queue this worker owns.
+    pub queues: Vec<Box<dyn Port>>,
+    /// Receive queues: engine port index and index into `queues`.
+    pub rx: Vec<(u16, usize)>,
+    /// Per port, the index into `queues` this worker transmits with.
+    pub tx: Vec<usize>,
+}
+
+/// Workers ready to start.
+pub struct Runtime {
+    pub control: Control,
+    pub workers: Vec<Worker>,
+    pub plans: Vec<Plan>,
+    pub assignment: Vec<Assignment>,
+    pub mode: Mode,
+}
+
+/// Started workers.
+pub struct Running {
+    pub control: Control,
+    pub counters: Vec<Arc<WorkerCounters>>,
+    pub shared: Arc<Shared>,
+    pub assignment: Vec<Assignment>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// How a worker gets its transmit queue on a port.
+pub enum TxQueue {
+    /// A queue of its own from this factory (memory and pcap ports).
+    Own(Box<dyn FnMut() -> Box<dyn Port>>),
+    /// The socket of the receive queue it owns on that port (af_packet,
+    /// af_xdp, tap: one socket per queue, and one queue per worker).
+    SameAsRx,
+}
+
+/// The receive queues of one port and how workers transmit on it.
+pub struct PortQueues {
+    pub name: String,
+    pub rx: Vec<Box<dyn Port>>,
+    pub tx: TxQueue,
+}
+
+impl Runtime {
+    /// Spreads every port's queues over the workers (queue `q` of a port to
+    /// worker `q mod n`) and builds one transmit queue per worker per port.
+    pub fn new(
+        spec: &EngineSpec,
+        ports: Vec<PortQueues>,
+        cores: &[usize],
+        mode: Mode,
+    ) -> Result<Runtime> {
+        if cores.is_empty() {
+            bail!("no worker cores");
+        }
+        let (n, fwd_cores, rx_cores): (usize, Vec<usize>, Vec<Option<usize>>) = match mode {
+            Mode::Rtc => (cores.len(), cores.to_vec(), vec![None; cores.len()]),
+            Mode::Pipeline => {
+                if cores.len() < 2 || cores.len() % 2 != 0 {
+                    bail!("pipeline mode pairs an rx core with a forwarding core: give an even number of cores");
+                }
+                let pairs = cores.len() / 2;
+                (
+                    pairs,
+                    cores[pairs..].to_vec(),
+                    cores[..pairs].iter().map(|&c| Some(c)).collect(),
+                )
+            }
+        };
+        let mut control = Control::new(spec).context("building the tables")?;
+        let workers = Worker::create(&mut control, n);
+        let mut plans: Vec<Plan> = (0..n)
+            .map(|k| Plan {
+                core: fwd_cores[k],
+                rx_core: rx_cores[k],
+                queues: Vec::new(),
+                rx: Vec::new(),
+                tx: Vec::new(),
+            })
+            .collect();
+        let mut assignment = Vec::new();
+        for (pi, p) in ports.into_iter().enumerate() {
+            let PortQueues { name, rx, tx } = p;
+            if matches!(tx, TxQueue::SameAsRx) {
+                if rx.len() != n {
+                    bail!("port {name:?}: give it queues = {n}, one per worker, so every worker has its own socket");
+                }
+                if mode == Mode::Pipeline {
+                    bail!("port {name:?}: pipeline mode needs memory ports (rx and tx must be separate queues)");
+                }
+            }
+            let mut first_rx_of = vec![None; n];
+            for (q, queue) in rx.into_iter().enumerate() {
+                let k = q % n;
+                assignment.push(Assignment {
+                    port: name.clone(),
+                    queue: q as u16,
+                    worker: k,
+                    core: plans[k].rx_core.unwrap_or(plans[k].core),
+                });
+                let plan = &mut plans[k];
+                plan.queues.push(queue);
+                let idx = plan.queues.len() - 1;
+                plan.rx.push((pi as u16, idx));
+                first_rx_of[k].get_or_insert(idx);
+            }
+            match tx {
+                TxQueue::Own(mut make) => {
+                    for plan in plans.iter_mut() {
+                        plan.queues.push(make());
+                        plan.tx.push(plan.queues.len() - 1);
+                    }
+                }
+                TxQueue::SameAsRx => {
+                    for (k, plan) in plans.iter_mut().enumerate() {
+                        plan.tx
+                            .push(first_rx_of[k].context("every worker owns one queue")?);
+                    }
+                }
+            }
+        }
+        Ok(Runtime {
+            control,
+            workers,
+            plans,
+            assignment,
+            mode,
+        })
+    }
+
+    /// Builds the runtime for a config's memory and pcap ports.
+    pub fn from_config(cfg: &Config, cores: &[usize], mode: Mode) -> Result<Runtime> {
+        // Ports without a configured MAC take their Linux interface's.
+        let macs: Vec<Option<[u8; 6]>> = cfg
+            .ports
+            .iter()
+            .map(|p| {
+                p.interface
+                    .as_deref()
+                    .and_then(|i| vrhost_io::netdev::mac(i).ok())
+            })
+            .collect();
+        let spec = vrhost_control::engine_spec(cfg, |port| {
+            macs.get(port)
+                .copied()
+                .flatten()
+                .unwrap_or([0x02, 0, 0, 0, 0, 0])
+        });
+        let mut ports = Vec::new();
+        for p in &cfg.ports {
+            let queues: PortQueues = match p.driver {
+                Driver::Memory => {
+                    let base = match &p.rx {
+                        Some(rx) => {
+                            MemoryPort::open(rx).with_context(|| format!("port {:?}", p.name))?
+                        }
+                        None => MemoryPort::from_frames(std::iter::empty()),
+                    };
+                    PortQueues {
+                        name: p.name.clone(),
+                        rx: base
+                            .split_by_flow(p.queues as usize)
+                            .into_iter()
+                            .map(|q| Box::new(q) as Box<dyn Port>)
+                            .collect(),
+                        tx: TxQueue::Own(Box::new(|| {
+                            Box::new(MemoryPort::from_frames(std::iter::empty())) as Box<dyn Port>
+                        })),
+                    }
+                }
+                Driver::Pcap => {
+                    if cores.len() > 1 || p.queues > 1 {
+                        bail!("port {:?}: a pcap port is one file; run it with one worker and one queue", p.name);
+                    }
+                    let name = || format!("port {:?}", p.name);
+                    let rx = PcapPort::open(p.rx.as_deref(), None).with_context(name)?;
+                    let mut tx = Some(PcapPort::open(None, p.tx.as_deref()).with_context(name)?);
+                    PortQueues {
+                        name: p.name.clone(),
+                        rx: vec![Box::new(rx)],
+                        // One worker, so one transmit queue: the file.
+                        tx: TxQueue::Own(Box::new(move || match tx.take() {
+                            Some(t) => Box::new(t) as Box<dyn Port>,
+                            None => Box::new(MemoryPort::from_frames(std::iter::empty())),
+                        })),
+                    }
+                }
+                Driver::AfPacket | Driver::AfXdp => {
+                    let ifname = p
+                        .interface
+                        .as_deref()
+                        .context("validated: af_packet/af_xdp ports name an interface")?;
+                    let q = p.queues;
+                    let rx = (0..q)
+                        .map(|i| -> Result<Box<dyn Port>> {
+                            Ok(match p.driver {
+                                Driver::AfPacket => Box::new(
+                                    AfPacketPort::open(ifname, i, q)
+                                        .with_context(|| format!("port {:?}", p.name))?,
+                                ),
+                                _ => Box::new(
+                                    AfXdpPort::open(ifname, i, q)
+                                        .with_context(|| format!("port {:?}", p.name))?,
+                                ),
+                            })
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    PortQueues {
+                        name: p.name.clone(),
+                        rx,
+                        tx: TxQueue::SameAsRx,
+                    }
+                }
+                Driver::Tap => {
+                    let ifname = p.interface.as_deref().unwrap_or(&p.name);
+                    if p.queues != 1 {
+                        bail!("port {:?}: a tap port has one queue", p.name);
+                    }
+                    let tap =
+                        TapPort::create(ifname).with_context(|| format!("port {:?}", p.name))?;
+                    PortQueues {
+                        name: p.name.clone(),
+                        rx: vec![Box::new(tap)],
+                        tx: TxQueue::SameAsRx,
+                    }
+                }
+            };
+            ports.push(queues);
+        }
+        Runtime::new(&spec, ports, cores, mode)
+    }
+
+    /// Starts one thread per worker (two per pair in pipeline mode).
+    pub fn start(self) -> Running {
+        let stop = Arc::new(AtomicBool::new(false));
+        let counters = self.workers.iter().map(Worker::counters).collect();
+        let shared = self.control.shared().clone();
+        let mut threads = Vec::new();
+        for (w, plan) in self.workers.into_iter().zip(self.plans) {
+            match self.mode {
+                Mode::Rtc => {
+                    let stop = stop.clone();
+                    threads.push(std::thread::spawn(move || {
+                        run_to_completion(w, plan, &stop)
+                    }));
+                }
+                Mode::Pipeline => {
+                    let (to_fwd, from_rx) = sync_channel::<Vec<Mbuf>>(RING_BATCHES);
+                    let (to_rx, back) = sync_channel::<Vec<Mbuf>>(RING_BATCHES);
+                    let rx_core = plan.rx_core.unwrap_or(plan.core);
+                    // Memory ports only (checked in `new`): receive and transmit
+                    // queues are distinct objects, so they can part ways.
+                    let Plan {
+                        core,
+                        queues,
+                        rx: rx_idx,
+                        tx: tx_idx,
+                        ..
+                    } = plan;
+                    let mut slots: Vec<Option<Box<dyn Port>>> =
+                        queues.into_iter().map(Some).collect();
+                    let rx: Vec<(u16, Box<dyn Port>)> = rx_idx
+                        .iter()
+                        .filter_map(|&(p, i)| slots[i].take().map(|q| (p, q)))
+                        .collect();
+                    let tx: Vec<Box<dyn Port>> = tx_idx
+                        .iter()
+                        .map(|&i| {
+                            slots[i].take().unwrap_or_else(|| {
+                                Box::new(MemoryPort::from_frames(std::iter::empty()))
+                            })
+                        })
+                        .collect();
+                    let s1 = stop.clone();
+                    threads.push(std::thread::spawn(move || {
+                        rx_thread(rx_core, rx, to_fwd, back, &s1)
+                    }));
+                    let s2 = stop.clone();
+                    threads.push(std::thread::spawn(move || {
+                        forward_thread(w, core, tx, from_rx, to_rx, &s2)
+                    }));
+                }
+            }
+        }
+        Running {
+            control: self.control,
+            counters,
+            shared,
+            assignment: self.assignment,
+            stop,
+            threads,
+        }
+    }
+}
+
+impl Running {
+    /// Port counters summed over the workers.
+    pub fn port_counters(&self, port: usize) -> Counters {
+        sum_ports(&self.counters, port)
+    }
+
+    /// VR counters summed over the workers.
+    pub fn vr_counters(&self, vr: usize) -> Counters {
+        sum_ifaces(&self.counters, self.shared.vr_ifaces(vr))
+    }
+
+    /// Totals over all ports: (received, sent).
+    pub fn totals(&self) -> (u64, u64) {
+        (0..self.shared.port_count()).fold((0, 0), |(rx, tx), p| {
+            let c = self.port_counters(p);
+            (rx + c.rx_packets, tx + c.tx_packets)
+        })
+    }
+
+    /// Stops every worker and waits for it.
+    pub fn stop(self) -> Control {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            if t.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
+        }
+        self.control
+    }
+}
+
+/// Pins the calling thread to `core`, warning when that is impossible.
+pub fn pin(core: usize) {
+    let ok = core_affinity::get_core_ids()
+        .and_then(|ids| ids.into_iter().find(|c| c.id == core))
+        .map(core_affinity::set_for_current)
+        .unwrap_or(false);
+    if !ok {
+        tracing::warn!(core, "could not pin to this core");
+    }
+}
+
+fn flush(
+    w: &mut Worker,
+    tx: &mut TxBatch,
+    ports: &mut [Box<dyn Port>],
+    tx_of: Option<&[usize]>,
+    now: u64,
+) {
+    for p in 0..tx.ports.len() {
+        if tx.ports[p].is_empty() {
+            continue;
+        }
+        let q = tx_of.map_or(p, |t| t[p]);
+        if let Err(e) = ports[q].tx_burst(&mut tx.ports[p], w.pool(), now) {
+            tracing::error!("{e}");
+            // Never keep what could not be sent: the buffers go back to the pool.
+            for m in tx.ports[p].drain(..) {
+                w.pool().put(m);
+            }
+        }
+    }
+    // Nothing consumes punted packets until a control plane is attached.
+    w.drain_all_punted(|_, _| {});
+}
+
+fn run_to_completion(mut w: Worker, mut plan: Plan, stop: &AtomicBool) {
+    pin(plan.core);
+    let start = Instant::now();
+    let mut rx = Vec::with_capacity(BURST);
+    let mut tx = TxBatch::new(plan.tx.len());
+    let mut idle_polls = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        let now = start.elapsed().as_nanos() as u64;
+        let mut got = 0;
+        for &(port, q) in plan.rx.iter() {
+            got += plan.queues[q].rx_burst(w.pool(), &mut rx, BURST, port);
+            if !rx.is_empty() {
+                w.process_burst(&mut rx, now, &mut tx);
+            }
+        }
+        if got == 0 {
+            w.idle(now, &mut tx);
+        }
+        flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
+        idle_polls = if got == 0 { idle_polls + 1 } else { 0 };
+        if idle_polls > 1024 {
+            // Idle for a while: give the core back briefly instead of spinning.
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+}
+
+/// Batches in flight between an rx thread and its forwarding worker.
+const RING_BATCHES: usize = 64;
+
+fn rx_thread(
+    core: usize,
+    mut queues: Vec<(u16, Box<dyn Port>)>,
+    to_fwd: SyncSender<Vec<Mbuf>>,
+    back: Receiver<Vec<Mbuf>>,
+    stop: &AtomicBool,
+) {
+    pin(core);
+    // The rx side has its own pool; buffers come back through `back`.
+    let mut pool = vrhost_dataplane::MbufPool::new(RING_BATCHES * BURST * 2);
+    let mut spare: Vec<Vec<Mbuf>> = (0..RING_BATCHES)
+        .map(|_| Vec::with_capacity(BURST))
+        .collect();
+    while !stop.load(Ordering::Relaxed) {
+        for returned in back.try_iter() {
+            let mut returned = returned;
+            for m in returned.drain(..) {
+                pool.put(m);
+            }
+            spare.push(returned);
+        }
+        for (port, q) in queues.iter_mut() {
+            let Some(mut batch) = spare.pop() else { break };
+            if q.rx_burst(&mut pool, &mut batch, BURST, *port) == 0 {
+                spare.push(batch);
+                continue;
+            }
+            if let Err(TrySendError::Full(mut batch) | TrySendError::Disconnected(mut batch)) =
+                to_fwd.try_send(batch)
+            {
+                // Ring full: the forwarding core is the bottleneck; drop the batch.
+                for m in batch.drain(..) {
+                    pool.put(m);
+                }
+                spare.push(batch);
+            }
+        }
+    }
+}
+
+fn forward_thread(
+    mut w: Worker,
+    core: usize,
+    mut tx_ports: Vec<Box<dyn Port>>,
+    from_rx: Receiver<Vec<Mbuf>>,
+    to_rx: SyncSender<Vec<Mbuf>>,
+    stop: &AtomicBool,
+) {
+    pin(core);
+    let start = Instant::now();
+    let mut tx = TxBatch::new(tx_ports.len());
+    while !stop.load(Ordering::Relaxed) {
+        let now = start.elapsed().as_nanos() as u64;
+        match from_rx.try_recv() {
+            Ok(mut batch) => {
+                let n = batch.len();
+                w.process_burst(&mut batch, now, &mut tx);
+                flush(&mut w, &mut tx, &mut tx_ports, None, now);
+                // Hand as many buffers back as arrived, so both pools stay level.
+                for _ in 0..n {
+                    batch.push(w.pool().get());
+                }
+                let _ = to_rx.try_send(batch);
+            }
+            Err(_) => {
+                w.idle(now, &mut tx);
+                flush(&mut w, &mut tx, &mut tx_ports, None, now);
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// `vrhost run`: forward until SIGINT or SIGTERM.
+pub fn run_foreground(
+    path: &std::path::Path,
+    stats_interval: u64,
+    mode: Mode,
+) -> Result<std::process::ExitCode> {
+    let cfg = match Config::load(path) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprintln!("{}: invalid config", path.display());
+            for e in &errors.0 {
+                eprintln!("  {e}");
+            }
+            return Ok(std::process::ExitCode::FAILURE);
+        }
+    };
+    for r in &cfg.routers {
+        if let Some(c) = &r.control {
+            tracing::warn!(
+                router = r.name,
+                netns = c.netns,
+                "control-plane namespaces are not implemented yet; ignored"
+            );
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .context("installing the signal handler")?;
+    let rt = Runtime::from_config(&cfg, &cfg.dataplane.workers, mode)?;
+    for a in &rt.assignment {
+        tracing::info!(
+            port = a.port,
+            queue = a.queue,
+            worker = a.worker,
+            core = a.core,
+            "rx queue"
+        );
+    }
+    let running = rt.start();
+    tracing::info!(
+        ports = cfg.ports.len(),
+        routers = cfg.routers.len(),
+        "running; SIGINT or SIGTERM stops"
+    );
+    let mut last = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        if stats_interval > 0 && last.elapsed().as_secs() >= stats_interval {
+            last = Instant::now();
+            println!(
+                "{}",
+                crate::report::table(&crate::report::Source::Running(&running))
+            );
+        }
+    }
+    tracing::info!("stopping");
+    println!(
+        "{}",
+        crate::report::table(&crate::report::Source::Running(&running))
+    );
+    running.stop();
+    Ok(std::process::ExitCode::SUCCESS)
+}
