@@ -39,10 +39,10 @@ use vrhost_fib::{FibAddr, Lpm, MultibitLpm, NextHopId, PoptrieLpm, Prefix};
 const V4_ROUTES: usize = 1_000_000;
 /// IPv6 routes in the full table.
 const V6_ROUTES: usize = 230_000;
-/// Addresses per set.
+/// Addresses per set. A million, so that every structure sees its whole
+/// working set: with a few thousand addresses even a 64 MiB DIR-24-8 runs
+/// from cache.
 const ADDRS: usize = 1 << 20;
-/// Criterion iterations look up this many addresses (a slice of the set).
-const CHUNK: usize = 1 << 16;
 /// `lookup_batch` is called on bursts of this many addresses, as the
 /// dataplane does (DESIGN.md: rx bursts of up to 256 frames).
 const BURST: usize = 256;
@@ -189,7 +189,9 @@ fn bursts<A: Copy>(addrs: &[A], batch: impl Fn(&[A], &mut [Option<NextHopId>])) 
     for burst in addrs.chunks(BURST) {
         let out = &mut out[..burst.len()];
         batch(burst, out);
-        sum = out.iter().fold(sum, |s, nh| s.wrapping_add(nh.map_or(0, |n| n.0)));
+        sum = out
+            .iter()
+            .fold(sum, |s, nh| s.wrapping_add(nh.map_or(0, |n| n.0)));
     }
     black_box(sum)
 }
@@ -257,7 +259,7 @@ fn mlps<A: Copy>(addrs: &[A], mut look: impl FnMut(A) -> Option<NextHopId>) -> f
     addrs.len() as f64 / t.as_secs_f64() / 1e6
 }
 
-/// Same, through a batch call per burst of `BURST` addresses.
+/// Same, through a batch call per burst of [`BURST`] addresses.
 fn mlps_batch<A: Copy>(addrs: &[A], batch: impl Fn(&[A], &mut [Option<NextHopId>])) -> f64 {
     let (t, _) = best(7, || bursts(addrs, &batch));
     addrs.len() as f64 / t.as_secs_f64() / 1e6
@@ -288,11 +290,25 @@ fn summary_v4() {
     let routes = v4_routes();
     let uniform: Vec<Ipv4Addr> = synth::uniform_addrs(ADDRS, 1);
     let inside: Vec<Ipv4Addr> = synth::addrs_inside(&routes, ADDRS, 2);
-    header(&format!("IPv4, {} routes, {} addresses per set", routes.len(), ADDRS));
+    header(&format!(
+        "IPv4, {} routes, {} addresses per set",
+        routes.len(),
+        ADDRS
+    ));
 
     let (t, fib) = best(3, || PoptrieLpm::from_routes(routes.iter().copied()));
-    let mem = format!("{} (+{} rib)", mib(fib.lookup_bytes()), mib(fib.memory_bytes() - fib.lookup_bytes()));
-    row("PoptrieLpm lookup", t, &mem, mlps(&uniform, |a| fib.lookup(a)), mlps(&inside, |a| fib.lookup(a)));
+    let mem = format!(
+        "{} (+{} rib)",
+        mib(fib.lookup_bytes()),
+        mib(fib.memory_bytes() - fib.lookup_bytes())
+    );
+    row(
+        "PoptrieLpm lookup",
+        t,
+        &mem,
+        mlps(&uniform, |a| fib.lookup(a)),
+        mlps(&inside, |a| fib.lookup(a)),
+    );
     row(
         "PoptrieLpm lookup_batch",
         t,
@@ -315,25 +331,56 @@ fn summary_v4() {
     drop(inc);
 
     let (t, dir) = best(1, || Dir248::build(&routes));
-    row("DIR-24-8", t, &mib(dir.memory_bytes()), mlps(&uniform, |a| dir.lookup(a)), mlps(&inside, |a| dir.lookup(a)));
+    row(
+        "DIR-24-8",
+        t,
+        &mib(dir.memory_bytes()),
+        mlps(&uniform, |a| dir.lookup(a)),
+        mlps(&inside, |a| dir.lookup(a)),
+    );
     drop(dir);
 
     let (t, mb) = best(1, || multibit(&routes));
-    row("MultibitLpm (stride 8)", t, &mib(mb.memory_bytes()), mlps(&uniform, |a| mb.lookup(a)), mlps(&inside, |a| mb.lookup(a)));
+    row(
+        "MultibitLpm (stride 8)",
+        t,
+        &mib(mb.memory_bytes()),
+        mlps(&uniform, |a| mb.lookup(a)),
+        mlps(&inside, |a| mb.lookup(a)),
+    );
     drop(mb);
 
     let (t, pt) = best(1, || prefix_trie4(&routes));
     let mem = child_rss("prefix_trie_v4").map_or("?".into(), |b| format!("{} rss", mib(b)));
     let look = |a: Ipv4Addr| pt.get_lpm(&(a.to_bits(), 32)).map(|(_, v)| NextHopId(*v));
-    row("prefix-trie 0.10 PrefixMap", t, &mem, mlps(&uniform, look), mlps(&inside, look));
+    row(
+        "prefix-trie 0.10 PrefixMap",
+        t,
+        &mem,
+        mlps(&uniform, look),
+        mlps(&inside, look),
+    );
     drop(pt);
 
     let (t, ip) = best(1, || iptrie4(&routes));
     let mem = child_rss("iptrie_v4").map_or("?".into(), |b| format!("{} rss", mib(b)));
-    let look = |a: Ipv4Addr| Some(*ip.lookup(&a).1).filter(|v| *v != u32::MAX).map(NextHopId);
-    row("iptrie 0.11 LC-trie", t, &mem, mlps(&uniform, look), mlps(&inside, look));
+    let look = |a: Ipv4Addr| {
+        Some(*ip.lookup(&a).1)
+            .filter(|v| *v != u32::MAX)
+            .map(NextHopId)
+    };
+    row(
+        "iptrie 0.11 LC-trie",
+        t,
+        &mem,
+        mlps(&uniform, look),
+        mlps(&inside, look),
+    );
     if let Some(b) = child_rss("poptrie_v4") {
-        eprintln!("|   (rss method on PoptrieLpm::from_routes for calibration: {})", mib(b));
+        eprintln!(
+            "|   (rss method on PoptrieLpm::from_routes for calibration: {})",
+            mib(b)
+        );
     }
 }
 
@@ -345,10 +392,23 @@ fn summary_v6() {
         .map(|a| Ipv6Addr::from_bits(a.to_bits() >> 3 | 0x2000 << 112))
         .collect();
     let inside: Vec<Ipv6Addr> = synth::addrs_inside(&routes, ADDRS, 4);
-    header(&format!("IPv6, {} routes (\"uniform\" = uniform in 2000::/3)", routes.len()));
+    header(&format!(
+        "IPv6, {} routes (\"uniform\" = uniform in 2000::/3)",
+        routes.len()
+    ));
     let (t, fib) = best(3, || PoptrieLpm::from_routes(routes.iter().copied()));
-    let mem = format!("{} (+{} rib)", mib(fib.lookup_bytes()), mib(fib.memory_bytes() - fib.lookup_bytes()));
-    row("PoptrieLpm lookup", t, &mem, mlps(&uniform, |a| fib.lookup(a)), mlps(&inside, |a| fib.lookup(a)));
+    let mem = format!(
+        "{} (+{} rib)",
+        mib(fib.lookup_bytes()),
+        mib(fib.memory_bytes() - fib.lookup_bytes())
+    );
+    row(
+        "PoptrieLpm lookup",
+        t,
+        &mem,
+        mlps(&uniform, |a| fib.lookup(a)),
+        mlps(&inside, |a| fib.lookup(a)),
+    );
     row(
         "PoptrieLpm lookup_batch",
         t,
@@ -359,23 +419,47 @@ fn summary_v6() {
     eprintln!("|   stats: {:?}", fib.stats());
     drop(fib);
     let (t, mb) = best(1, || multibit(&routes));
-    row("MultibitLpm (stride 8)", t, &mib(mb.memory_bytes()), mlps(&uniform, |a| mb.lookup(a)), mlps(&inside, |a| mb.lookup(a)));
+    row(
+        "MultibitLpm (stride 8)",
+        t,
+        &mib(mb.memory_bytes()),
+        mlps(&uniform, |a| mb.lookup(a)),
+        mlps(&inside, |a| mb.lookup(a)),
+    );
     drop(mb);
     let (t, pt) = best(1, || prefix_trie6(&routes));
     let mem = child_rss("prefix_trie_v6").map_or("?".into(), |b| format!("{} rss", mib(b)));
     let look = |a: Ipv6Addr| pt.get_lpm(&(a.to_bits(), 128)).map(|(_, v)| NextHopId(*v));
-    row("prefix-trie 0.10 PrefixMap", t, &mem, mlps(&uniform, look), mlps(&inside, look));
+    row(
+        "prefix-trie 0.10 PrefixMap",
+        t,
+        &mem,
+        mlps(&uniform, look),
+        mlps(&inside, look),
+    );
     drop(pt);
     let (t, ip) = best(1, || iptrie6(&routes));
     let mem = child_rss("iptrie_v6").map_or("?".into(), |b| format!("{} rss", mib(b)));
-    let look = |a: Ipv6Addr| Some(*ip.lookup(&a).1).filter(|v| *v != u32::MAX).map(NextHopId);
-    row("iptrie 0.11 LC-trie", t, &mem, mlps(&uniform, look), mlps(&inside, look));
+    let look = |a: Ipv6Addr| {
+        Some(*ip.lookup(&a).1)
+            .filter(|v| *v != u32::MAX)
+            .map(NextHopId)
+    };
+    row(
+        "iptrie 0.11 LC-trie",
+        t,
+        &mem,
+        mlps(&uniform, look),
+        mlps(&inside, look),
+    );
 }
 
 /// Many small VRs: total memory of 1000 tables of 1k routes (inserted one by
 /// one, as the engine does), and of a 10-route table.
 fn summary_many_vrs() {
-    eprintln!("\nMany VRs (routes inserted one by one; memory_bytes = lookup structure + route map)");
+    eprintln!(
+        "\nMany VRs (routes inserted one by one; memory_bytes = lookup structure + route map)"
+    );
     for (vrs, per_vr) in [(1, 10), (1000, 1000)] {
         let start = Instant::now();
         let (mut pop, mut pop_lookup, mut mb) = (0, 0, 0);
@@ -396,7 +480,33 @@ fn summary_many_vrs() {
     }
     let routes = synth::ipv6_table(10, 7);
     let t = poptrie_inserts(&routes);
-    eprintln!("| 1 VR × 10 IPv6 routes: PoptrieLpm {:.1} KiB", t.memory_bytes() as f64 / 1024.0);
+    eprintln!(
+        "| 1 VR × 10 IPv6 routes: PoptrieLpm {:.1} KiB",
+        t.memory_bytes() as f64 / 1024.0
+    );
+    // Pessimistic: each VR's 1k routes drawn from the whole full table, so
+    // they spread over ~200 /8s instead of clustering in a few allocations.
+    let full = v4_routes();
+    let (mut pop, mut pop_lookup) = (0, 0);
+    for vr in 0..1000u64 {
+        let mut x = vr.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let routes: Vec<_> = (0..1000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                full[(x % full.len() as u64) as usize]
+            })
+            .collect();
+        let t = poptrie_inserts(&routes);
+        pop += t.memory_bytes();
+        pop_lookup += t.lookup_bytes();
+    }
+    eprintln!(
+        "| 1000 VRs × 1000 IPv4 routes sampled across the full table: PoptrieLpm {} (lookup part {})",
+        mib(pop),
+        mib(pop_lookup)
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -405,8 +515,8 @@ fn summary_many_vrs() {
 fn lookups(c: &mut Criterion) {
     let routes = v4_routes();
     let sets = [
-        ("v4_uniform", synth::uniform_addrs::<Ipv4Addr>(CHUNK, 1)),
-        ("v4_inside", synth::addrs_inside(&routes, CHUNK, 2)),
+        ("v4_uniform", synth::uniform_addrs::<Ipv4Addr>(ADDRS, 1)),
+        ("v4_inside", synth::addrs_inside(&routes, ADDRS, 2)),
     ];
     let fib = PoptrieLpm::from_routes(routes.iter().copied());
     let dir = Dir248::build(&routes);
@@ -417,16 +527,31 @@ fn lookups(c: &mut Criterion) {
         let mut group = c.benchmark_group(*name);
         group.throughput(Throughput::Elements(addrs.len() as u64));
         group.bench_function("poptrie_lookup", |b| {
-            b.iter(|| addrs.iter().map(|a| fib.lookup(*a).map_or(0, |n| n.0)).fold(0, u32::wrapping_add))
+            b.iter(|| {
+                addrs
+                    .iter()
+                    .map(|a| fib.lookup(*a).map_or(0, |n| n.0))
+                    .fold(0, u32::wrapping_add)
+            })
         });
         group.bench_function("poptrie_lookup_batch", |b| {
             b.iter(|| bursts(addrs, |a, o| fib.lookup_batch(a, o)))
         });
         group.bench_function("dir24_8", |b| {
-            b.iter(|| addrs.iter().map(|a| dir.lookup(*a).map_or(0, |n| n.0)).fold(0, u32::wrapping_add))
+            b.iter(|| {
+                addrs
+                    .iter()
+                    .map(|a| dir.lookup(*a).map_or(0, |n| n.0))
+                    .fold(0, u32::wrapping_add)
+            })
         });
         group.bench_function("multibit", |b| {
-            b.iter(|| addrs.iter().map(|a| mb.lookup(*a).map_or(0, |n| n.0)).fold(0, u32::wrapping_add))
+            b.iter(|| {
+                addrs
+                    .iter()
+                    .map(|a| mb.lookup(*a).map_or(0, |n| n.0))
+                    .fold(0, u32::wrapping_add)
+            })
         });
         group.bench_function("prefix_trie", |b| {
             b.iter(|| {
@@ -437,19 +562,29 @@ fn lookups(c: &mut Criterion) {
             })
         });
         group.bench_function("iptrie", |b| {
-            b.iter(|| addrs.iter().map(|a| *ip.lookup(a).1).fold(0, u32::wrapping_add))
+            b.iter(|| {
+                addrs
+                    .iter()
+                    .map(|a| *ip.lookup(a).1)
+                    .fold(0, u32::wrapping_add)
+            })
         });
         group.finish();
     }
     drop((fib, dir, mb, pt, ip));
 
     let routes6 = v6_routes();
-    let inside6: Vec<Ipv6Addr> = synth::addrs_inside(&routes6, CHUNK, 4);
+    let inside6: Vec<Ipv6Addr> = synth::addrs_inside(&routes6, ADDRS, 4);
     let fib6 = PoptrieLpm::from_routes(routes6.iter().copied());
     let mut group = c.benchmark_group("v6_inside");
-    group.throughput(Throughput::Elements(CHUNK as u64));
+    group.throughput(Throughput::Elements(ADDRS as u64));
     group.bench_function("poptrie_lookup", |b| {
-        b.iter(|| inside6.iter().map(|a| fib6.lookup(*a).map_or(0, |n| n.0)).fold(0, u32::wrapping_add))
+        b.iter(|| {
+            inside6
+                .iter()
+                .map(|a| fib6.lookup(*a).map_or(0, |n| n.0))
+                .fold(0, u32::wrapping_add)
+        })
     });
     group.bench_function("poptrie_lookup_batch", |b| {
         b.iter(|| bursts(&inside6, |a, o| fib6.lookup_batch(a, o)))
@@ -480,8 +615,9 @@ fn main() {
         summary_many_vrs();
     }
     let mut c = Criterion::default()
+        .sample_size(20)
         .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(3))
+        .measurement_time(Duration::from_secs(4))
         .configure_from_args();
     lookups(&mut c);
     c.final_summary();

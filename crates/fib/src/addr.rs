@@ -17,7 +17,9 @@ impl NextHopId {
     ///
     /// [`crate::MultibitLpm`] spends the top bit of each 32-bit entry on the
     /// "child node" tag and stores `id + 1` so that 0 can mean "no route";
-    /// that leaves `2^31 - 2` as the largest id. No next-hop table comes near it.
+    /// that leaves `2^31 - 2` as the largest id. [`crate::PoptrieLpm`] keeps
+    /// the same `id + 1` in 31 bits (and packs it into 8 or 16 bits when all
+    /// ids of a /8 are small). No next-hop table comes near it.
     pub const MAX: NextHopId = NextHopId(0x7FFF_FFFE);
 }
 

@@ -7,7 +7,8 @@ use crate::{FibAddr, NextHopId, Prefix};
 /// Mutation (`insert`, `remove`) is control-plane work; a VR's workers read a
 /// published copy through `&self` only (`lookup`, `lookup_batch`), which is why
 /// the trait requires `Send + Sync`. Publication itself (build or patch, swap,
-/// reclaim after a grace period) lives outside the table (DESIGN.md, "FIB").
+/// reclaim after a grace period) lives outside the table, in
+/// [`crate::FibHandle`] (DESIGN.md, "FIB").
 pub trait Lpm<A: FibAddr>: Send + Sync {
     /// Adds `prefix → nh`, or replaces the next hop of an existing route.
     /// Returns the previous next hop of exactly this prefix.

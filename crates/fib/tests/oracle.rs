@@ -190,8 +190,7 @@ fn check_poptrie_route_set<A: FibAddr>(
     uniform: &[u128],
     noises: &[u128],
 ) {
-    let (fast, oracle, probes) =
-        check_route_set::<A, PoptrieLpm<A>>(bases, seeds, uniform, noises);
+    let (fast, oracle, probes) = check_route_set::<A, PoptrieLpm<A>>(bases, seeds, uniform, noises);
     assert_snapshot_agrees(&fast.snapshot(), &oracle, &probes);
     let bulk = PoptrieLpm::from_routes(seeds.iter().map(|seed| route::<A>(bases, *seed)));
     assert_agree(&bulk, &oracle, &probes);

@@ -19,7 +19,12 @@ fn probes<A: FibAddr>(routes: &[(Prefix<A>, NextHopId)], seed: u64) -> Vec<A> {
     probes
 }
 
-fn assert_same<A: FibAddr>(fast: &FibSnapshot<A>, oracle: &MultibitLpm<A>, probes: &[A], what: &str) {
+fn assert_same<A: FibAddr>(
+    fast: &FibSnapshot<A>,
+    oracle: &MultibitLpm<A>,
+    probes: &[A],
+    what: &str,
+) {
     let mut batch = vec![None; probes.len()];
     fast.lookup_batch(probes, &mut batch);
     for (addr, got) in probes.iter().zip(&batch) {
@@ -31,10 +36,11 @@ fn assert_same<A: FibAddr>(fast: &FibSnapshot<A>, oracle: &MultibitLpm<A>, probe
 
 /// Bulk load, incremental build, churn (remove, replace, re-add, short
 /// prefixes that repaint many entries) and an old snapshot, all checked.
-fn check<A: FibAddr>(routes: Vec<(Prefix<A>, NextHopId)>, short: &[&str], seed: u64)
-where
-    A: std::str::FromStr,
-{
+fn check<A: FibAddr + std::str::FromStr>(
+    routes: Vec<(Prefix<A>, NextHopId)>,
+    short: &[&str],
+    seed: u64,
+) {
     let probes = probes(&routes, seed);
     let mut oracle = MultibitLpm::new();
     for (p, nh) in &routes {
@@ -71,11 +77,21 @@ where
                 }
             }
         }
-        assert_same(fast.as_snapshot(), &oracle, &probes, &format!("churn {round}"));
+        assert_same(
+            fast.as_snapshot(),
+            &oracle,
+            &probes,
+            &format!("churn {round}"),
+        );
         for (p, _) in &extra {
             assert_eq!(fast.remove(p), oracle.remove(p), "{p}");
         }
-        assert_same(fast.as_snapshot(), &oracle, &probes, &format!("churn {round}, short removed"));
+        assert_same(
+            fast.as_snapshot(),
+            &oracle,
+            &probes,
+            &format!("churn {round}, short removed"),
+        );
         extra.iter_mut().for_each(|e| e.1 .0 += 1);
     }
     assert_eq!(fast.len(), oracle.len());
@@ -91,20 +107,47 @@ where
         assert!(fast.remove(p).is_some());
     }
     assert_eq!(fast.memory_bytes(), 0);
-    assert_same(&before, &oracle_before, &probes, "old snapshot after the table emptied");
+    assert_same(
+        &before,
+        &oracle_before,
+        &probes,
+        "old snapshot after the table emptied",
+    );
 }
 
 #[test]
 fn ipv4_synthetic_table() {
     let routes = synth::ipv4_table(150_000, 4);
-    check::<Ipv4Addr>(routes, &["0.0.0.0/0", "1.0.0.0/8", "64.0.0.0/3", "100.0.0.0/9", "100.128.0.0/12", "200.1.0.0/16"], 40);
+    check::<Ipv4Addr>(
+        routes,
+        &[
+            "0.0.0.0/0",
+            "1.0.0.0/8",
+            "64.0.0.0/3",
+            "100.0.0.0/9",
+            "100.128.0.0/12",
+            "200.1.0.0/16",
+        ],
+        40,
+    );
 }
 
 #[test]
 fn ipv6_synthetic_table() {
     // Enough for the busiest /8s (2a00::/12, 2600::/12) to pass 16k routes.
     let routes = synth::ipv6_table(80_000, 6);
-    check::<Ipv6Addr>(routes, &["::/0", "2000::/3", "2a00::/8", "2600::/9", "2001:db8::/32", "2a00::/20"], 60);
+    check::<Ipv6Addr>(
+        routes,
+        &[
+            "::/0",
+            "2000::/3",
+            "2a00::/8",
+            "2600::/9",
+            "2001:db8::/32",
+            "2a00::/20",
+        ],
+        60,
+    );
 }
 
 /// Next hops of every width: groups whose leaves are 8, 16 and 32 bits,
@@ -137,14 +180,22 @@ fn leaf_widths() {
     let before = fast.snapshot();
     // Widen: large next hops into groups that were 8 bits wide, then remove.
     let mut rng = SmallRng::seed_from_u64(91);
-    let narrow: Vec<_> = routes.iter().filter(|(p, _)| p.addr().octets()[0] % 3 == 0).collect();
+    let narrow: Vec<_> = routes
+        .iter()
+        .filter(|(p, _)| p.addr().octets()[0] % 3 == 0)
+        .collect();
     for _ in 0..500 {
         let (p, _) = narrow[rng.gen_range(0..narrow.len())];
         let nh = NextHopId(rng.gen_range(0..3) * 40_000 + 1);
         assert_eq!(fast.insert(*p, nh), oracle.insert(*p, nh), "{p}");
     }
     assert_same(fast.as_snapshot(), &oracle, &probes, "widened");
-    assert_same(&before, &MultibitLpm::from_iter_routes(&routes), &probes, "old snapshot");
+    assert_same(
+        &before,
+        &MultibitLpm::from_iter_routes(&routes),
+        &probes,
+        "old snapshot",
+    );
     assert_eq!(
         fast.insert("10.0.0.0/8".parse().unwrap(), NextHopId::MAX),
         oracle.insert("10.0.0.0/8".parse().unwrap(), NextHopId::MAX)
@@ -173,24 +224,18 @@ fn small_tables_are_small() {
     for (p, nh) in synth::ipv4_table(10, 1) {
         fib.insert(p, nh);
     }
-    assert!(fib.memory_bytes() < 16 * 1024, "{} bytes", fib.memory_bytes());
+    assert!(
+        fib.memory_bytes() < 16 * 1024,
+        "{} bytes",
+        fib.memory_bytes()
+    );
     let mut fib = PoptrieLpm::<Ipv6Addr>::new();
     for (p, nh) in synth::ipv6_table(10, 1) {
         fib.insert(p, nh);
     }
-    assert!(fib.memory_bytes() < 16 * 1024, "{} bytes", fib.memory_bytes());
-}
-
-/// Prints the shape of the synthetic tables (`--ignored --nocapture`), to
-/// compare with real data: 565k real IPv4 prefixes (ip-location-db/asn,
-/// next hop = ASN mod 32) fill 44k /18s and make ~450k /24-level leaf runs.
-#[test]
-#[ignore]
-fn synthetic_table_shape() {
-    for n in [565_000, 1_000_000] {
-        let fib = PoptrieLpm::from_routes(synth::ipv4_table(n, 0x1f1b));
-        println!("v4 {n}: {:?}", fib.stats());
-    }
-    let fib = PoptrieLpm::from_routes(synth::ipv6_table(230_000, 0x6f1b));
-    println!("v6 230k: {:?}", fib.stats());
+    assert!(
+        fib.memory_bytes() < 16 * 1024,
+        "{} bytes",
+        fib.memory_bytes()
+    );
 }

@@ -6,15 +6,16 @@
 //! copied (copy-on-write for publication) independently of every other group.
 //!
 //! ```text
-//!   key bits:  [0, 8)      [8, 8+d)          [8+d, 8+d+6)  [.. +6)  ...
-//!              top slot    direct[2^d]  ──▶  node          node     ──▶ leaf
-//!                          entry: LEAF|v or node index
+//!   key bits:  [0, 8)     [8, 8+d)              [8+d, 8+d+6)          [.. +6) ...
+//!              top slot   direct[2^d] ─┬─ LEAF | value                 (done)
+//!                                      ├─ BLOCK | offset ──▶ leaf block (one more load)
+//!                                      └─ node index ────▶ Node ──▶ Node ... ──▶ leaf
 //! ```
 //!
 //! `d` ("direct bits") grows with the group: 1 for a group with no route, 4
-//! for a few routes (a 64-byte array), 10 for a busy IPv4 /8 (4 KiB, and /24s
-//! then end in the first node: 8 + 10 + 6 = 24) and 16 for a busy IPv6 /8
-//! (256 KiB; /32 and /48 then end on node boundaries: 24 + 6·k).
+//! for a few routes (16 entries), 10 for a busy IPv4 /8 (1024 entries, 2 KiB,
+//! and /24s then end in the block right below: 8 + 10 + 6 = 24) and 16 for
+//! a busy IPv6 /8 (128 KiB; /48s then end on a node boundary: 24 + 6·4).
 
 use super::node::{
     upto, Key, Node, Packing, BLOCK, LEAF, LEAF_ONLY, MAX_INDEX, MAX_NODE_DEPTH, STRIDE, TOP_BITS,
@@ -55,7 +56,7 @@ pub(crate) struct Group {
     /// How leaf values are packed into `words`.
     packing: Packing,
     /// One walk state per `d`-bit value.
-    direct: Box<[u32]>,
+    direct: Direct,
     /// Inner nodes; a node's children are contiguous.
     nodes: Vec<Node>,
     /// Leaf blocks (see [`Packing`]).
@@ -66,6 +67,103 @@ pub(crate) struct Group {
     garbage_words: u32,
 }
 
+/// A group's direct array: 16-bit entries when every walk state fits
+/// (leaf values < 2^15, node indices and block offsets < 2^14 — nearly
+/// every group of a real table), halving the array that every lookup
+/// touches; 32-bit entries otherwise.
+///
+/// ```text
+///   16-bit entry   1vvv vvvv vvvv vvvv   LEAF  | v
+///                  01oo oooo oooo oooo   BLOCK | o
+///                  00nn nnnn nnnn nnnn   node n
+/// ```
+#[derive(Clone, Debug)]
+enum Direct {
+    Narrow(Box<[u16]>),
+    Wide(Box<[u32]>),
+}
+
+impl Direct {
+    /// The narrow form of `entries` if they all fit, else the wide one.
+    fn new(entries: Vec<u32>) -> Self {
+        match entries
+            .iter()
+            .map(|&e| narrow(e))
+            .collect::<Option<Box<[u16]>>>()
+        {
+            Some(narrow) => Direct::Narrow(narrow),
+            None => Direct::Wide(entries.into_boxed_slice()),
+        }
+    }
+
+    /// Entry `i` as a walk state.
+    #[inline(always)]
+    fn get(&self, i: usize) -> u32 {
+        match self {
+            Direct::Narrow(entries) => widen(entries[i]),
+            Direct::Wide(entries) => entries[i],
+        }
+    }
+
+    /// Sets entry `i`, going wide first if `state` does not fit 16 bits.
+    fn set(&mut self, i: usize, state: u32) {
+        match self {
+            Direct::Narrow(entries) => match narrow(state) {
+                Some(e) => entries[i] = e,
+                None => {
+                    let mut wide: Vec<u32> = entries.iter().map(|&e| widen(e)).collect();
+                    wide[i] = state;
+                    *self = Direct::Wide(wide.into_boxed_slice());
+                }
+            },
+            Direct::Wide(entries) => entries[i] = state,
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Direct::Narrow(entries) => entries.len(),
+            Direct::Wide(entries) => entries.len(),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Direct::Narrow(entries) => entries.len() * 2,
+            Direct::Wide(entries) => entries.len() * 4,
+        }
+    }
+}
+
+/// The 16-bit form of a walk state, if it has one.
+fn narrow(state: u32) -> Option<u16> {
+    let (tag, payload, limit) = if state & LEAF != 0 {
+        (0x8000, state & !LEAF, 0x7fff)
+    } else if state & BLOCK != 0 {
+        (0x4000, state & !BLOCK, 0x3fff)
+    } else {
+        (0, state, 0x3fff)
+    };
+    (payload <= limit).then_some((tag | payload) as u16)
+}
+
+/// The walk state of a 16-bit entry, without a branch.
+#[inline(always)]
+fn widen(entry: u16) -> u32 {
+    let entry = u32::from(entry);
+    let is_leaf = entry & 0x8000 != 0;
+    let tag = if is_leaf {
+        LEAF
+    } else {
+        (entry & 0x4000) << 16
+    };
+    let payload = if is_leaf {
+        entry & 0x7fff
+    } else {
+        entry & 0x3fff
+    };
+    tag | payload
+}
 
 /// One node's 64 positions after painting the routes that end in it.
 struct Painted {
@@ -131,7 +229,7 @@ impl Group {
         Self {
             dbits: 1,
             packing: Packing::BYTE,
-            direct: vec![LEAF; 2].into_boxed_slice(),
+            direct: Direct::Narrow(vec![0x8000; 2].into_boxed_slice()),
             nodes: Vec::new(),
             words: Vec::new(),
             garbage_nodes: 0,
@@ -151,28 +249,30 @@ impl Group {
         let mut group = Self {
             dbits,
             packing: Packing::for_max(max),
-            direct: vec![LEAF; 1 << dbits].into_boxed_slice(),
+            direct: Direct::Wide(vec![LEAF; 1 << dbits].into_boxed_slice()),
             nodes: Vec::new(),
             words: Vec::new(),
             garbage_nodes: 0,
             garbage_words: 0,
         };
         let split = TOP_BITS + dbits;
+        let mut direct = vec![LEAF; 1 << dbits];
         let mut i = 0;
         while i < routes.len() {
             let route = routes[i];
             let slot = bits128(route.key, TOP_BITS, dbits);
             if u32::from(route.len) <= split {
                 let span = 1usize << (split - u32::from(route.len));
-                group.direct[slot..slot + span].fill(LEAF | route.leaf);
+                direct[slot..slot + span].fill(LEAF | route.leaf);
                 i += 1;
             } else {
                 let end = i + run_len(&routes[i..], TOP_BITS, dbits, slot);
-                let default = group.direct[slot] & !LEAF;
-                group.direct[slot] = group.build_subtree(&routes[i..end], default, split);
+                let default = direct[slot] & !LEAF;
+                direct[slot] = group.build_subtree(&routes[i..end], default, split);
                 i = end;
             }
         }
+        group.direct = Direct::new(direct);
         group.nodes.shrink_to_fit();
         group.words.shrink_to_fit();
         group
@@ -198,29 +298,23 @@ impl Group {
     /// longer than /8".
     #[inline(always)]
     pub(crate) fn lookup<K: Key>(&self, key: K) -> u32 {
-        self.finish(self.direct_entry(key), key)
+        let state = self.direct_entry(key);
+        if state & LEAF != 0 {
+            state & !LEAF
+        } else if state & BLOCK != 0 {
+            self.leaf(
+                (state & !BLOCK) as usize,
+                key.bits(self.split(), STRIDE) as u32,
+            )
+        } else {
+            self.walk(state, key)
+        }
     }
 
     /// The direct entry for `key`: the walk's first state.
     #[inline(always)]
     pub(crate) fn direct_entry<K: Key>(&self, key: K) -> u32 {
-        self.direct[key.bits(TOP_BITS, self.dbits)]
-    }
-
-    /// The value of `key` from its direct entry `state`.
-    ///
-    /// Branches on the entry's kind. A branch-free variant that reads a
-    /// block for every entry (a null block for leaves) measured slower: the
-    /// extra dependent loads cost more than the mispredictions they save.
-    #[inline(always)]
-    pub(crate) fn finish<K: Key>(&self, state: u32, key: K) -> u32 {
-        if state & LEAF != 0 {
-            state & !LEAF
-        } else if state & BLOCK != 0 {
-            self.leaf((state & !BLOCK) as usize, key.bits(self.split(), STRIDE) as u32)
-        } else {
-            self.walk(state, key)
-        }
+        self.direct.get(key.bits(TOP_BITS, self.dbits))
     }
 
     /// The leafvec word of `state`'s leaf block if it is one, else any word
@@ -237,7 +331,10 @@ impl Group {
         self.words.get(block).copied().unwrap_or(0)
     }
 
-    /// [`Group::finish`], given `leafvec` = [`Group::block_leafvec`]`(state)`.
+    /// The value of `key` from its direct entry `state`, given `leafvec` =
+    /// [`Group::block_leafvec`]`(state)` (loaded earlier, for all lanes of a
+    /// batch). Branches on the entry's kind: a select that computes the block
+    /// answer for leaves too measured 10–30% slower.
     #[inline(always)]
     pub(crate) fn finish_with<K: Key>(&self, state: u32, key: K, leafvec: u64) -> u32 {
         if state & LEAF != 0 {
@@ -253,7 +350,10 @@ impl Group {
 
     /// Walks from node `state` to the leaf; `key`'s bits for the node start
     /// at [`Group::split`]. The value, as [`Group::lookup`].
-    #[inline(always)]
+    ///
+    /// Out of line: IPv4 lookups rarely get here (only below /24), and
+    /// keeping the loop out of every caller keeps the common path short.
+    #[inline(never)]
     pub(crate) fn walk<K: Key>(&self, mut state: u32, key: K) -> u32 {
         let mut off = self.split();
         for _ in 0..MAX_NODE_DEPTH {
@@ -286,7 +386,10 @@ impl Group {
     /// The leaf at position `idx` of the block at `block`.
     #[inline(always)]
     fn leaf(&self, block: usize, idx: u32) -> u32 {
-        self.run(block + 1, (self.words[block] & upto(idx)).count_ones() as usize - 1)
+        self.run(
+            block + 1,
+            (self.words[block] & upto(idx)).count_ones() as usize - 1,
+        )
     }
 
     /// The value of run `run` of the runs starting at word `first`.
@@ -307,20 +410,22 @@ impl Group {
     /// covering value `default`. Only that subtree is rebuilt; the old one
     /// becomes garbage until [`Group::wants_compaction`] says to rebuild.
     pub(crate) fn rebuild_slot(&mut self, slot: usize, routes: &[BuildRoute], default: u32) {
-        let (nodes, words) = self.subtree_size(self.direct[slot]);
+        let (nodes, words) = self.subtree_size(self.direct.get(slot));
         self.garbage_nodes += nodes;
         self.garbage_words += words;
-        self.direct[slot] = if routes.is_empty() {
+        let state = if routes.is_empty() {
             LEAF | default
         } else {
             self.build_subtree(routes, default, self.split())
         };
+        self.direct.set(slot, state);
     }
 
     /// Whether unreachable nodes and words have come to outweigh live ones,
     /// so that rebuilding the group from its routes pays off.
     pub(crate) fn wants_compaction(&self) -> bool {
-        let garbage = self.garbage_nodes as usize * size_of::<Node>() + self.garbage_words as usize * 8;
+        let garbage =
+            self.garbage_nodes as usize * size_of::<Node>() + self.garbage_words as usize * 8;
         garbage > 4096 && garbage > self.live_bytes()
     }
 
@@ -328,7 +433,7 @@ impl Group {
     fn live_bytes(&self) -> usize {
         (self.nodes.len() - self.garbage_nodes as usize) * size_of::<Node>()
             + (self.words.len() - self.garbage_words as usize) * 8
-            + self.direct.len() * 4
+            + self.direct.bytes()
     }
 
     /// Heap bytes, allocated capacity included, plus the struct itself (it
@@ -336,7 +441,7 @@ impl Group {
     pub(crate) fn memory_bytes(&self) -> usize {
         size_of::<Self>()
             + 2 * size_of::<usize>()
-            + self.direct.len() * 4
+            + self.direct.bytes()
             + self.nodes.capacity() * size_of::<Node>()
             + self.words.capacity() * 8
     }
@@ -346,7 +451,10 @@ impl Group {
         stats.groups += 1;
         stats.groups_by_dbits[self.dbits as usize] += 1;
         stats.direct_entries += self.direct.len();
-        stats.blocks += self.direct.iter().filter(|&&e| e & (LEAF | BLOCK) == BLOCK).count();
+        stats.direct_bytes += self.direct.bytes();
+        stats.blocks += (0..self.direct.len())
+            .filter(|&i| self.direct.get(i) & (LEAF | BLOCK) == BLOCK)
+            .count();
         stats.nodes += self.nodes.len() - self.garbage_nodes as usize;
         stats.words += self.words.len() - self.garbage_words as usize;
         stats.garbage_nodes += self.garbage_nodes as usize;
@@ -394,7 +502,9 @@ impl Group {
             return LEAF | painted.values[0];
         }
         if painted.vector == 0 {
-            let block = self.packing.push_block(&mut self.words, &painted.leaf_values());
+            let block = self
+                .packing
+                .push_block(&mut self.words, &painted.leaf_values());
             assert!(block <= MAX_INDEX, "group leaf words exhausted");
             return BLOCK | block as u32;
         }
@@ -407,7 +517,9 @@ impl Group {
     /// Writes node `index` from its painted positions, then its children.
     fn emit_node(&mut self, index: usize, routes: &[BuildRoute], painted: &Painted, off: u32) {
         if painted.vector == 0 {
-            let (leafvec, first) = self.packing.push_runs(&mut self.words, &painted.leaf_values());
+            let (leafvec, first) = self
+                .packing
+                .push_runs(&mut self.words, &painted.leaf_values());
             assert!(first <= MAX_INDEX, "group leaf words exhausted");
             self.nodes[index] = Node {
                 vector: leafvec,
@@ -440,13 +552,18 @@ impl Group {
         let base0 = if painted.vector == u64::MAX {
             0 // no leaf position: no block
         } else {
-            self.packing.push_block(&mut self.words, &painted.leaf_values())
+            self.packing
+                .push_block(&mut self.words, &painted.leaf_values())
         };
         let base1 = self.nodes.len();
         // Node indices share a u32 with the walk-state tags.
-        assert!(base1 + painted.child_count <= MAX_INDEX, "group node array exhausted");
+        assert!(
+            base1 + painted.child_count <= MAX_INDEX,
+            "group node array exhausted"
+        );
         assert!(base0 <= MAX_INDEX, "group leaf words exhausted");
-        self.nodes.resize(base1 + painted.child_count, Node::default());
+        self.nodes
+            .resize(base1 + painted.child_count, Node::default());
         self.nodes[index] = Node {
             vector: painted.vector,
             base0: base0 as u32,
@@ -510,6 +627,24 @@ mod tests {
     }
 
     #[test]
+    fn direct_entries_narrow_where_they_fit() {
+        for state in [LEAF, LEAF | 0x7fff, BLOCK, BLOCK | 0x3fff, 0, 0x3fff] {
+            assert_eq!(narrow(state).map(widen), Some(state), "{state:#x}");
+        }
+        for state in [LEAF | 0x8000, BLOCK | 0x4000, 0x4000, LEAF | 0x7fff_ffff] {
+            assert_eq!(narrow(state), None, "{state:#x}");
+        }
+        let mut direct = Direct::new(vec![LEAF | 1, BLOCK | 2, 3]);
+        assert!(matches!(direct, Direct::Narrow(_)));
+        direct.set(1, LEAF | 0x1_0000);
+        assert!(matches!(direct, Direct::Wide(_)));
+        assert_eq!(
+            (0..3).map(|i| direct.get(i)).collect::<Vec<_>>(),
+            [LEAF | 1, LEAF | 0x1_0000, 3]
+        );
+    }
+
+    #[test]
     fn rebuilding_a_slot_leaves_garbage_until_compaction() {
         // Every /24 of 10.1.0.0/16 with next hop (value) 7, but 10.1.1.0/24 with 8.
         let mut routes: Vec<_> = (0..=255u8)
@@ -518,7 +653,7 @@ mod tests {
         let mut g = Group::build(&routes, 10);
         let slot = bits128(routes[0].key, TOP_BITS, 10);
         // 10.1.64.0/18 and up are uniform: plain leaves, no block.
-        assert_eq!(g.direct[slot + 1], LEAF | 7);
+        assert_eq!(g.direct.get(slot + 1), LEAF | 7);
         routes.truncate(64);
         routes.push(r4([10, 1, 0, 0], 26, 9));
         routes.sort_by_key(|r| (r.key, r.len));

@@ -36,7 +36,6 @@ use std::sync::Arc;
 
 pub use snapshot::FibSnapshot;
 
-
 use crate::{FibAddr, Lpm, NextHopId, Prefix};
 use group::{bits128, BuildRoute, Group};
 use node::{TOP_BITS, TOP_SLOTS};
@@ -50,9 +49,9 @@ const HUGE_GROUP_V6: u32 = 16_384;
 
 /// Direct-pointing bits for a group with `count` routes longer than /8.
 ///
-/// Only 4, 10 and 16 are used so that common lengths end on node boundaries:
-/// 8+10+6 = 24 and 8+4+6+6 = 24 for IPv4 /24s; 8+16+6k and 8+10+6k hit both
-/// /32 and /48 for IPv6.
+/// Only 4, 10 and 16 (and 1 for an empty group) are used, so that the most
+/// common length ends on a node boundary: 8+10+6 = 8+4+6+6 = 24 for IPv4
+/// /24s; 8+16+6·4 = 8+10+6·5 = 8+4+6·6 = 48 for IPv6 /48s.
 fn dbits_for<A: FibAddr>(count: u32) -> u32 {
     if count == 0 {
         1
@@ -125,6 +124,8 @@ pub struct PoptrieStats {
     pub groups_by_dbits: [usize; 17],
     /// Direct-array entries, all groups.
     pub direct_entries: usize,
+    /// Bytes of the direct arrays (16-bit entries where they fit).
+    pub direct_bytes: usize,
     /// Direct entries that point straight at a leaf block (a subtree with no
     /// inner node).
     pub blocks: usize,
@@ -305,18 +306,24 @@ impl<A: FibAddr> PoptrieLpm<A> {
         // threshold. Widen the leaves when a next hop needs it.
         if count == 0
             || dbits_for::<A>(count) > dbits
-            || dbits_for::<A>(count * 2) < dbits
+            || dbits_for::<A>(count.saturating_mul(2)) < dbits
             || !group.fits(value)
         {
             self.rebuild_group(s);
             return;
         }
-        let group = Arc::make_mut(&mut self.table.slots[s].group);
-        let split = group.split();
-        let first = bits128(key, TOP_BITS, dbits);
+        let split = TOP_BITS + dbits;
         // A route ending in the direct range covers 2^(split - len) entries;
         // a longer one lies below exactly one.
-        let span = 1 << split.saturating_sub(len);
+        let span = 1usize << split.saturating_sub(len);
+        if span * 8 > 1 << dbits {
+            // A short route over more than an eighth of the group: one pass
+            // over the group's routes beats a lookup per entry.
+            self.rebuild_group(s);
+            return;
+        }
+        let group = Arc::make_mut(&mut self.table.slots[s].group);
+        let first = bits128(key, TOP_BITS, dbits);
         for entry in first..first + span {
             let group_bits = key & (u128::MAX << (128 - TOP_BITS));
             let entry_prefix = prefix_at(group_bits | (entry as u128) << (128 - split), split);
@@ -417,7 +424,7 @@ impl<A: FibAddr> Lpm<A> for PoptrieLpm<A> {
         self.routes.get(prefix).copied()
     }
 
-    #[inline]
+    #[inline(always)]
     fn lookup(&self, addr: A) -> Option<NextHopId> {
         self.table.lookup(addr)
     }

@@ -120,7 +120,10 @@ impl Packing {
     #[inline(always)]
     pub(crate) fn locate(self, first: usize, run: usize) -> (usize, u32) {
         let lane = run & ((1 << self.shift) - 1);
-        (first + (run >> self.shift), (lane as u32) << (6 - self.shift))
+        (
+            first + (run >> self.shift),
+            (lane as u32) << (6 - self.shift),
+        )
     }
 
     /// The value at `shift` in `word`.
@@ -132,7 +135,11 @@ impl Packing {
 
     /// Appends the runs of `values` (one per position, `None` at node
     /// positions) to `words`: returns the leafvec and the first run word.
-    pub(crate) fn push_runs(self, words: &mut Vec<u64>, values: &[Option<u32>; 64]) -> (u64, usize) {
+    pub(crate) fn push_runs(
+        self,
+        words: &mut Vec<u64>,
+        values: &[Option<u32>; 64],
+    ) -> (u64, usize) {
         let first = words.len();
         let mut leafvec = 0u64;
         let mut runs = 0usize;
