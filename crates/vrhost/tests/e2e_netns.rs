@@ -1,0 +1,800 @@
+//! End-to-end tests on real ports: `vrhost run` routes between Linux hosts
+//! living in network namespaces (built with `vrhost lab up`), on af_packet
+//! and on af_xdp. Both drivers run the same suite; see docs/lab.md.
+//!
+//! ```text
+//!   netns <lab>-h1                 root netns                 netns <lab>-h2
+//!   eth0 10.0.0.2 ── veth ── <link1> ══ vrhost run ══ <link2> ── veth ── eth0 10.1.0.2
+//!   2001:db8::2/64           (af_packet | af_xdp port)                   2001:db8:1::2/64
+//!                            to-h1: 10.0.0.1, 2001:db8::1
+//!                            to-h2: 10.1.0.1, 2001:db8:1::1, mtu 1400
+//! ```
+//!
+//! Every test builds its own lab with unique namespace and veth names, so
+//! tests run in parallel; a guard kills vrhost and removes the lab in `Drop`,
+//! panics included. No config has a `[[router.neighbor]]`: the router
+//! resolves every host with ARP / ND, and the hosts resolve it the same way.
+//!
+//! Requirements: root (namespaces, veth, XDP), and `ip`, `ping`, `ethtool`,
+//! `tcpdump` and `sha256sum` on the PATH. Without them the tests fail, they
+//! never skip.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const VRHOST: &str = env!("CARGO_BIN_EXE_vrhost");
+
+/// How long a fresh router may take to forward the first ping (XDP attach,
+/// first ARP / ND round trip).
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The TCP transfer: tens of MB, checked by SHA-256 at both ends.
+const TCP_BYTES: usize = 40 << 20;
+
+// ---------------------------------------------------------------- helpers --
+
+/// Fails (never skips) unless we are root and every tool is present.
+fn require_environment() {
+    let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("?");
+    assert_eq!(
+        euid, "0",
+        "the network-namespace end-to-end tests need root (netns, veth, XDP); \
+         run them as root, e.g. `sudo -E cargo test -p vrhost --test e2e_netns`"
+    );
+    let path = std::env::var("PATH").unwrap_or_default();
+    let dirs: Vec<PathBuf> = path.split(':').map(PathBuf::from).collect();
+    let missing: Vec<&str> = ["ip", "ping", "ethtool", "tcpdump", "sha256sum"]
+        .into_iter()
+        .filter(|t| !dirs.iter().any(|d| d.join(t).is_file()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "missing tools {missing:?}: install iproute2 iputils-ping ethtool tcpdump coreutils"
+    );
+}
+
+fn run(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {cmd}: {e}"))
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `ip netns exec NS CMD ARGS...`
+fn in_ns(ns: &str, cmd: &str, args: &[&str]) -> Output {
+    let mut all = vec!["netns", "exec", ns, cmd];
+    all.extend_from_slice(args);
+    run("ip", &all)
+}
+
+/// `ping -c 1` from `ns` with extra arguments.
+fn ping(ns: &str, extra: &[&str], dst: &str) -> Output {
+    let mut args = vec!["-n", "-c", "1", "-W", "1"];
+    args.extend_from_slice(extra);
+    args.push(dst);
+    in_ns(ns, "ping", &args)
+}
+
+fn sha256(data: &[u8]) -> String {
+    let mut child = Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("running sha256sum");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(data)
+        .expect("feeding sha256sum");
+    let out = child.wait_with_output().expect("sha256sum");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .expect("sha256sum printed nothing")
+        .to_string()
+}
+
+/// Deterministic bytes that no offset of themselves repeats (xorshift64).
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+// ------------------------------------------------------------ topology ---
+
+/// One host of a lab: `<lab>-<name>` namespace, one veth to the router.
+struct Host {
+    name: &'static str,
+    /// The router-side veth, in the root namespace (the vrhost port).
+    link: String,
+    v4: &'static str,
+    gw4: &'static str,
+    v6: &'static str,
+    gw6: &'static str,
+}
+
+/// A lab plus the router running on it; `Drop` tears both down.
+struct Lab {
+    name: String,
+    dir: tempfile::TempDir,
+    spec: PathBuf,
+    hosts: Vec<Host>,
+    router: Option<Child>,
+    /// Helpers (tcpdump) to stop with the lab.
+    helpers: Vec<Child>,
+}
+
+impl Lab {
+    /// Builds the namespaces. `tag` makes the names unique per test; the
+    /// process id makes them unique per test run.
+    fn up(driver: &str, tag: &str, hosts: &[(&'static str, [&'static str; 4])]) -> Lab {
+        require_environment();
+        let d = &driver[3..4]; // "p" (af_packet) or "x" (af_xdp)
+        let pid = std::process::id() % 100_000;
+        let name = format!("e2e-{d}{tag}{pid}");
+        let hosts: Vec<Host> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, (n, [v4, gw4, v6, gw6]))| Host {
+                name: n,
+                link: format!("v{d}{tag}{pid}{i}"),
+                v4,
+                gw4,
+                v6,
+                gw6,
+            })
+            .collect();
+        let mut spec = format!("name = \"{name}\"\n");
+        for h in &hosts {
+            assert!(h.link.len() <= 15, "link name {} too long", h.link);
+            write!(
+                spec,
+                "\n[[host]]\nname = \"{}\"\nlink = \"{}\"\naddress = \"{}\"\ngateway = \"{}\"\naddress6 = \"{}\"\ngateway6 = \"{}\"\n",
+                h.name, h.link, h.v4, h.gw4, h.v6, h.gw6
+            )
+            .unwrap();
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let spec_path = dir.path().join("lab.toml");
+        std::fs::write(&spec_path, spec).expect("writing the lab spec");
+        let lab = Lab {
+            name,
+            dir,
+            spec: spec_path,
+            hosts,
+            router: None,
+            helpers: Vec::new(),
+        };
+        // Leftovers of a crashed run with the same pid would make `up` fail.
+        lab.vrhost_lab("down");
+        let out = lab.vrhost_lab("up");
+        assert!(
+            out.status.success(),
+            "vrhost lab up failed:\n{}",
+            text(&out)
+        );
+        lab
+    }
+
+    fn vrhost_lab(&self, action: &str) -> Output {
+        run(
+            VRHOST,
+            &["lab", action, self.spec.to_str().expect("utf-8 path")],
+        )
+    }
+
+    fn ns(&self, host: &str) -> String {
+        format!("{}-{host}", self.name)
+    }
+
+    fn link(&self, host: &str) -> &str {
+        &self
+            .hosts
+            .iter()
+            .find(|h| h.name == host)
+            .expect("host")
+            .link
+    }
+
+    /// Starts `vrhost run` on `config` (where `{link:HOST}` stands for that
+    /// host's veth) and waits until `host` pings `dst` through it.
+    fn start_router(&mut self, config: &str, ready: &[(&str, &str)]) {
+        let mut cfg = config.to_string();
+        for h in &self.hosts {
+            cfg = cfg.replace(&format!("{{link:{}}}", h.name), &h.link);
+        }
+        assert!(
+            !cfg.contains("[[router.neighbor]]"),
+            "neighbours must resolve dynamically"
+        );
+        let path = self.dir.path().join("router.toml");
+        std::fs::write(&path, cfg).expect("writing the router config");
+        let log = std::fs::File::create(self.log_path()).expect("log file");
+        let child = Command::new(VRHOST)
+            .args(["run", "--config", path.to_str().expect("utf-8 path")])
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .expect("starting vrhost run");
+        self.router = Some(child);
+        for (host, dst) in ready {
+            self.wait_ping(host, dst);
+        }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("vrhost.log")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// Pings until one reply comes back, or fails with the router's log.
+    fn wait_ping(&mut self, host: &str, dst: &str) {
+        let ns = self.ns(host);
+        let start = Instant::now();
+        loop {
+            if let Some(Ok(Some(status))) = self.router.as_mut().map(Child::try_wait) {
+                panic!(
+                    "vrhost run exited ({status}) before forwarding:\n{}",
+                    self.log()
+                );
+            }
+            let out = ping(&ns, &[], dst);
+            if out.status.success() {
+                return;
+            }
+            assert!(
+                start.elapsed() < READY_TIMEOUT,
+                "{host} never reached {dst} through vrhost in {READY_TIMEOUT:?}:\n{}\n--- vrhost log ---\n{}",
+                text(&out),
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Starts tcpdump in `host`'s namespace and waits until it captures.
+    fn capture(&mut self, host: &str, filter: &str) -> Capture {
+        let err = self.dir.path().join(format!("tcpdump-{host}.err"));
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns(host),
+                "tcpdump",
+                "-n",
+                "-p",
+                "-i",
+                "eth0",
+            ])
+            .args(["--immediate-mode", "-w", "/dev/null", filter])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).expect("tcpdump log"))
+            .spawn()
+            .expect("starting tcpdump");
+        let start = Instant::now();
+        while !std::fs::read_to_string(&err)
+            .unwrap_or_default()
+            .contains("listening on")
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "tcpdump in {host} did not start: {}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.helpers.push(child);
+        Capture {
+            index: self.helpers.len() - 1,
+            err,
+        }
+    }
+
+    /// Stops a capture and returns how many packets matched its filter.
+    fn captured(&mut self, c: Capture) -> u64 {
+        let child = &mut self.helpers[c.index];
+        // `ip netns exec` execs tcpdump, so this pid is tcpdump's.
+        signal(child, "INT");
+        let _ = child.wait();
+        let err = std::fs::read_to_string(&c.err).unwrap_or_default();
+        err.lines()
+            .find_map(|l| l.strip_suffix(" packets captured"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("tcpdump printed no count:\n{err}"))
+    }
+}
+
+struct Capture {
+    index: usize,
+    err: PathBuf,
+}
+
+/// Sends a signal by name, through the shell's built-in `kill` (minimal
+/// images lack the `kill` binary).
+fn signal(child: &Child, name: &str) {
+    run("sh", &["-c", &format!("kill -{name} {}", child.id())]);
+}
+
+fn stop(child: &mut Child) {
+    if let Ok(None) = child.try_wait() {
+        // SIGTERM first: vrhost detaches its XDP programs on the way out.
+        signal(child, "TERM");
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for h in self.helpers.iter_mut() {
+            stop(h);
+        }
+        if let Some(mut r) = self.router.take() {
+            stop(&mut r);
+        }
+        if std::thread::panicking() {
+            eprintln!("--- vrhost log ({}) ---\n{}", self.name, self.log());
+        }
+        let out = self.vrhost_lab("down");
+        if !out.status.success() {
+            eprintln!("vrhost lab down {}: {}", self.name, text(&out));
+        }
+    }
+}
+
+// ------------------------------------------------------------- configs ---
+
+/// h1 and h2 on two subnets.
+const TWO_HOSTS: &[(&str, [&str; 4])] = &[
+    (
+        "h1",
+        ["10.0.0.2/24", "10.0.0.1", "2001:db8::2/64", "2001:db8::1"],
+    ),
+    (
+        "h2",
+        [
+            "10.1.0.2/24",
+            "10.1.0.1",
+            "2001:db8:1::2/64",
+            "2001:db8:1::1",
+        ],
+    ),
+];
+
+/// The worker core: spread parallel tests over the machine's cores.
+fn core(tag: &str) -> usize {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    tag.bytes().map(usize::from).sum::<usize>() % n
+}
+
+/// One VR between h1 and h2; the egress toward h2 has mtu 1400.
+fn one_vr(driver: &str, tag: &str) -> String {
+    format!(
+        r#"
+[dataplane]
+workers = [{core}]
+
+[[port]]
+name = "h1"
+driver = "{driver}"
+interface = "{{link:h1}}"
+
+[[port]]
+name = "h2"
+driver = "{driver}"
+interface = "{{link:h2}}"
+
+[[router]]
+name = "red"
+
+  [[router.interface]]
+  name = "to-h1"
+  port = "h1"
+  addresses = ["10.0.0.1/24", "2001:db8::1/64"]
+
+  [[router.interface]]
+  name = "to-h2"
+  port = "h2"
+  mtu = 1400
+  addresses = ["10.1.0.1/24", "2001:db8:1::1/64"]
+"#,
+        core = core(tag)
+    )
+}
+
+fn two_host_lab(driver: &str, tag: &str) -> Lab {
+    let mut lab = Lab::up(driver, tag, TWO_HOSTS);
+    lab.start_router(&one_vr(driver, tag), &[("h1", "10.1.0.2")]);
+    lab
+}
+
+fn assert_output(out: &Output, wants: &[&str]) {
+    let t = text(out);
+    for w in wants {
+        assert!(t.contains(w), "expected {w:?} in:\n{t}");
+    }
+}
+
+// --------------------------------------------------------------- tests ---
+
+/// IPv4 and IPv6 ping across subnets; the hosts learnt the router's MAC by
+/// ARP / ND, and the router learnt theirs (there are no static entries).
+fn ping_v4_v6_dynamic_neighbors(driver: &str) {
+    let mut lab = two_host_lab(driver, "pg");
+    lab.wait_ping("h1", "2001:db8:1::2");
+    lab.wait_ping("h2", "10.0.0.2");
+    lab.wait_ping("h2", "2001:db8::2");
+    let h1 = lab.ns("h1");
+    let out = in_ns(
+        &h1,
+        "ping",
+        &["-n", "-c", "3", "-i", "0.05", "-W", "1", "10.1.0.2"],
+    );
+    assert_output(&out, &["3 received", "ttl=63"]);
+    let out = in_ns(
+        &h1,
+        "ping",
+        &[
+            "-n",
+            "-6",
+            "-c",
+            "3",
+            "-i",
+            "0.05",
+            "-W",
+            "1",
+            "2001:db8:1::2",
+        ],
+    );
+    assert_output(&out, &["3 received", "ttl=63"]);
+    for (host, gw4, gw6) in [
+        ("h1", "10.0.0.1", "2001:db8::1"),
+        ("h2", "10.1.0.1", "2001:db8:1::1"),
+    ] {
+        let mac = std::fs::read_to_string(format!("/sys/class/net/{}/address", lab.link(host)))
+            .expect("router-side MAC");
+        for (fam, gw) in [("-4", gw4), ("-6", gw6)] {
+            let out = in_ns(
+                &lab.ns(host),
+                "ip",
+                &[fam, "neigh", "show", gw, "dev", "eth0"],
+            );
+            assert_output(&out, &[&format!("lladdr {}", mac.trim())]);
+        }
+    }
+}
+
+/// `ping -t 1` gets Time Exceeded from the router's ingress address.
+fn ttl_exceeded(driver: &str) {
+    let mut lab = two_host_lab(driver, "tl");
+    lab.wait_ping("h1", "2001:db8:1::2");
+    let h1 = lab.ns("h1");
+    let out = ping(&h1, &["-t", "1"], "10.1.0.2");
+    assert_output(&out, &["From 10.0.0.1 ", "Time to live exceeded"]);
+    let out = ping(&h1, &["-6", "-t", "1"], "2001:db8:1::2");
+    assert_output(&out, &["From 2001:db8::1 ", "Time exceeded: Hop limit"]);
+}
+
+/// `ping -M do` over the 1400-byte egress MTU gets Fragmentation Needed
+/// (IPv6: Packet Too Big); exactly 1400 bytes pass.
+fn frag_needed(driver: &str) {
+    let mut lab = two_host_lab(driver, "mt");
+    lab.wait_ping("h1", "2001:db8:1::2");
+    let h1 = lab.ns("h1");
+    // 1372 + 8 (ICMP) + 20 (IPv4) = 1400: fits.
+    let out = ping(&h1, &["-M", "do", "-s", "1372"], "10.1.0.2");
+    assert_output(&out, &["1 received"]);
+    let out = ping(&h1, &["-M", "do", "-s", "1450"], "10.1.0.2");
+    assert_output(
+        &out,
+        &["From 10.0.0.1 ", "Frag needed and DF set (mtu = 1400)"],
+    );
+    // 1352 + 8 + 40 = 1400.
+    let out = ping(&h1, &["-6", "-M", "do", "-s", "1352"], "2001:db8:1::2");
+    assert_output(&out, &["1 received"]);
+    let out = ping(&h1, &["-6", "-M", "do", "-s", "1450"], "2001:db8:1::2");
+    assert_output(&out, &["From 2001:db8::1 ", "Packet too big: mtu=1400"]);
+}
+
+/// Accepts one connection in `ns` on `addr` and hands the bytes received
+/// back; `ready` fires once the socket listens.
+fn tcp_sink(
+    ns: String,
+    addr: SocketAddr,
+    ready: mpsc::Sender<()>,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        vrhost_io::netns::enter(&ns).expect("entering the server namespace");
+        let l = TcpListener::bind(addr).expect("bind");
+        ready.send(()).expect("ready");
+        let (mut s, _) = l.accept().expect("accept");
+        s.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        let mut got = Vec::with_capacity(TCP_BYTES);
+        s.read_to_end(&mut got).expect("receiving");
+        got
+    })
+}
+
+/// A TCP transfer of tens of MB between kernel stacks in h1 and h2 arrives
+/// intact (SHA-256 of what was sent = of what arrived). The path's MTU is
+/// 1400, so the sender also relies on Fragmentation Needed (PMTUD).
+fn tcp_transfer_sha256(driver: &str) {
+    let lab = two_host_lab(driver, "tc");
+    let addr: SocketAddr = "10.1.0.2:5001".parse().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let server = tcp_sink(lab.ns("h2"), addr, tx);
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("server listening");
+    let data = pattern(TCP_BYTES, 0x5eed);
+    let sent_hash = sha256(&data);
+    let start = Instant::now();
+    let h1 = lab.ns("h1");
+    let sent = vrhost_io::netns::run_in(&h1, || -> std::io::Result<usize> {
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        s.set_write_timeout(Some(Duration::from_secs(20)))?;
+        s.write_all(&data)?;
+        s.shutdown(Shutdown::Write)?;
+        Ok(data.len())
+    })
+    .expect("entering h1")
+    .expect("sending");
+    let got = server.join().expect("server thread");
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!(
+        "{driver}: {} bytes in {secs:.2} s ({:.0} Mbit/s)",
+        got.len(),
+        got.len() as f64 * 8.0 / secs / 1e6
+    );
+    assert_eq!(got.len(), sent, "bytes received");
+    assert_eq!(sha256(&got), sent_hash, "SHA-256 of the received bytes");
+    drop(lab);
+}
+
+/// Red and blue both use 10.0.0.0/24 and 10.1.0.0/24 (and the same IPv6
+/// subnets) on separate ports of one vrhost, at the same time. Each reaches
+/// its own hosts only; blue alone has 10.2.0.0/24, and red cannot reach it.
+fn two_tenants_isolated(driver: &str) {
+    let hosts: &[(&str, [&str; 4])] = &[
+        (
+            "r1",
+            ["10.0.0.2/24", "10.0.0.1", "2001:db8::2/64", "2001:db8::1"],
+        ),
+        (
+            "r2",
+            [
+                "10.1.0.2/24",
+                "10.1.0.1",
+                "2001:db8:1::2/64",
+                "2001:db8:1::1",
+            ],
+        ),
+        (
+            "b1",
+            ["10.0.0.2/24", "10.0.0.1", "2001:db8::2/64", "2001:db8::1"],
+        ),
+        (
+            "b2",
+            [
+                "10.1.0.2/24",
+                "10.1.0.1",
+                "2001:db8:1::2/64",
+                "2001:db8:1::1",
+            ],
+        ),
+        (
+            "b3",
+            [
+                "10.2.0.2/24",
+                "10.2.0.1",
+                "2001:db8:2::2/64",
+                "2001:db8:2::1",
+            ],
+        ),
+    ];
+    let mut lab = Lab::up(driver, "tn", hosts);
+    let mut cfg = format!("[dataplane]\nworkers = [{}]\n", core("tn"));
+    for p in ["r1", "r2", "b1", "b2", "b3"] {
+        write!(
+            cfg,
+            "\n[[port]]\nname = \"{p}\"\ndriver = \"{driver}\"\ninterface = \"{{link:{p}}}\"\n"
+        )
+        .unwrap();
+    }
+    for (vr, ifs) in [
+        (
+            "red",
+            &[
+                ("r1", "10.0.0.1/24", "2001:db8::1/64"),
+                ("r2", "10.1.0.1/24", "2001:db8:1::1/64"),
+            ][..],
+        ),
+        (
+            "blue",
+            &[
+                ("b1", "10.0.0.1/24", "2001:db8::1/64"),
+                ("b2", "10.1.0.1/24", "2001:db8:1::1/64"),
+                ("b3", "10.2.0.1/24", "2001:db8:2::1/64"),
+            ][..],
+        ),
+    ] {
+        write!(cfg, "\n[[router]]\nname = \"{vr}\"\n").unwrap();
+        for (port, a4, a6) in ifs {
+            write!(
+                cfg,
+                "\n  [[router.interface]]\n  name = \"{vr}-{port}\"\n  port = \"{port}\"\n  addresses = [\"{a4}\", \"{a6}\"]\n"
+            )
+            .unwrap();
+        }
+    }
+    lab.start_router(
+        &cfg,
+        &[("r1", "10.1.0.2"), ("b1", "10.1.0.2"), ("b1", "10.2.0.2")],
+    );
+    lab.wait_ping("r1", "2001:db8:1::2");
+    lab.wait_ping("b1", "2001:db8:1::2");
+
+    // Who answers 10.1.0.2:7000? Each tenant's h1 must reach its own h2.
+    let addr: SocketAddr = "10.1.0.2:7000".parse().unwrap();
+    for (client, server, word) in [("r1", "r2", "red"), ("b1", "b2", "blue")] {
+        let (tx, rx) = mpsc::channel();
+        let ns = lab.ns(server);
+        let srv = std::thread::spawn(move || {
+            vrhost_io::netns::enter(&ns).expect("netns");
+            let l = TcpListener::bind(addr).expect("bind");
+            tx.send(()).expect("ready");
+            let (mut s, _) = l.accept().expect("accept");
+            s.write_all(word.as_bytes()).expect("write");
+        });
+        rx.recv_timeout(Duration::from_secs(5)).expect("listening");
+        let got = vrhost_io::netns::run_in(&lab.ns(client), || {
+            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(5)))
+                .expect("timeout");
+            let mut w = String::new();
+            s.read_to_string(&mut w).expect("read");
+            w
+        })
+        .expect("netns");
+        srv.join().expect("server");
+        assert_eq!(got, word, "{client} reached the wrong 10.1.0.2");
+    }
+
+    // Red's marked pings (1234 data bytes: IPv4 total length 1262) reach
+    // red's host, and none appears at blue's hosts, though blue pings the
+    // very same addresses at the same time.
+    let marked = "icmp and ip[2:2] = 1262";
+    let seen_r2 = lab.capture("r2", marked);
+    let seen_b1 = lab.capture("b1", marked);
+    let seen_b2 = lab.capture("b2", marked);
+    // Echo requests only: blue's own ND toward b3 is not red's traffic.
+    let seen_b3 = lab.capture("b3", "icmp or (icmp6 and ip6[40] == 128)");
+    let (r1, b1) = (lab.ns("r1"), lab.ns("b1"));
+    let blue = std::thread::spawn(move || {
+        in_ns(
+            &b1,
+            "ping",
+            &["-n", "-c", "10", "-i", "0.02", "-W", "1", "10.1.0.2"],
+        )
+    });
+    let out = in_ns(
+        &r1,
+        "ping",
+        &[
+            "-n", "-c", "10", "-i", "0.02", "-W", "1", "-s", "1234", "10.1.0.2",
+        ],
+    );
+    assert_output(&out, &["10 received"]);
+    assert_output(&blue.join().expect("blue ping"), &["10 received"]);
+    let out = in_ns(
+        &r1,
+        "ping",
+        &[
+            "-n",
+            "-6",
+            "-c",
+            "3",
+            "-i",
+            "0.02",
+            "-W",
+            "1",
+            "2001:db8:1::2",
+        ],
+    );
+    assert_output(&out, &["3 received"]);
+
+    // The probe: red's host toward addresses only blue has.
+    for (dst, v6) in [
+        ("10.2.0.2", false),
+        ("10.2.0.1", false),
+        ("2001:db8:2::2", true),
+    ] {
+        let extra: &[&str] = if v6 { &["-6"] } else { &[] };
+        let out = ping(&r1, extra, dst);
+        assert!(
+            !out.status.success() && !text(&out).contains("bytes from"),
+            "red reached blue's {dst}:\n{}",
+            text(&out)
+        );
+    }
+    let probe = vrhost_io::netns::run_in(&r1, || {
+        TcpStream::connect_timeout(&"10.2.0.2:7000".parse().unwrap(), Duration::from_secs(1))
+    })
+    .expect("netns");
+    assert!(probe.is_err(), "red connected to blue's 10.2.0.2");
+
+    // 10 echo requests in and 10 replies out, both 1262 bytes.
+    assert_eq!(lab.captured(seen_r2), 20, "red's pings at red's h2");
+    assert_eq!(lab.captured(seen_b1), 0, "red's replies at blue's h1");
+    assert_eq!(lab.captured(seen_b2), 0, "red's pings at blue's h2");
+    assert_eq!(lab.captured(seen_b3), 0, "red's probes at blue's h3");
+    // Blue itself does reach 10.2.0.2 (it answered the readiness ping).
+    lab.wait_ping("b1", "2001:db8:2::2");
+}
+
+/// Both drivers run the same suite: `af_packet::*` and `af_xdp::*`.
+macro_rules! suite {
+    ($($driver:ident),*) => {$(
+        mod $driver {
+            #[test]
+            fn ping_v4_v6_dynamic_neighbors() {
+                super::ping_v4_v6_dynamic_neighbors(stringify!($driver));
+            }
+            #[test]
+            fn ttl_exceeded() {
+                super::ttl_exceeded(stringify!($driver));
+            }
+            #[test]
+            fn frag_needed() {
+                super::frag_needed(stringify!($driver));
+            }
+            #[test]
+            fn tcp_transfer_sha256() {
+                super::tcp_transfer_sha256(stringify!($driver));
+            }
+            #[test]
+            fn two_tenants_isolated() {
+                super::two_tenants_isolated(stringify!($driver));
+            }
+        }
+    )*};
+}
+
+suite!(af_packet, af_xdp);
