@@ -62,7 +62,11 @@ fn default_worker_is_the_last_core() {
 
 #[test]
 fn the_config_reference_shows_the_example_verbatim() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md")).unwrap();
-    assert!(doc.contains(vrhost_control::EXAMPLE), "docs/config.md is out of date with EXAMPLE");
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md"))
+        .unwrap();
+    assert!(
+        doc.contains(vrhost_control::EXAMPLE),
+        "docs/config.md is out of date with EXAMPLE"
+    );
     assert!(doc.contains(vrhost_control::EXAMPLE_ROUTES_FILE));
 }
