@@ -198,6 +198,12 @@ impl Engine {
         self.worker.drain_punted(vr, f);
     }
 
+    /// Hands every punted packet of every VR to `f(vr, packet)`; see
+    /// [`Worker::drain_all_punted`].
+    pub fn drain_all_punted(&mut self, f: impl FnMut(usize, &Mbuf)) {
+        self.worker.drain_all_punted(f);
+    }
+
     /// Packets held by neighbor resolution, all VRs.
     pub fn held(&self) -> usize {
         self.worker.held()

@@ -292,6 +292,7 @@ impl Worker {
                 .map(|_| CounterCells::default())
                 .collect(),
         });
+        let shared_vr_count = shared.vrs.len();
         let mut w = Worker {
             shared,
             vrs,
@@ -303,7 +304,7 @@ impl Worker {
             inbox,
             peers,
             events_lost: 0,
-            punt_dirty: Vec::new(),
+            punt_dirty: Vec::with_capacity(shared_vr_count),
         };
         w.refresh();
         w
@@ -372,12 +373,16 @@ impl Worker {
     /// Hands every punted packet of every VR to `f(vr, packet)`, visiting only
     /// the VRs that punted something, then recycles them.
     pub fn drain_all_punted(&mut self, mut f: impl FnMut(usize, &Mbuf)) {
-        for vr in std::mem::take(&mut self.punt_dirty) {
+        // Keep the list's allocation: taking it would make the next punt allocate.
+        let mut dirty = std::mem::take(&mut self.punt_dirty);
+        for &vr in &dirty {
             while let Some(m) = self.vrs[vr as usize].punt.pop_front() {
                 f(vr as usize, &m);
                 self.pool.put(m);
             }
         }
+        dirty.clear();
+        self.punt_dirty = dirty;
     }
 
     /// Packets held by neighbor resolution, all VRs.

@@ -180,7 +180,7 @@ fn steady_state_forwarding_allocates_nothing() {
         for (i, p) in ports.iter_mut().enumerate() {
             p.tx_burst(&mut tx.ports[i], engine.pool(), now).unwrap();
         }
-        engine.drain_punted(0, |_| {});
+        engine.drain_all_punted(|_, _| {});
     };
     for _ in 0..200 {
         now += 10_000;
