@@ -25,6 +25,24 @@ use crate::tables::NO_IFACE;
 use crate::worker::{Event, TxBatch, Vr, Worker};
 use crate::{arp_input, icmp_error};
 
+/// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
+/// free; `$peers` are the workers to tell what this one learns.
+macro_rules! ctx {
+    ($w:ident, $now:expr, $tx:expr, $peers:expr) => {
+        Ctx {
+            now: $now,
+            ports: &$w.shared.ports,
+            ifaces: &$w.shared.ifaces,
+            pool: &mut $w.pool,
+            counters: &$w.counters,
+            tx: $tx,
+            peers: $peers,
+            events_lost: &mut $w.events_lost,
+            punt_dirty: &mut $w.punt_dirty,
+        }
+    };
+}
+
 /// How often neighbor timers run at most, in nanoseconds.
 const POLL_INTERVAL_NS: u64 = 100_000_000;
 
@@ -36,17 +54,7 @@ impl Worker {
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         self.refresh();
         self.apply_events(now, tx);
-        let mut ctx = Ctx {
-            now,
-            ports: &self.shared.ports,
-            ifaces: &self.shared.ifaces,
-            pool: &mut self.pool,
-            counters: &self.counters,
-            tx,
-            peers: &self.peers,
-            events_lost: &mut self.events_lost,
-            punt_dirty: &mut self.punt_dirty,
-        };
+        let mut ctx = ctx!(self, now, tx, &self.peers);
         for m in rx.drain(..) {
             process_one(&mut ctx, &mut self.vrs, m);
         }
@@ -68,17 +76,7 @@ impl Worker {
     /// Applies what other workers learned and the control side installed,
     /// releasing packets held for those neighbors.
     fn apply_events(&mut self, now: u64, tx: &mut TxBatch) {
-        let mut ctx = Ctx {
-            now,
-            ports: &self.shared.ports,
-            ifaces: &self.shared.ifaces,
-            pool: &mut self.pool,
-            counters: &self.counters,
-            tx,
-            peers: &[],
-            events_lost: &mut self.events_lost,
-            punt_dirty: &mut self.punt_dirty,
-        };
+        let mut ctx = ctx!(self, now, tx, &[]);
         for ev in self.inbox.try_iter() {
             let (vr, iface, addr, mac, confirmed, pin) = match ev {
                 Event::Learned {
@@ -124,17 +122,7 @@ impl Worker {
     /// and drops packets held for neighbors that never answered.
     pub fn poll(&mut self, now: u64, tx: &mut TxBatch) {
         self.next_poll = now + POLL_INTERVAL_NS;
-        let mut ctx = Ctx {
-            now,
-            ports: &self.shared.ports,
-            ifaces: &self.shared.ifaces,
-            pool: &mut self.pool,
-            counters: &self.counters,
-            tx,
-            peers: &self.peers,
-            events_lost: &mut self.events_lost,
-            punt_dirty: &mut self.punt_dirty,
-        };
+        let mut ctx = ctx!(self, now, tx, &self.peers);
         for vr in self.vrs.iter_mut() {
             self.probes.clear();
             vr.neighbors.poll(now, &mut self.probes, |m| {
