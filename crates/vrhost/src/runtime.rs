@@ -28,7 +28,7 @@ use vrhost_dataplane::{
 use vrhost_io::af_packet::AfPacketPort;
 use vrhost_io::af_xdp::AfXdpPort;
 use vrhost_io::tap::TapPort;
-use vrhost_io::{MemoryPort, PcapPort, Port};
+use vrhost_io::{MemoryPort, PcapPort, Port, PortStats};
 
 /// Frames taken from one queue per poll (DPDK's usual burst).
 pub const BURST: usize = 64;
@@ -86,7 +86,7 @@ pub struct Running {
     pub shared: Arc<Shared>,
     pub assignment: Vec<Assignment>,
     stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<()>>,
+    threads: Vec<JoinHandle<Vec<(u16, PortStats)>>>,
 }
 
 /// How a worker gets its transmit queue on a port.
@@ -378,13 +378,21 @@ impl Running {
 
     /// Stops every worker and waits for it.
     pub fn stop(self) -> Control {
+        self.stop_with_stats().0
+    }
+
+    /// Stops every worker and returns the drivers' own counters of every
+    /// receive queue, by engine port index (ring drops live there).
+    pub fn stop_with_stats(self) -> (Control, Vec<(u16, PortStats)>) {
         self.stop.store(true, Ordering::Relaxed);
+        let mut stats = Vec::new();
         for t in self.threads {
-            if t.join().is_err() {
-                tracing::error!("a worker thread panicked");
+            match t.join() {
+                Ok(s) => stats.extend(s),
+                Err(_) => tracing::error!("a worker thread panicked"),
             }
         }
-        self.control
+        (self.control, stats)
     }
 }
 
@@ -423,7 +431,11 @@ fn flush(
     w.drain_all_punted(|_, _| {});
 }
 
-fn run_to_completion(mut w: Worker, mut plan: Plan, stop: &AtomicBool) {
+fn rx_stats(rx: &[(u16, usize)], queues: &[Box<dyn Port>]) -> Vec<(u16, PortStats)> {
+    rx.iter().map(|&(p, q)| (p, queues[q].stats())).collect()
+}
+
+fn run_to_completion(mut w: Worker, mut plan: Plan, stop: &AtomicBool) -> Vec<(u16, PortStats)> {
     pin(plan.core);
     let start = Instant::now();
     let mut rx = Vec::with_capacity(BURST);
@@ -448,6 +460,7 @@ fn run_to_completion(mut w: Worker, mut plan: Plan, stop: &AtomicBool) {
             std::thread::sleep(std::time::Duration::from_micros(20));
         }
     }
+    rx_stats(&plan.rx, &plan.queues)
 }
 
 /// Batches in flight between an rx thread and its forwarding worker.
@@ -459,7 +472,7 @@ fn rx_thread(
     to_fwd: SyncSender<Vec<Mbuf>>,
     back: Receiver<Vec<Mbuf>>,
     stop: &AtomicBool,
-) {
+) -> Vec<(u16, PortStats)> {
     pin(core);
     // The rx side has its own pool; buffers come back through `back`.
     let mut pool = vrhost_dataplane::MbufPool::new(RING_BATCHES * BURST * 2);
@@ -491,6 +504,7 @@ fn rx_thread(
             }
         }
     }
+    queues.iter().map(|(p, q)| (*p, q.stats())).collect()
 }
 
 fn forward_thread(
@@ -500,7 +514,7 @@ fn forward_thread(
     from_rx: Receiver<Vec<Mbuf>>,
     to_rx: SyncSender<Vec<Mbuf>>,
     stop: &AtomicBool,
-) {
+) -> Vec<(u16, PortStats)> {
     pin(core);
     let start = Instant::now();
     let mut tx = TxBatch::new(tx_ports.len());
@@ -524,6 +538,8 @@ fn forward_thread(
             }
         }
     }
+    // The rx thread reports the receive queues.
+    Vec::new()
 }
 
 /// `vrhost run`: forward until SIGINT or SIGTERM.
@@ -587,6 +603,14 @@ pub fn run_foreground(
         "{}",
         crate::report::table(&crate::report::Source::Running(&running))
     );
-    running.stop();
+    let names: Vec<String> = (0..running.shared.port_count())
+        .map(|p| running.shared.port_name(p).to_string())
+        .collect();
+    let (_, stats) = running.stop_with_stats();
+    println!("driver receive queues (port, received, dropped by the ring):");
+    for (p, st) in stats {
+        let name = names.get(p as usize).map_or("?", String::as_str);
+        println!("  {name:<16} {:>12} {:>12}", st.rx_packets, st.dropped);
+    }
     Ok(std::process::ExitCode::SUCCESS)
 }
