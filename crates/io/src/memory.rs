@@ -51,6 +51,12 @@ impl MemoryPort {
         }
     }
 
+    /// A port that never receives: the transmit side of a benchmark, which
+    /// counts and discards.
+    pub fn sink() -> Self {
+        Self::from_frames(std::iter::empty())
+    }
+
     /// Number of distinct frames replayed.
     pub fn frame_count(&self) -> usize {
         self.frames.len()

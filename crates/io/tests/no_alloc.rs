@@ -169,7 +169,7 @@ fn steady_state_forwarding_allocates_nothing() {
     )); // punt
     let mut ports: Vec<MemoryPort> = vec![
         MemoryPort::from_frames(frames.iter().map(Vec::as_slice)),
-        MemoryPort::from_frames(std::iter::empty()),
+        MemoryPort::sink(),
     ];
     let mut rx = Vec::with_capacity(64);
     let mut tx = TxBatch::new(2);

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use serde_json::json;
-use vrhost_control::{Config, Driver};
+use vrhost_control::Driver;
 
 use crate::runtime::{Mode, Running, Runtime};
 use crate::sweep;
@@ -46,15 +46,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut rows = Vec::new();
     match &a.config {
         Some(path) => {
-            let cfg = match Config::load(path) {
-                Ok(c) => c,
-                Err(errors) => {
-                    eprintln!("{}: invalid config", path.display());
-                    for e in &errors.0 {
-                        eprintln!("  {e}");
-                    }
-                    return Ok(ExitCode::FAILURE);
-                }
+            let Some(cfg) = crate::load_config(path) else {
+                return Ok(std::process::ExitCode::FAILURE);
             };
             for p in &cfg.ports {
                 if p.driver != Driver::Memory {

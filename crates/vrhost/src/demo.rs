@@ -16,7 +16,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vrhost_dataplane::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};
 use vrhost_fib::Prefix4;
-use vrhost_io::{MemoryPort, Port};
+use vrhost_io::MemoryPort;
 use vrhost_wire::checksum;
 use vrhost_wire::ethernet::EthernetAddress;
 
@@ -168,23 +168,18 @@ pub fn run(seconds: u64, routes: usize) -> Result<ExitCode> {
         .map(|_| workload::table(routes, &mut rng))
         .collect();
     let frames = traffic(&tables, &mut rng);
-    let sink = || {
-        TxQueue::Own(Box::new(|| {
-            Box::new(MemoryPort::from_frames(std::iter::empty())) as Box<dyn Port>
-        }))
-    };
     let ports = vec![
         PortQueues {
             name: "down".into(),
             rx: vec![Box::new(MemoryPort::from_frames(
                 frames.iter().map(Vec::as_slice),
             ))],
-            tx: sink(),
+            tx: TxQueue::discard(),
         },
         PortQueues {
             name: "up".into(),
             rx: vec![],
-            tx: sink(),
+            tx: TxQueue::discard(),
         },
     ];
     let cores = crate::bench::cores_for(1, &[]);

@@ -208,27 +208,33 @@ fn main() -> ExitCode {
     }
 }
 
-fn check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
+/// Loads a config, or prints every error with its key and returns `None`.
+pub(crate) fn load_config(path: &std::path::Path) -> Option<vrhost_control::Config> {
     match vrhost_control::Config::load(path) {
-        Ok(cfg) => {
-            let routes: usize = cfg.routers.iter().map(|r| r.routes.len()).sum();
-            println!(
-                "{}: ok ({} ports, {} routers, {} routes)",
-                path.display(),
-                cfg.ports.len(),
-                cfg.routers.len(),
-                routes
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        Ok(cfg) => Some(cfg),
         Err(errors) => {
             eprintln!("{}: invalid config", path.display());
             for e in &errors.0 {
                 eprintln!("  {e}");
             }
-            Ok(ExitCode::FAILURE)
+            None
         }
     }
+}
+
+fn check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let Some(cfg) = load_config(path) else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let routes: usize = cfg.routers.iter().map(|r| r.routes.len()).sum();
+    println!(
+        "{}: ok ({} ports, {} routers, {} routes)",
+        path.display(),
+        cfg.ports.len(),
+        cfg.routers.len(),
+        routes
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Every drop reason: the counter name and the variant's doc comment.

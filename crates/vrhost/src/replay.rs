@@ -17,15 +17,8 @@ use vrhost_io::{PcapFrames, PcapSink};
 
 /// Runs a replay of `path`'s config and prints the counters.
 pub fn run(path: &Path, json: bool) -> Result<ExitCode> {
-    let cfg = match Config::load(path) {
-        Ok(c) => c,
-        Err(errors) => {
-            eprintln!("{}: invalid config", path.display());
-            for e in &errors.0 {
-                eprintln!("  {e}");
-            }
-            return Ok(ExitCode::FAILURE);
-        }
+    let Some(cfg) = crate::load_config(path) else {
+        return Ok(std::process::ExitCode::FAILURE);
     };
     let engine = replay(&cfg)?;
     if json {

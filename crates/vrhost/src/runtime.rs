@@ -98,6 +98,13 @@ pub enum TxQueue {
     SameAsRx,
 }
 
+impl TxQueue {
+    /// Each worker gets its own memory sink: counted, then discarded.
+    pub fn discard() -> Self {
+        TxQueue::Own(Box::new(|| Box::new(MemoryPort::sink())))
+    }
+}
+
 /// The receive queues of one port and how workers transmit on it.
 pub struct PortQueues {
     pub name: String,
@@ -218,7 +225,7 @@ impl Runtime {
                         Some(rx) => {
                             MemoryPort::open(rx).with_context(|| format!("port {:?}", p.name))?
                         }
-                        None => MemoryPort::from_frames(std::iter::empty()),
+                        None => MemoryPort::sink(),
                     };
                     PortQueues {
                         name: p.name.clone(),
@@ -227,9 +234,7 @@ impl Runtime {
                             .into_iter()
                             .map(|q| Box::new(q) as Box<dyn Port>)
                             .collect(),
-                        tx: TxQueue::Own(Box::new(|| {
-                            Box::new(MemoryPort::from_frames(std::iter::empty())) as Box<dyn Port>
-                        })),
+                        tx: TxQueue::discard(),
                     }
                 }
                 Driver::Pcap => {
@@ -245,7 +250,7 @@ impl Runtime {
                         // One worker, so one transmit queue: the file.
                         tx: TxQueue::Own(Box::new(move || match tx.take() {
                             Some(t) => Box::new(t) as Box<dyn Port>,
-                            None => Box::new(MemoryPort::from_frames(std::iter::empty())),
+                            None => Box::new(MemoryPort::sink()),
                         })),
                     }
                 }
@@ -330,9 +335,9 @@ impl Runtime {
                     let tx: Vec<Box<dyn Port>> = tx_idx
                         .iter()
                         .map(|&i| {
-                            slots[i].take().unwrap_or_else(|| {
-                                Box::new(MemoryPort::from_frames(std::iter::empty()))
-                            })
+                            slots[i]
+                                .take()
+                                .unwrap_or_else(|| Box::new(MemoryPort::sink()))
                         })
                         .collect();
                     let s1 = stop.clone();
@@ -548,15 +553,8 @@ pub fn run_foreground(
     stats_interval: u64,
     mode: Mode,
 ) -> Result<std::process::ExitCode> {
-    let cfg = match Config::load(path) {
-        Ok(c) => c,
-        Err(errors) => {
-            eprintln!("{}: invalid config", path.display());
-            for e in &errors.0 {
-                eprintln!("  {e}");
-            }
-            return Ok(std::process::ExitCode::FAILURE);
-        }
+    let Some(cfg) = crate::load_config(path) else {
+        return Ok(std::process::ExitCode::FAILURE);
     };
     for r in &cfg.routers {
         if let Some(c) = &r.control {

@@ -128,11 +128,6 @@ pub fn runtime(
     let (spec, tables) = spec(vrs, routes, 1);
     let frames = frames(&tables, 1);
     let queues = MemoryPort::from_frames(frames.iter().map(Vec::as_slice)).split_by_flow(workers);
-    let sink = || {
-        TxQueue::Own(Box::new(|| {
-            Box::new(MemoryPort::from_frames(std::iter::empty())) as Box<dyn Port>
-        }))
-    };
     let ports = vec![
         PortQueues {
             name: "in".into(),
@@ -140,12 +135,12 @@ pub fn runtime(
                 .into_iter()
                 .map(|q| Box::new(q) as Box<dyn Port>)
                 .collect(),
-            tx: sink(),
+            tx: TxQueue::discard(),
         },
         PortQueues {
             name: "out".into(),
             rx: vec![],
-            tx: sink(),
+            tx: TxQueue::discard(),
         },
     ];
     Runtime::new(&spec, ports, cores, mode)
