@@ -8,7 +8,6 @@ use vrhost_wire::ethernet::EtherType;
 
 use crate::drop_reason::Drop;
 use crate::mbuf::Mbuf;
-use crate::ndp::learn;
 use crate::output::Ctx;
 use crate::worker::Vr;
 
@@ -41,8 +40,7 @@ pub(crate) fn process(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
     // RFC 826 "merge": update a sender we already know; add it when the
     // packet is for us. Replies to our own requests confirm reachability.
     if on_link && (known || for_us) {
-        learn(
-            ctx,
+        ctx.learn(
             vr,
             ingress,
             IpAddr::V4(spa),

@@ -10,7 +10,7 @@ use vrhost_wire::ipv6::{self as wire6, Ipv6Packet};
 use crate::drop_reason::Drop;
 use crate::mbuf::Mbuf;
 use crate::output::{build_icmpv6, Ctx};
-use crate::worker::{Event, Vr, Worker};
+use crate::worker::Vr;
 
 /// Parses the NDP message at `offset` in the IPv6 payload, checking the
 /// validity rules every NDP message shares (RFC 4861 §7.1.1, §7.1.2):
@@ -62,7 +62,7 @@ pub(crate) fn solicit(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
     // creates or updates the sender's entry as Stale.
     if let (Some(ll), false) = (lladdr, src.is_unspecified()) {
         if iface.on_link6(src) {
-            learn(ctx, vr, ingress, IpAddr::V6(src), ll, false);
+            ctx.learn(vr, ingress, IpAddr::V6(src), ll, false);
         }
     }
     ctx.iface_counters(ingress).local.inc();
@@ -122,8 +122,7 @@ pub(crate) fn advert(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
     ctx.pool.put(m);
     // RFC 4861 §7.2.5: only existing entries are updated; no lladdr, nothing to learn.
     if let (Some(ll), Some(_)) = (lladdr, vr.neighbors.find(ingress, IpAddr::V6(target_addr))) {
-        learn(
-            ctx,
+        ctx.learn(
             vr,
             ingress,
             IpAddr::V6(target_addr),
@@ -131,37 +130,4 @@ pub(crate) fn advert(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
             flags.contains(NdiscNeighborFlags::SOLICITED),
         );
     }
-}
-
-/// Records `mac` for `addr` on `iface`, creating the entry if needed, and
-/// sends whatever was held for it. Shared by ARP and NDP.
-pub(crate) fn learn(
-    ctx: &mut Ctx<'_>,
-    vr: &mut Vr,
-    iface: u16,
-    addr: IpAddr,
-    mac: ethernet::EthernetAddress,
-    confirmed: bool,
-) {
-    let Some(i) = vr.neighbors.ensure(iface, addr, false) else {
-        return;
-    };
-    let et = if addr.is_ipv4() {
-        EtherType::Ipv4
-    } else {
-        EtherType::Ipv6
-    };
-    let now = ctx.now;
-    vr.neighbors.learn(i, mac, confirmed, now, |held, mac| {
-        ctx.send(held, iface, mac, et)
-    });
-    // Every worker keeps its own table; tell the others.
-    let ev = Event::Learned {
-        vr: vr.id,
-        iface,
-        addr,
-        mac,
-        confirmed,
-    };
-    Worker::broadcast(ctx.peers, ctx.events_lost, ev);
 }

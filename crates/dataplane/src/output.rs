@@ -22,7 +22,7 @@ use std::sync::mpsc::SyncSender;
 use crate::iface::{Iface, Port};
 use crate::mbuf::{Mbuf, MbufPool};
 use crate::neighbor::{Probe, Resolve};
-use crate::worker::{Event, NextHop, TxBatch, Vr, WorkerCounters};
+use crate::worker::{Event, NextHop, TxBatch, Vr, Worker, WorkerCounters};
 
 /// Room kept in front of an L3 packet the router builds: Ethernet plus one tag.
 pub(crate) const BUILD_L2: usize = 18;
@@ -113,10 +113,7 @@ impl Ctx<'_> {
 
     /// Sends an L3 packet to neighbor `addr` on `egress`, resolving its MAC.
     pub fn output(&mut self, vr: &mut Vr, m: Mbuf, egress: u16, addr: IpAddr) {
-        let ethertype = match addr {
-            IpAddr::V4(_) => EtherType::Ipv4,
-            IpAddr::V6(_) => EtherType::Ipv6,
-        };
+        let ethertype = ethertype_of(addr);
         let neigh = match vr.neighbors.find(egress, addr) {
             Some(n) => n,
             None => match vr.neighbors.ensure(egress, addr, false) {
@@ -178,15 +175,51 @@ impl Ctx<'_> {
         match nh {
             Some(NextHop::Connected { iface }) => self.output(vr, m, iface, dst),
             Some(NextHop::Gateway { iface, neigh }) => {
-                let et = if dst.is_ipv4() {
-                    EtherType::Ipv4
-                } else {
-                    EtherType::Ipv6
-                };
-                self.output_neigh(vr, m, iface, neigh, et)
+                self.output_neigh(vr, m, iface, neigh, ethertype_of(dst))
             }
             _ => self.drop(m, Drop::NoRouteLocal),
         }
+    }
+
+    /// Records `mac` for `addr` on `iface` (creating the entry), sends what
+    /// was held for it, and tells the other workers. Shared by ARP and NDP.
+    pub fn learn(
+        &mut self,
+        vr: &mut Vr,
+        iface: u16,
+        addr: IpAddr,
+        mac: EthernetAddress,
+        confirmed: bool,
+    ) {
+        let Some(slot) = vr.neighbors.ensure(iface, addr, false) else {
+            return;
+        };
+        self.release(vr, slot, iface, addr, mac, confirmed);
+        // Every worker keeps its own table; tell the others.
+        let ev = Event::Learned {
+            vr: vr.id,
+            iface,
+            addr,
+            mac,
+            confirmed,
+        };
+        Worker::broadcast(self.peers, self.events_lost, ev);
+    }
+
+    /// Applies a learned MAC to neighbor `slot` and sends the packets held for it.
+    pub fn release(
+        &mut self,
+        vr: &mut Vr,
+        slot: u32,
+        iface: u16,
+        addr: IpAddr,
+        mac: EthernetAddress,
+        confirmed: bool,
+    ) {
+        let (now, et) = (self.now, ethertype_of(addr));
+        vr.neighbors.learn(slot, mac, confirmed, now, |held, mac| {
+            self.send(held, iface, mac, et)
+        });
     }
 
     /// Sends the probe for neighbor `p`: an ARP request (RFC 826) or a
@@ -241,6 +274,14 @@ impl Ctx<'_> {
                 self.send(m, egress, dst_mac, EtherType::Ipv6);
             }
         }
+    }
+}
+
+/// The ethertype of packets to `addr`.
+pub(crate) fn ethertype_of(addr: IpAddr) -> EtherType {
+    match addr {
+        IpAddr::V4(_) => EtherType::Ipv4,
+        IpAddr::V6(_) => EtherType::Ipv6,
     }
 }
 

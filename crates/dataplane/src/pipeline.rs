@@ -11,8 +11,6 @@
 //!                                └─ Icmp ────▶ icmp_error::send_v6
 //! ```
 
-use vrhost_wire::ethernet::EtherType;
-
 use crate::demux;
 use crate::drop_reason::Drop;
 use crate::ip_forward;
@@ -104,14 +102,7 @@ impl Worker {
                 v.neighbors.find(iface, addr)
             };
             let Some(i) = slot else { continue };
-            let et = if addr.is_ipv4() {
-                EtherType::Ipv4
-            } else {
-                EtherType::Ipv6
-            };
-            v.neighbors.learn(i, mac, confirmed, now, |held, mac| {
-                ctx.send(held, iface, mac, et)
-            });
+            ctx.release(v, i, iface, addr, mac, confirmed);
             if pin {
                 v.neighbors.set_static(iface, addr, mac);
             }
