@@ -42,7 +42,7 @@ pub struct VrInfo {
     pub punt_len: usize,
 }
 
-/// Counter sums over any number of workers.
+/// Port `port`'s counters summed over the workers.
 pub fn sum_ports(workers: &[std::sync::Arc<WorkerCounters>], port: usize) -> Counters {
     let mut c = Counters::default();
     for w in workers {
@@ -51,7 +51,7 @@ pub fn sum_ports(workers: &[std::sync::Arc<WorkerCounters>], port: usize) -> Cou
     c
 }
 
-/// Counter sums over any number of workers.
+/// The counters of interfaces `ifaces` summed over the workers.
 pub fn sum_ifaces(workers: &[std::sync::Arc<WorkerCounters>], ifaces: &[u16]) -> Counters {
     let mut c = Counters::default();
     for w in workers {

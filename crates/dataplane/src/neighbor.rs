@@ -366,19 +366,6 @@ impl NeighborTable {
         }
     }
 
-    /// Frees every held packet (used when tearing a VR down).
-    pub fn drain_held(&mut self, mut f: impl FnMut(Mbuf)) {
-        for n in self.slots.iter_mut() {
-            let held = n.held_len as usize;
-            n.held_len = 0;
-            for slot in n.held[..held].iter_mut() {
-                if let Some(m) = slot.take() {
-                    f(m);
-                }
-            }
-        }
-    }
-
     /// Packets currently held across all entries.
     pub fn held(&self) -> usize {
         self.slots.iter().map(|n| n.held_len as usize).sum()

@@ -115,11 +115,6 @@ impl Shared {
     pub fn vr_ifaces(&self, vr: usize) -> &[u16] {
         &self.vrs[vr].ifaces
     }
-
-    /// A VR's limits.
-    pub fn vr_limits(&self, vr: usize) -> Limits {
-        self.vrs[vr].limits
-    }
 }
 
 /// Why an [`EngineSpec`] or a change to it was refused.

@@ -73,22 +73,6 @@ impl MemoryPort {
         }
         shares.into_iter().map(MemoryPort::from_frames).collect()
     }
-
-    /// Splits the frames into `n` ports, frame `i` going to port `i % n`.
-    pub fn split(self, n: usize) -> Vec<MemoryPort> {
-        let n = n.max(1);
-        (0..n)
-            .map(|q| {
-                MemoryPort::from_frames(
-                    self.frames
-                        .iter()
-                        .skip(q)
-                        .step_by(n)
-                        .map(|&(s, l)| &self.arena[s..s + l]),
-                )
-            })
-            .collect()
-    }
 }
 
 /// A hash of the frame's flow: IPv4/IPv6 addresses, protocol and the first
@@ -240,13 +224,5 @@ mod tests {
                 .count();
             assert_eq!(owners, 1);
         }
-    }
-
-    #[test]
-    fn split_shares_frames_round_robin() {
-        let frames: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 60]).collect();
-        let parts = MemoryPort::from_frames(frames.iter().map(|f| f.as_slice())).split(2);
-        assert_eq!(parts[0].frame_count(), 3);
-        assert_eq!(parts[1].frame_count(), 2);
     }
 }
