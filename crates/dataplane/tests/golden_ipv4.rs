@@ -7,7 +7,8 @@ use std::net::Ipv4Addr;
 
 use common::*;
 use vrhost_dataplane::{Drop, Limits};
-use vrhost_wire::ethernet::{EtherType, EthernetAddress};
+use vrhost_wire::arp::Operation;
+use vrhost_wire::ethernet::EtherType;
 use vrhost_wire::icmpv4::Icmpv4Repr;
 use vrhost_wire::ip::IpProtocol;
 
@@ -44,13 +45,7 @@ fn pops_the_vlan_tag_toward_an_untagged_interface() {
     let mut out = send(
         &mut e,
         0,
-        &eth(
-            RED0_MAC,
-            HOST_MAC,
-            None,
-            EtherType::Arp,
-            &arp_reply(HOST, HOST_MAC, RED0),
-        ),
+        &arp(Operation::Reply, HOST_MAC, HOST, RED0, RED0_MAC, None),
         0,
     );
     assert!(out.is_empty());
@@ -70,20 +65,6 @@ fn pops_the_vlan_tag_toward_an_untagged_interface() {
     assert_eq!(out[0].frame.len(), 14 + 20 + 18);
 }
 
-fn arp_reply(spa: Ipv4Addr, sha: EthernetAddress, tpa: Ipv4Addr) -> Vec<u8> {
-    use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
-    let r = ArpRepr {
-        operation: Operation::Reply,
-        source_hardware_addr: sha,
-        source_protocol_addr: spa,
-        target_hardware_addr: RED0_MAC,
-        target_protocol_addr: tpa,
-    };
-    let mut b = vec![0xa5; r.buffer_len()];
-    r.emit(&mut ArpPacket::new_unchecked(&mut b[..]));
-    b
-}
-
 #[test]
 fn ttl_one_gets_time_exceeded_from_the_ingress_address() {
     let mut e = engine();
@@ -96,13 +77,7 @@ fn ttl_one_gets_time_exceeded_from_the_ingress_address() {
     let out = send(
         &mut e,
         0,
-        &eth(
-            RED0_MAC,
-            HOST_MAC,
-            None,
-            EtherType::Arp,
-            &arp_reply(HOST, HOST_MAC, RED0),
-        ),
+        &arp(Operation::Reply, HOST_MAC, HOST, RED0, RED0_MAC, None),
         1,
     );
     assert_eq!(out.len(), 1, "held ICMP error released by the ARP reply");
@@ -130,13 +105,7 @@ fn learn_host(e: &mut vrhost_dataplane::Engine) {
     let out = send(
         e,
         0,
-        &eth(
-            RED0_MAC,
-            HOST_MAC,
-            None,
-            EtherType::Arp,
-            &arp_reply(HOST, HOST_MAC, RED0),
-        ),
+        &arp(Operation::Reply, HOST_MAC, HOST, RED0, RED0_MAC, None),
         0,
     );
     assert!(out.is_empty());

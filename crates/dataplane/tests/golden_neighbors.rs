@@ -10,31 +10,6 @@ use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::ip::IpProtocol;
 
-fn arp(
-    op: Operation,
-    sha: EthernetAddress,
-    spa: Ipv4Addr,
-    tpa: Ipv4Addr,
-    dst: EthernetAddress,
-) -> Vec<u8> {
-    let r = ArpRepr {
-        operation: op,
-        source_hardware_addr: sha,
-        source_protocol_addr: spa,
-        target_hardware_addr: if op == Operation::Reply {
-            RED0_MAC
-        } else {
-            EthernetAddress([0; 6])
-        },
-        target_protocol_addr: tpa,
-    };
-    let mut b = vec![0xa5; r.buffer_len()];
-    r.emit(&mut ArpPacket::new_unchecked(&mut b[..]));
-    let mut f = eth(dst, sha, None, EtherType::Arp, &b);
-    f.resize(60, 0); // padded as on the wire
-    f
-}
-
 fn parse_arp(o: &Out) -> ArpRepr {
     assert_eq!(o.ethertype(), EtherType::Arp);
     ArpRepr::parse(&ArpPacket::new_checked(o.l3()).unwrap()).unwrap()
@@ -65,6 +40,7 @@ fn requests_for_our_address_are_answered() {
             HOST,
             RED0,
             EthernetAddress::BROADCAST,
+            None,
         ),
         0,
     );
@@ -114,7 +90,8 @@ fn learning_holds_at_wall_clock_timestamps() {
                 HOST_MAC,
                 HOST,
                 RED0,
-                EthernetAddress::BROADCAST
+                EthernetAddress::BROADCAST,
+                None
             ),
             T0
         )
@@ -148,7 +125,8 @@ fn requests_for_other_addresses_are_ignored() {
             HOST_MAC,
             HOST,
             Ipv4Addr::new(10, 0, 0, 9),
-            EthernetAddress::BROADCAST
+            EthernetAddress::BROADCAST,
+            None
         ),
         0
     )
@@ -162,7 +140,8 @@ fn requests_for_other_addresses_are_ignored() {
                 HOST_MAC,
                 HOST,
                 RED1,
-                EthernetAddress::BROADCAST
+                EthernetAddress::BROADCAST,
+                None
             ),
             0
         )
@@ -179,7 +158,8 @@ fn requests_for_other_addresses_are_ignored() {
             HOST_MAC,
             RED0,
             RED0,
-            EthernetAddress::BROADCAST
+            EthernetAddress::BROADCAST,
+            None
         ),
         0
     )
@@ -214,7 +194,7 @@ fn unresolved_next_hop_is_requested_once_per_second_and_released_on_reply() {
     let out = send(
         &mut e,
         0,
-        &arp(Operation::Reply, NEW_MAC, NEW_HOST, RED0, RED0_MAC),
+        &arp(Operation::Reply, NEW_MAC, NEW_HOST, RED0, RED0_MAC, None),
         SEC + 2,
     );
     assert_eq!(out.len(), 2, "both held packets");
@@ -267,7 +247,7 @@ fn entries_age_and_are_refreshed_with_unicast_requests() {
     send(
         &mut e,
         0,
-        &arp(Operation::Reply, NEW_MAC, NEW_HOST, RED0, RED0_MAC),
+        &arp(Operation::Reply, NEW_MAC, NEW_HOST, RED0, RED0_MAC, None),
         1,
     );
     // Reachable: forwarded without a probe.
@@ -295,6 +275,7 @@ fn gratuitous_arp_updates_a_known_neighbor_only() {
         NEW_HOST,
         NEW_HOST,
         EthernetAddress::BROADCAST,
+        None,
     );
     assert!(send(&mut e, 0, &garp, 0).is_empty());
     assert_eq!(e.vr(0).neighbors, 2, "only the static gateway entries");
@@ -308,6 +289,7 @@ fn gratuitous_arp_updates_a_known_neighbor_only() {
             HOST,
             RED0,
             EthernetAddress::BROADCAST,
+            None,
         ),
         0,
     );
@@ -321,6 +303,7 @@ fn gratuitous_arp_updates_a_known_neighbor_only() {
             HOST,
             HOST,
             EthernetAddress::BROADCAST,
+            None,
         ),
         1,
     );

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
-use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
+use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::{ipv6_multicast_mac, EtherType, EthernetAddress};
 use vrhost_wire::icmpv6::{Icmpv6Repr, NdiscRepr};
 use vrhost_wire::ip::IpProtocol;
@@ -38,24 +38,14 @@ fn frame(vr: usize, uplink: bool, kind: u8, dst_last: u8, ttl: u8) -> (u16, Vec<
         _ => std::net::Ipv4Addr::new(8, 8, 8, dst_last),  // no route: ICMP error
     };
     let f = match kind % 8 {
-        4 => {
-            let r = ArpRepr {
-                operation: Operation::Request,
-                source_hardware_addr: HOST_MAC,
-                source_protocol_addr: if uplink { GW } else { HOST },
-                target_hardware_addr: EthernetAddress([0; 6]),
-                target_protocol_addr: if uplink { RED1 } else { RED0 },
-            };
-            let mut b = vec![0; 28];
-            r.emit(&mut ArpPacket::new_unchecked(&mut b[..]));
-            eth(
-                EthernetAddress::BROADCAST,
-                HOST_MAC,
-                vlan,
-                EtherType::Arp,
-                &b,
-            )
-        }
+        4 => arp(
+            Operation::Request,
+            HOST_MAC,
+            if uplink { GW } else { HOST },
+            if uplink { RED1 } else { RED0 },
+            EthernetAddress::BROADCAST,
+            vlan,
+        ),
         5 => {
             let target = if uplink {
                 "2001:db8:1::1".parse().unwrap()

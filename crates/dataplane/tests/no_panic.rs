@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vrhost_dataplane::{Engine, Limits, TxBatch};
-use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
+use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::icmpv6::{Icmpv6Repr, NdiscRepr};
 use vrhost_wire::ip::IpProtocol;
@@ -16,24 +16,14 @@ use vrhost_wire::ipv6::solicited_node;
 
 /// Valid frames of every kind the pipeline handles, as mutation seeds.
 fn seeds() -> Vec<(u16, Vec<u8>)> {
-    let arp = {
-        let r = ArpRepr {
-            operation: Operation::Request,
-            source_hardware_addr: HOST_MAC,
-            source_protocol_addr: HOST,
-            target_hardware_addr: EthernetAddress([0; 6]),
-            target_protocol_addr: RED0,
-        };
-        let mut b = vec![0; 28];
-        r.emit(&mut ArpPacket::new_unchecked(&mut b[..]));
-        eth(
-            EthernetAddress::BROADCAST,
-            HOST_MAC,
-            None,
-            EtherType::Arp,
-            &b,
-        )
-    };
+    let arp = arp(
+        Operation::Request,
+        HOST_MAC,
+        HOST,
+        RED0,
+        EthernetAddress::BROADCAST,
+        None,
+    );
     let ns = {
         let dst = solicited_node(&RED0_6);
         let r = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {

@@ -12,6 +12,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use vrhost_dataplane::{
     Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, TxBatch,
 };
+use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::checksum;
 use vrhost_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame};
 use vrhost_wire::icmpv4::{Icmpv4Packet, Icmpv4Repr};
@@ -246,6 +247,34 @@ pub fn eth(
         None => e.set_ethertype(ethertype),
     }
     f[l2..].copy_from_slice(l3);
+    f
+}
+
+/// An ARP request or reply from `sha`/`spa` about `tpa`, sent to `dst`,
+/// padded to the Ethernet minimum as on the wire.
+pub fn arp(
+    op: Operation,
+    sha: EthernetAddress,
+    spa: Ipv4Addr,
+    tpa: Ipv4Addr,
+    dst: EthernetAddress,
+    vlan: Option<u16>,
+) -> Vec<u8> {
+    let r = ArpRepr {
+        operation: op,
+        source_hardware_addr: sha,
+        source_protocol_addr: spa,
+        target_hardware_addr: if op == Operation::Reply {
+            dst
+        } else {
+            EthernetAddress([0; 6])
+        },
+        target_protocol_addr: tpa,
+    };
+    let mut b = vec![0xa5; r.buffer_len()];
+    r.emit(&mut ArpPacket::new_unchecked(&mut b[..]));
+    let mut f = eth(dst, sha, vlan, EtherType::Arp, &b);
+    f.resize(f.len().max(60), 0);
     f
 }
 
