@@ -90,7 +90,12 @@ pub fn engine_spec(cfg: &Config, fallback_mac: impl Fn(usize) -> [u8; 6]) -> Eng
                     punt_queue: r.limits.punt_queue,
                     arp_hold: r.limits.arp_hold,
                     neighbor_timeout_ms: r.limits.neighbor_timeout_ms,
-                    ..EngineLimits::default()
+                    max_neighbors: r.limits.max_neighbors,
+                    max_routes: r.limits.max_routes,
+                    weight: r.limits.weight,
+                    pps: r.limits.pps,
+                    bps: r.limits.bps,
+                    punt_rate: r.limits.punt_rate,
                 },
             }
         })

@@ -231,6 +231,19 @@ pub struct Limits {
     pub arp_hold: u32,
     /// How long a resolved neighbour stays reachable, in milliseconds.
     pub neighbor_timeout_ms: u64,
+    /// Neighbour entries the router may hold (in each worker's table).
+    pub max_neighbors: u32,
+    /// Routes per address family the router's FIB may hold, connected and
+    /// local routes included.
+    pub max_routes: u32,
+    /// Share of a saturated worker's cycles, relative to the other routers'.
+    pub weight: u32,
+    /// Packets per second the router may receive; 0: no ceiling.
+    pub pps: u64,
+    /// Bits per second the router may receive; 0: no ceiling.
+    pub bps: u64,
+    /// Packets per second the router may punt to its control plane.
+    pub punt_rate: u32,
 }
 
 impl Limits {
@@ -247,6 +260,16 @@ impl Limits {
     pub const DEFAULT_ARP_HOLD: u32 = 4;
     /// Default `neighbor_timeout_ms`: 30 s, RFC 4861 §10 `REACHABLE_TIME`.
     pub const DEFAULT_NEIGHBOR_TIMEOUT_MS: u64 = 30_000;
+    /// Default `max_neighbors`: a /20 of hosts on the router's LANs.
+    pub const DEFAULT_MAX_NEIGHBORS: u32 = 4096;
+    /// Default `max_routes`: a full IPv4 Internet table (about 1M) twice over.
+    pub const DEFAULT_MAX_ROUTES: u32 = 2_000_000;
+    /// Default `weight`: every router the same share.
+    pub const DEFAULT_WEIGHT: u32 = 1;
+    /// Default `punt_rate`: ample for routing protocols (a BGP full-table
+    /// transfer is a few thousand segments a second), small enough that a
+    /// punt flood cannot starve the router's own control plane of CPU.
+    pub const DEFAULT_PUNT_RATE: u32 = 10_000;
 }
 
 impl Default for Limits {
@@ -256,6 +279,12 @@ impl Default for Limits {
             punt_queue: Self::DEFAULT_PUNT_QUEUE,
             arp_hold: Self::DEFAULT_ARP_HOLD,
             neighbor_timeout_ms: Self::DEFAULT_NEIGHBOR_TIMEOUT_MS,
+            max_neighbors: Self::DEFAULT_MAX_NEIGHBORS,
+            max_routes: Self::DEFAULT_MAX_ROUTES,
+            weight: Self::DEFAULT_WEIGHT,
+            pps: 0,
+            bps: 0,
+            punt_rate: Self::DEFAULT_PUNT_RATE,
         }
     }
 }

@@ -77,8 +77,14 @@ routes_file = "red-routes.txt"   # more routes, one "PREFIX VIA" per line ('#' c
   [router.control]               # red's control plane (FRR, BIRD) runs here
   netns = "vr-red"               # created if missing; TAP mirrors of red0, red-mgmt inside
 
-  [router.limits]                # per-tenant limits; every key optional
+  [router.limits]                # per-tenant policy; every key optional (docs/isolation.md)
+  weight = 2                     # share of a saturated worker vs other routers' weights; default 1
+  pps = 5000000                  # receive ceiling, packets/s; default 0 = none
+  bps = 10000000000              # receive ceiling, bits/s; default 0 = none
+  max_routes = 2000000           # routes per family; default 2000000
+  max_neighbors = 4096           # ARP/ND entries (per worker); default 4096
   icmp_rate = 100                # ICMP errors per second (burst = rate); default 100
+  punt_rate = 10000              # packets/s to the control plane; default 10000
   punt_queue = 256               # packets waiting for the control plane; default 256
   arp_hold = 4                   # packets held per unresolved next hop; default 4
   neighbor_timeout_ms = 30000    # reachable lifetime of a learnt neighbour; default 30000

@@ -181,6 +181,18 @@ pub struct RawLimits {
     pub arp_hold: Option<i64>,
     /// Lifetime of a reachable neighbour entry, in milliseconds.
     pub neighbor_timeout_ms: Option<i64>,
+    /// Neighbour entries per worker.
+    pub max_neighbors: Option<i64>,
+    /// Routes per address family.
+    pub max_routes: Option<i64>,
+    /// Share of a saturated worker.
+    pub weight: Option<i64>,
+    /// Receive ceiling in packets per second.
+    pub pps: Option<i64>,
+    /// Receive ceiling in bits per second.
+    pub bps: Option<i64>,
+    /// Packets per second towards the control plane.
+    pub punt_rate: Option<i64>,
 }
 
 /// One decoded table: its label for error keys, its raw value, and the keys

@@ -511,6 +511,26 @@ impl Validator<'_, '_> {
         });
         let limits = self.limits(item);
         let routes = self.routes(item, &subnets);
+        // Connected and local routes count too: two per IPv4 address (subnet,
+        // host; broadcast is extra), two per IPv6 address plus link-local.
+        let v4 = routes.iter().filter(|r| r.prefix.is_ipv4()).count();
+        let v6 = routes.len() - v4;
+        let addrs = interfaces.iter().map(|i| i.addresses.len()).sum::<usize>();
+        let worst = v4.max(v6) + 3 * addrs + 2 * interfaces.len();
+        if worst > limits.max_routes as usize {
+            let key = item
+                .limits
+                .as_ref()
+                .map_or_else(|| head.key("limits.max_routes"), |l| l.key("max_routes"));
+            self.err(
+                key,
+                format!(
+                    "{} routes per family ({v4} IPv4, {v6} IPv6 configured, plus connected and \
+                     local routes) exceed max_routes = {}",
+                    worst, limits.max_routes
+                ),
+            );
+        }
 
         Router {
             name: head.raw.name.clone().unwrap_or_default(),
@@ -847,6 +867,54 @@ impl Validator<'_, '_> {
                     " milliseconds (1 ms to 1 day)",
                 )
                 .unwrap_or(d.neighbor_timeout_ms),
+            max_neighbors: self
+                .int(
+                    || l.key("max_neighbors"),
+                    r.max_neighbors,
+                    1..=1_000_000,
+                    " entries (each worker keeps its own table of at most this many)",
+                )
+                .unwrap_or(d.max_neighbors),
+            max_routes: self
+                .int(
+                    || l.key("max_routes"),
+                    r.max_routes,
+                    16..=16_000_000,
+                    " routes per address family, connected and local routes included",
+                )
+                .unwrap_or(d.max_routes),
+            weight: self
+                .int(
+                    || l.key("weight"),
+                    r.weight,
+                    1..=10_000,
+                    " (a router's share of a saturated worker is its weight over the sum of the busy routers' weights)",
+                )
+                .unwrap_or(d.weight),
+            pps: self
+                .int(
+                    || l.key("pps"),
+                    r.pps,
+                    0..=1_000_000_000,
+                    " packets per second (0: no ceiling)",
+                )
+                .unwrap_or(d.pps),
+            bps: self
+                .int(
+                    || l.key("bps"),
+                    r.bps,
+                    0..=1_000_000_000_000,
+                    " bits per second (0: no ceiling)",
+                )
+                .unwrap_or(d.bps),
+            punt_rate: self
+                .int(
+                    || l.key("punt_rate"),
+                    r.punt_rate,
+                    1..=10_000_000,
+                    " packets per second towards the control plane",
+                )
+                .unwrap_or(d.punt_rate),
         }
     }
 

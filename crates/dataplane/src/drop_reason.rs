@@ -99,6 +99,12 @@ drop_reasons! {
     PuntQueueFull = "punt-queue-full",
     /// No free packet buffer to build a reply, request or fragment.
     NoBuffer = "no-buffer",
+    /// The VR used its weighted share of a saturated worker's cycles this round; dropped right after demux.
+    OverShare = "over-share",
+    /// Over the VR's configured packet or bit rate ceiling (`pps`, `bps`); dropped right after demux.
+    RateCeiling = "rate-ceiling",
+    /// Packet for the router beyond the VR's punt rate (`punt_rate`).
+    PuntRateLimit = "punt-rate-limit",
 }
 
 #[cfg(test)]

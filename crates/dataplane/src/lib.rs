@@ -14,6 +14,7 @@
 pub mod counters;
 pub mod drop_reason;
 pub mod engine;
+pub mod fair;
 pub mod iface;
 pub mod mbuf;
 pub mod neighbor;
@@ -36,6 +37,7 @@ mod pipeline;
 pub use counters::{CounterCells, Counters};
 pub use drop_reason::Drop;
 pub use engine::{sum_ifaces, sum_ports, Engine, VrInfo};
+pub use fair::{Clock, Fair};
 pub use iface::{link_local_from_mac, Iface};
 pub use mbuf::{Mbuf, MbufPool};
 pub use spec::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};

@@ -25,6 +25,9 @@ pub(crate) fn punt(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf) {
     if vr.punt.len() >= vr.limits.punt_queue as usize {
         return ctx.drop(m, Drop::PuntQueueFull);
     }
+    if !vr.punt_bucket.take(ctx.now) {
+        return ctx.drop(m, Drop::PuntRateLimit);
+    }
     ctx.iface_counters(m.iface).punted.inc();
     if vr.punt.is_empty() {
         ctx.punt_dirty.push(vr.id);

@@ -1,7 +1,9 @@
 //! The per-burst loop: every frame runs to completion through the stages.
 //!
 //! ```text
-//!  demux ─┬─ ARP ───────────────────────────────▶ arp_input (answer / learn)
+//!  demux ─▶ rate ceilings ─▶ (with a clock: sort by VR, admit by fair share, charge cycles)
+//!    │
+//!    └────┬─ ARP ───────────────────────────────▶ arp_input (answer / learn)
 //!         ├─ IPv4 ─▶ ipv4_input ─┬─ Forward ─▶ ip_forward::v4 ─▶ (fragment) ─▶ output
 //!         │                      ├─ Local ───▶ local::v4 (echo / punt)
 //!         │                      ├─ Punt ────▶ VR punt queue
@@ -20,7 +22,7 @@ use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
 use crate::tables::NO_IFACE;
-use crate::worker::{Event, TxBatch, Vr, Worker};
+use crate::worker::{Event, Staged, TxBatch, Vr, Worker};
 use crate::{arp_input, icmp_error};
 
 /// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
@@ -50,15 +52,76 @@ impl Worker {
     /// be monotonic. Published tables and neighbor events are picked up
     /// first; timers run from here, at most every 100 ms.
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
+        self.run_burst(rx, now, tx, false);
+    }
+
+    /// Like [`Worker::process_burst`], for a burst read from a port that
+    /// [`Worker::port_wanted`] turned down because nothing else had work:
+    /// spare capacity, so no VR is held to its share (work-conserving).
+    pub fn process_burst_spare(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
+        self.run_burst(rx, now, tx, true);
+    }
+
+    fn run_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch, spare: bool) {
         self.refresh();
         self.apply_events(now, tx);
         let mut ctx = ctx!(self, now, tx, &self.peers);
-        for m in rx.drain(..) {
-            process_one(&mut ctx, &mut self.vrs, m);
+        if !self.fair.active() {
+            // No clock: nothing to measure or police; the shortest path.
+            for m in rx.drain(..) {
+                if let Some((next, m)) = classify(&mut ctx, &mut self.vrs, m) {
+                    dispatch(&mut ctx, &mut self.vrs, next, m);
+                }
+            }
+        } else {
+            let full = self.full_burst > 0 && rx.len() >= self.full_burst;
+            // Demux the whole burst, then run it VR by VR so each VR's cost is
+            // one clock difference and an over-budget VR costs only its demux.
+            for (i, m) in rx.drain(..).enumerate() {
+                if let Some((next, m)) = classify(&mut ctx, &mut self.vrs, m) {
+                    let vr = ctx.ifaces[m.iface as usize].vr;
+                    self.staged.push(Staged {
+                        key: (u64::from(vr) << 32) | i as u64,
+                        next,
+                        m,
+                    });
+                }
+            }
+            self.staged.sort_unstable_by_key(|s| s.key);
+            let fair = &mut self.fair;
+            let mut cur = usize::MAX;
+            let mut admitted = false;
+            let mut t0 = 0;
+            for s in self.staged.drain(..) {
+                let vr = (s.key >> 32) as usize;
+                if vr != cur {
+                    let t = fair.now();
+                    if admitted {
+                        fair.charge(cur, t.saturating_sub(t0));
+                    }
+                    t0 = t;
+                    cur = vr;
+                    if full {
+                        fair.note_backlog(vr);
+                    }
+                    admitted = spare || fair.admit(vr);
+                }
+                if admitted {
+                    dispatch(&mut ctx, &mut self.vrs, s.next, s.m);
+                } else {
+                    ctx.drop(s.m, Drop::OverShare);
+                }
+            }
+            if admitted {
+                let t = fair.now();
+                fair.charge(cur, t.saturating_sub(t0));
+            }
         }
         if now >= self.next_poll {
             self.poll(now, tx);
         }
+        let t = self.fair.now();
+        self.fair.end_call(t, false);
     }
 
     /// Between bursts when nothing arrived: picks up tables and neighbor
@@ -69,6 +132,8 @@ impl Worker {
         if now >= self.next_poll {
             self.poll(now, tx);
         }
+        let t = self.fair.now();
+        self.fair.end_call(t, true);
     }
 
     /// Applies what other workers learned and the control side installed,
@@ -126,8 +191,10 @@ impl Worker {
     }
 }
 
+/// Counts the frame, finds its interface and VR, and applies the VR's rate
+/// ceilings: everything that happens before the VR's own stages.
 #[inline]
-fn process_one(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) {
+fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Next, Mbuf)> {
     m.iface = NO_IFACE;
     m.local_origin = false;
     let len = m.len() as u64;
@@ -137,13 +204,27 @@ fn process_one(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) {
     }
     let next = demux::process(ctx.ports, ctx.ifaces, &mut m);
     if let demux::Next::Drop(reason) = next {
-        return ctx.drop(m, reason);
+        ctx.drop(m, reason);
+        return None;
     }
-    let iface = &ctx.ifaces[m.iface as usize];
-    let vr = &mut vrs[iface.vr as usize];
     let c = &ctx.counters.ifaces[m.iface as usize];
     c.rx_packets.inc();
     c.rx_bytes.add(len);
+    let vr = &mut vrs[ctx.ifaces[m.iface as usize].vr as usize];
+    if let Some(ceiling) = &mut vr.ceiling {
+        if !ceiling.admit(ctx.now, m.len()) {
+            ctx.drop(m, Drop::RateCeiling);
+            return None;
+        }
+    }
+    Some((next, m))
+}
+
+/// Runs a classified frame through its VR's stages.
+#[inline]
+fn dispatch(ctx: &mut Ctx<'_>, vrs: &mut [Vr], next: demux::Next, mut m: Mbuf) {
+    let iface = &ctx.ifaces[m.iface as usize];
+    let vr = &mut vrs[iface.vr as usize];
     match next {
         demux::Next::Arp => arp_input::process(ctx, vr, m),
         demux::Next::Ipv4 => match ipv4_input::process(vr, &mut m) {
@@ -159,6 +240,6 @@ fn process_one(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) {
             ipv6_input::Next::Icmp(err, reason) => icmp_error::send_v6(ctx, vr, m, err, reason),
             ipv6_input::Next::Drop(reason) => ctx.drop(m, reason),
         },
-        demux::Next::Drop(_) => unreachable!("handled above"),
+        demux::Next::Drop(reason) => ctx.drop(m, reason),
     }
 }

@@ -85,8 +85,18 @@ pub struct Limits {
     pub arp_hold: u32,
     /// How long a confirmed neighbor stays reachable, in milliseconds.
     pub neighbor_timeout_ms: u64,
-    /// Most neighbor entries the VR may have.
+    /// Most neighbor entries the VR may have (per worker: each worker keeps its own table).
     pub max_neighbors: u32,
+    /// Share of a saturated worker's cycles, relative to the other VRs' weights.
+    pub weight: u32,
+    /// Packets per second the VR may receive; 0 means no ceiling.
+    pub pps: u64,
+    /// Bits per second the VR may receive (frame bytes × 8); 0 means no ceiling.
+    pub bps: u64,
+    /// Most routes per family the VR's FIB may hold, connected and local ones included.
+    pub max_routes: u32,
+    /// Packets per second the VR may punt to its control plane.
+    pub punt_rate: u32,
 }
 
 impl Default for Limits {
@@ -97,6 +107,11 @@ impl Default for Limits {
             arp_hold: 4,
             neighbor_timeout_ms: 30_000,
             max_neighbors: 4096,
+            weight: 1,
+            pps: 0,
+            bps: 0,
+            max_routes: 2_000_000,
+            punt_rate: 10_000,
         }
     }
 }

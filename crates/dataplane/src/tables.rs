@@ -169,6 +169,14 @@ pub enum BuildError {
     /// No such VR.
     #[error("no router #{0}")]
     NoSuchRouter(usize),
+    /// The VR's FIB for this family already holds `max_routes` routes.
+    #[error("router {router:?}: route limit reached ({limit} routes per family; raise limits.max_routes)")]
+    RouteLimit {
+        /// VR name.
+        router: String,
+        /// The limit.
+        limit: u32,
+    },
     /// A route whose prefix family differs from its gateway's.
     #[error("router {router:?}: gateway {via} is not of the prefix's family")]
     FamilyMismatch {
@@ -439,6 +447,24 @@ impl Control {
         }
     }
 
+    /// Refuses a new route once the VR's table holds `max_routes`; replacing
+    /// an existing prefix is always allowed. `probe` gives (routes, exists).
+    fn check_room(
+        &self,
+        vr: usize,
+        probe: impl Fn(&VrControl) -> (usize, bool),
+    ) -> Result<(), BuildError> {
+        let (len, exists) = probe(&self.vrs[vr]);
+        let limit = self.shared.vrs[vr].limits.max_routes;
+        if !exists && len >= limit as usize {
+            return Err(BuildError::RouteLimit {
+                router: self.shared.vrs[vr].name.clone(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
     /// Adds or replaces an IPv4 route in VR `vr`; workers see it after [`Control::commit`].
     pub fn add_route4(
         &mut self,
@@ -448,6 +474,10 @@ impl Control {
     ) -> Result<(), BuildError> {
         self.vr(vr)?;
         let nh = self.target(vr, target, true)?;
+        self.check_room(vr, |c| {
+            use vrhost_fib::Lpm;
+            (c.fib4.table().len(), c.fib4.table().get(&prefix).is_some())
+        })?;
         let c = &mut self.vrs[vr];
         c.fib4.insert(prefix, nh);
         c.fib_dirty = true;
@@ -463,6 +493,10 @@ impl Control {
     ) -> Result<(), BuildError> {
         self.vr(vr)?;
         let nh = self.target(vr, target, false)?;
+        self.check_room(vr, |c| {
+            use vrhost_fib::Lpm;
+            (c.fib6.table().len(), c.fib6.table().get(&prefix).is_some())
+        })?;
         let c = &mut self.vrs[vr];
         c.fib6.insert(prefix, nh);
         c.fib_dirty = true;

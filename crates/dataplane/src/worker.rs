@@ -17,6 +17,7 @@ use vrhost_fib::FibSnapshot;
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::counters::CounterCells;
+use crate::fair::{Clock, Fair};
 use crate::mbuf::{Mbuf, MbufPool};
 use crate::neighbor::{NeighborTable, Probe, HOLD_MAX};
 use crate::spec::Limits;
@@ -105,37 +106,88 @@ pub enum Event {
     },
 }
 
-/// Token bucket in nanoseconds, for ICMP error rate limits.
+/// Token bucket on the caller's nanosecond clock: ICMP error, punt and
+/// receive-rate limits.
 #[derive(Debug)]
 pub(crate) struct TokenBucket {
     rate_per_s: u64,
+    burst: u64,
     tokens: u64,
     last: u64,
 }
 
 impl TokenBucket {
+    /// `rate_per_s` tokens a second; the burst equals one second's worth.
     pub fn new(rate_per_s: u32) -> Self {
+        Self::with_burst(u64::from(rate_per_s), u64::from(rate_per_s))
+    }
+
+    /// `rate_per_s` tokens a second, at most `burst` saved up.
+    pub fn with_burst(rate_per_s: u64, burst: u64) -> Self {
         TokenBucket {
-            rate_per_s: rate_per_s as u64,
-            tokens: rate_per_s as u64,
+            rate_per_s,
+            burst,
+            tokens: burst,
             last: 0,
         }
     }
 
-    /// Takes one token if available. Burst equals one second's worth.
+    /// Takes one token if available.
+    #[inline]
     pub fn take(&mut self, now: u64) -> bool {
+        self.take_n(now, 1)
+    }
+
+    /// Takes `n` tokens if that many are available.
+    #[inline]
+    pub fn take_n(&mut self, now: u64, n: u64) -> bool {
         let elapsed = now.saturating_sub(self.last);
         let refill = (elapsed as u128 * self.rate_per_s as u128 / 1_000_000_000) as u64;
         if refill > 0 {
-            self.tokens = (self.tokens + refill).min(self.rate_per_s);
+            self.tokens = self.tokens.saturating_add(refill).min(self.burst);
             self.last = now;
         }
-        if self.tokens > 0 {
-            self.tokens -= 1;
+        if self.tokens >= n {
+            self.tokens -= n;
             true
         } else {
             false
         }
+    }
+}
+
+/// A VR's receive-rate ceilings in one worker (its share of `pps` and `bps`).
+#[derive(Debug)]
+pub(crate) struct Ceiling {
+    pps: Option<TokenBucket>,
+    bytes: Option<TokenBucket>,
+}
+
+impl Ceiling {
+    /// The ceilings of `limits` split over `n_workers`; `None` when there are none.
+    fn new(l: &Limits, n_workers: u64) -> Option<Ceiling> {
+        // A 10 ms burst, and never less than one receive burst of frames.
+        let pps = (l.pps > 0).then(|| {
+            let rate = l.pps.div_ceil(n_workers);
+            TokenBucket::with_burst(rate, (rate / 100).max(64))
+        });
+        let bytes = (l.bps > 0).then(|| {
+            let rate = (l.bps / 8).div_ceil(n_workers);
+            TokenBucket::with_burst(rate, (rate / 100).max(64 * 1518))
+        });
+        (pps.is_some() || bytes.is_some()).then_some(Ceiling { pps, bytes })
+    }
+
+    /// Admits a frame of `len` bytes at `now`.
+    #[inline]
+    pub fn admit(&mut self, now: u64, len: usize) -> bool {
+        // Check both before taking from either, so a refused frame costs nothing.
+        if let Some(b) = &mut self.bytes {
+            if !b.take_n(now, len as u64) {
+                return false;
+            }
+        }
+        self.pps.as_mut().is_none_or(|p| p.take(now))
     }
 }
 
@@ -151,6 +203,8 @@ pub struct Vr {
     pub neighbors: NeighborTable,
     pub(crate) limits: Limits,
     pub(crate) icmp_bucket: TokenBucket,
+    pub(crate) punt_bucket: TokenBucket,
+    pub(crate) ceiling: Option<Ceiling>,
     pub(crate) punt: VecDeque<Mbuf>,
 }
 
@@ -220,6 +274,21 @@ pub struct Worker {
     pub events_lost: u64,
     /// VRs with something on their punt queue, so draining visits only those.
     pub(crate) punt_dirty: Vec<u16>,
+    /// Per-VR cost accounting and fair-share budgets.
+    pub(crate) fair: Fair,
+    /// A burst at least this long means its queue had more waiting (0: never).
+    pub(crate) full_burst: usize,
+    /// One burst, demuxed and sorted by VR (reused; never shrinks).
+    pub(crate) staged: Vec<Staged>,
+}
+
+/// A demuxed frame waiting for its VR's turn within a burst.
+pub(crate) struct Staged {
+    /// VR in the high 32 bits, position in the burst below: sorting keeps
+    /// each VR's frames in arrival order.
+    pub key: u64,
+    pub next: crate::demux::Next,
+    pub m: Mbuf,
 }
 
 impl Worker {
@@ -269,6 +338,7 @@ impl Worker {
                     neighbors.set_static(iface, addr, mac);
                 }
                 let per_worker = l.icmp_rate.div_ceil(n_workers as u32);
+                let punt_per_worker = l.punt_rate.div_ceil(n_workers as u32);
                 let nexthops = s.nexthops.load_full();
                 Vr {
                     id: i as u16,
@@ -279,6 +349,8 @@ impl Worker {
                     neighbors,
                     limits: l,
                     icmp_bucket: TokenBucket::new(per_worker),
+                    punt_bucket: TokenBucket::new(punt_per_worker),
+                    ceiling: Ceiling::new(&l, n_workers as u64),
                     // Grows on first use, up to `punt_queue`; idle VRs stay small.
                     punt: VecDeque::new(),
                 }
@@ -293,6 +365,18 @@ impl Worker {
                 .collect(),
         });
         let shared_vr_count = shared.vrs.len();
+        let weights: Vec<u32> = shared.vrs.iter().map(|v| v.limits.weight).collect();
+        let vr_ports: Vec<Vec<u16>> = shared
+            .vrs
+            .iter()
+            .map(|v| {
+                v.ifaces
+                    .iter()
+                    .map(|&i| shared.ifaces[i as usize].port)
+                    .collect()
+            })
+            .collect();
+        let fair = Fair::new(&weights, &vr_ports, shared.ports.len());
         let mut w = Worker {
             shared,
             vrs,
@@ -305,6 +389,9 @@ impl Worker {
             peers,
             events_lost: 0,
             punt_dirty: Vec::with_capacity(shared_vr_count),
+            fair,
+            full_burst: 0,
+            staged: Vec::with_capacity(256),
         };
         w.refresh();
         w
@@ -339,6 +426,28 @@ impl Worker {
                 *lost += 1;
             }
         }
+    }
+
+    /// Measures each VR's cost with `clock` (`ticks_per_second` of it) and,
+    /// when the worker is saturated, holds every VR to its weighted share
+    /// (see [`crate::fair`]). A receive burst of `full_burst` frames or more
+    /// tells the worker its queue had more waiting.
+    pub fn set_clock(&mut self, clock: Clock, ticks_per_second: u64, full_burst: usize) {
+        self.fair.set_clock(clock, ticks_per_second);
+        self.full_burst = full_burst;
+    }
+
+    /// Should the driver loop read port `port` now? False while every VR
+    /// on it has used its share of this saturated worker; read it anyway
+    /// with [`Worker::process_burst_spare`] when no other port has work.
+    #[inline]
+    pub fn port_wanted(&self, port: usize) -> bool {
+        self.fair.port_wanted(port)
+    }
+
+    /// Fair-share state, for reports and tests.
+    pub fn fair(&self) -> &Fair {
+        &self.fair
     }
 
     /// The buffer pool drivers take receive buffers from and return sent ones to.

@@ -915,7 +915,8 @@ fn limits() {
             icmp_rate: 0,
             punt_queue: 1024,
             arp_hold: 0,
-            neighbor_timeout_ms: 5000
+            neighbor_timeout_ms: 5000,
+            ..Limits::default()
         }
     );
     let c = valid(&with("  [router.limits]\n  punt_queue = 16\n"));
@@ -926,11 +927,32 @@ fn limits() {
             ..Limits::default()
         }
     );
+    let c = valid(&with(
+        "  [router.limits]\n  weight = 3\n  pps = 1000\n  bps = 8000000\n  max_routes = 100\n  max_neighbors = 64\n  punt_rate = 50\n",
+    ));
+    assert_eq!(
+        c.routers[0].limits,
+        Limits {
+            weight: 3,
+            pps: 1000,
+            bps: 8_000_000,
+            max_routes: 100,
+            max_neighbors: 64,
+            punt_rate: 50,
+            ..Limits::default()
+        }
+    );
     for (key, bad) in [
         ("icmp_rate", "-1"),
         ("punt_queue", "0"),
         ("arp_hold", "5000"),
         ("neighbor_timeout_ms", "0"),
+        ("weight", "0"),
+        ("pps", "-5"),
+        ("bps", "-1"),
+        ("max_routes", "0"),
+        ("max_neighbors", "0"),
+        ("punt_rate", "0"),
     ] {
         only(
             &with(&format!("  [router.limits]\n  {key} = {bad}\n")),
@@ -938,6 +960,18 @@ fn limits() {
             &format!("{bad} is outside"),
         );
     }
+}
+
+#[test]
+fn max_routes_below_the_configured_routes_names_the_key() {
+    let routes: String = (0..20)
+        .map(|i| format!("  [[router.route]]\n  prefix = \"10.{i}.0.0/16\"\n  blackhole = true\n"))
+        .collect();
+    only(
+        &with(&format!("{routes}  [router.limits]\n  max_routes = 16\n")),
+        "router \"red\".limits.max_routes",
+        "exceed max_routes = 16",
+    );
 }
 
 // ---- routes files --------------------------------------------------------

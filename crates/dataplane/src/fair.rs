@@ -1,0 +1,415 @@
+//! Weighted fair sharing of a saturated worker between VRs, by measured cost.
+//!
+//! The PRESTO 2008 follow-up to the founding paper showed one router with
+//! expensive packets taking CPU from the others on a shared engine. Counting
+//! packets does not fix that; counting *cycles* does. So each worker:
+//!
+//! ```text
+//!   burst ─▶ demux all ─▶ sort by VR ─▶ per VR run: admit? ──no──▶ drop (over-share), cost ≈ demux
+//!                                                      │yes
+//!                                                      ▼
+//!                                          t0=clock · stages · charge(vr, clock−t0)
+//!
+//!   every round (1 ms): saturated = idle time < 5 % of the round
+//!       saturated   → budgets by weighted max-min fairness over the cycles spent
+//!       otherwise   → no budgets (nothing is policed)
+//! ```
+//!
+//! - **Cost** is what the VR's packets took in the stages: ICMP errors,
+//!   punts, fragmentation and neighbour misses all show up as cycles.
+//! - **Budgets** are water-filled: a VR that used less than its weighted
+//!   share keeps its share (so it can grow back into it next round), and what
+//!   it left unused goes to the VRs that hit their budget. A VR that hit its
+//!   budget counts as wanting more than it got.
+//! - **Work-conserving**: an unsaturated worker polices nobody, and
+//!   [`Fair::port_wanted`] lets the driver loop leave an over-budget VR's
+//!   receive queue unread (its NIC ring drops the excess at no cost to
+//!   anyone) only while other queues have work; when they are empty the
+//!   loop serves the over-budget VR anyway ([`Worker::process_burst_spare`]).
+//!
+//! The worker reads no clock unless the caller installs one
+//! ([`Worker::set_clock`]); without one (tests, `vrhost replay`) nothing is
+//! charged and nothing is policed, so the pipeline stays deterministic.
+//!
+//! [`Worker::process_burst_spare`]: crate::Worker::process_burst_spare
+//! [`Worker::set_clock`]: crate::Worker::set_clock
+
+/// A cycle (or nanosecond) counter: `rdtsc`, or thread CPU time in tests.
+pub type Clock = fn() -> u64;
+
+/// Idle time below this fraction of a round (1/20 = 5 %) means saturated.
+const IDLE_FRACTION_DIVISOR: u64 = 20;
+
+/// Per-VR bookkeeping of one worker.
+#[derive(Clone, Debug)]
+struct Share {
+    weight: u64,
+    /// Ticks charged this round.
+    used: u64,
+    /// Ticks allowed this round; `u64::MAX` when nothing is enforced.
+    budget: u64,
+    /// Hit its budget this round.
+    capped: bool,
+    /// Arrived in a full receive burst this round: it had more waiting.
+    backlogged: bool,
+    /// Ports this VR has an interface on.
+    ports: Vec<u16>,
+}
+
+impl Share {
+    fn demand(&self) -> u64 {
+        if self.capped || self.backlogged {
+            u64::MAX
+        } else {
+            self.used
+        }
+    }
+}
+
+/// One worker's fair-share state.
+#[derive(Debug)]
+pub struct Fair {
+    clock: Option<Clock>,
+    round_ticks: u64,
+    round_start: u64,
+    last_end: u64,
+    idle_ticks: u64,
+    enforcing: bool,
+    vrs: Vec<Share>,
+    /// Per port: VRs with an interface on it, and how many are capped now.
+    port_vrs: Vec<u32>,
+    port_capped: Vec<u32>,
+    /// Scratch for water-filling: (demand per weight, VR), no allocation per round.
+    order: Vec<(u64, u32)>,
+    /// Rounds so far that enforced budgets (for tests and reports).
+    pub rounds_enforced: u64,
+}
+
+impl Fair {
+    /// State for VRs with `weights`, whose interfaces sit on `vr_ports`, over
+    /// `n_ports` ports.
+    pub fn new(weights: &[u32], vr_ports: &[Vec<u16>], n_ports: usize) -> Fair {
+        let mut port_vrs = vec![0u32; n_ports];
+        let vrs = weights
+            .iter()
+            .zip(vr_ports)
+            .map(|(&w, ports)| {
+                let mut ports = ports.clone();
+                ports.sort_unstable();
+                ports.dedup();
+                for &p in &ports {
+                    if let Some(c) = port_vrs.get_mut(p as usize) {
+                        *c += 1;
+                    }
+                }
+                Share {
+                    weight: u64::from(w.max(1)),
+                    used: 0,
+                    budget: u64::MAX,
+                    capped: false,
+                    backlogged: false,
+                    ports,
+                }
+            })
+            .collect::<Vec<_>>();
+        Fair {
+            clock: None,
+            round_ticks: u64::MAX,
+            round_start: 0,
+            last_end: 0,
+            idle_ticks: 0,
+            enforcing: false,
+            order: Vec::with_capacity(vrs.len()),
+            vrs,
+            port_capped: vec![0; n_ports],
+            port_vrs,
+            rounds_enforced: 0,
+        }
+    }
+
+    /// Installs the clock; a round lasts one millisecond of it.
+    pub fn set_clock(&mut self, clock: Clock, ticks_per_second: u64) {
+        let now = clock();
+        self.clock = Some(clock);
+        self.round_ticks = (ticks_per_second / 1000).max(1);
+        self.round_start = now;
+        self.last_end = now;
+    }
+
+    /// The clock's reading, or 0 when there is none.
+    #[inline]
+    pub fn now(&self) -> u64 {
+        self.clock.map_or(0, |c| c())
+    }
+
+    /// Whether a clock is installed (costs are measured).
+    #[inline]
+    pub fn active(&self) -> bool {
+        self.clock.is_some()
+    }
+
+    /// May VR `vr` run another batch this round?
+    #[inline]
+    pub fn admit(&self, vr: usize) -> bool {
+        !self.enforcing || self.vrs.get(vr).is_none_or(|s| s.used < s.budget)
+    }
+
+    /// Charges `ticks` to VR `vr`.
+    #[inline]
+    pub fn charge(&mut self, vr: usize, ticks: u64) {
+        let Some(s) = self.vrs.get_mut(vr) else {
+            return;
+        };
+        s.used = s.used.saturating_add(ticks);
+        if self.enforcing && !s.capped && s.used >= s.budget {
+            s.capped = true;
+            for &p in &s.ports {
+                if let Some(c) = self.port_capped.get_mut(p as usize) {
+                    *c += 1;
+                }
+            }
+        }
+    }
+
+    /// VR `vr` arrived in a full receive burst: more of it was waiting, so
+    /// what it used is not all it wants.
+    #[inline]
+    pub fn note_backlog(&mut self, vr: usize) {
+        if let Some(s) = self.vrs.get_mut(vr) {
+            s.backlogged = true;
+        }
+    }
+
+    /// Should the driver loop read port `port` now? False only while every
+    /// VR on it is over budget; the loop still reads it when nothing else
+    /// has work.
+    #[inline]
+    pub fn port_wanted(&self, port: usize) -> bool {
+        match (self.port_vrs.get(port), self.port_capped.get(port)) {
+            (Some(&n), Some(&c)) => n == 0 || c < n,
+            _ => true,
+        }
+    }
+
+    /// Ends a call into the worker at `now`; `idle` when the call found no
+    /// work. Starts a new round when this one is over.
+    #[inline]
+    pub fn end_call(&mut self, now: u64, idle: bool) {
+        if self.clock.is_none() {
+            return;
+        }
+        if idle {
+            self.idle_ticks += now.saturating_sub(self.last_end);
+        }
+        self.last_end = now;
+        let elapsed = now.saturating_sub(self.round_start);
+        if elapsed >= self.round_ticks {
+            self.new_round(now, elapsed);
+        }
+    }
+
+    fn new_round(&mut self, now: u64, elapsed: u64) {
+        let saturated = self.idle_ticks.saturating_mul(IDLE_FRACTION_DIVISOR) < elapsed;
+        let capacity: u64 = self.vrs.iter().map(|s| s.used).sum();
+        self.enforcing = saturated && capacity > 0;
+        if self.enforcing {
+            self.rounds_enforced += 1;
+            self.water_fill(capacity);
+        } else {
+            for s in &mut self.vrs {
+                s.budget = u64::MAX;
+            }
+        }
+        for s in &mut self.vrs {
+            s.used = 0;
+            s.capped = false;
+            s.backlogged = false;
+        }
+        self.port_capped.iter_mut().for_each(|c| *c = 0);
+        self.round_start = now;
+        self.idle_ticks = 0;
+    }
+
+    /// Weighted max-min fair split of `capacity` over last round's demands:
+    /// a VR that hit its budget or was still backlogged wants unboundedly
+    /// more; any other wanted what it used. Each active VR's budget is the larger of its
+    /// allocation and its weighted share, so it can always grow back into
+    /// its share; VRs that sent nothing get no budget (work-conserving: they
+    /// are served when they show up and judged next round).
+    fn water_fill(&mut self, capacity: u64) {
+        self.order.clear();
+        let mut total_weight = 0u64;
+        for (i, s) in self.vrs.iter().enumerate() {
+            if s.used > 0 || s.capped {
+                let demand = s.demand();
+                self.order.push((demand / s.weight, i as u32));
+                total_weight += s.weight;
+            }
+        }
+        for s in &mut self.vrs {
+            s.budget = u64::MAX;
+        }
+        if total_weight == 0 {
+            return;
+        }
+        self.order.sort_unstable();
+        let mut remaining = capacity;
+        let mut weight_left = total_weight;
+        for &(_, i) in &self.order {
+            let s = &mut self.vrs[i as usize];
+            let fair = mul_div(remaining, s.weight, weight_left);
+            let demand = s.demand();
+            let alloc = demand.min(fair);
+            let share = mul_div(capacity, s.weight, total_weight);
+            s.budget = alloc.max(share).max(1);
+            remaining -= alloc;
+            weight_left -= s.weight;
+        }
+    }
+
+    /// Ticks charged to VR `vr` this round.
+    pub fn used(&self, vr: usize) -> u64 {
+        self.vrs.get(vr).map_or(0, |s| s.used)
+    }
+
+    /// VR `vr`'s budget this round (`u64::MAX` when none is enforced).
+    pub fn budget(&self, vr: usize) -> u64 {
+        self.vrs.get(vr).map_or(u64::MAX, |s| s.budget)
+    }
+
+    /// Whether budgets are enforced this round.
+    pub fn enforcing(&self) -> bool {
+        self.enforcing
+    }
+}
+
+fn mul_div(a: u64, b: u64, c: u64) -> u64 {
+    (u128::from(a) * u128::from(b) / u128::from(c.max(1))) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `rounds` rounds of a saturated worker with a fixed budget of
+    /// `per_round` ticks. Each VR offers `offered[i]` packets per round
+    /// costing `cost[i]` ticks each; the worker serves VRs in turn, one
+    /// packet at a time, while admitted. Returns packets served per VR in
+    /// the last round.
+    fn simulate(weights: &[u32], offered: &[u64], cost: &[u64], rounds: usize) -> Vec<u64> {
+        let n = weights.len();
+        let ports: Vec<Vec<u16>> = (0..n).map(|i| vec![i as u16]).collect();
+        let mut f = Fair::new(weights, &ports, n);
+        // A fake clock is enough here: rounds are ended by hand.
+        f.clock = Some(|| 0);
+        f.round_ticks = 1;
+        let per_round = 1_000_000u64;
+        let mut served = vec![0u64; n];
+        for _ in 0..rounds {
+            served.iter_mut().for_each(|s| *s = 0);
+            let mut left: Vec<u64> = offered.to_vec();
+            let mut spent = 0u64;
+            'round: while spent < per_round {
+                let mut progressed = false;
+                for i in 0..n {
+                    if left[i] == 0 || !f.admit(i) || spent >= per_round {
+                        continue;
+                    }
+                    left[i] -= 1;
+                    served[i] += 1;
+                    f.charge(i, cost[i]);
+                    spent += cost[i];
+                    progressed = true;
+                }
+                if !progressed {
+                    // Everyone capped or empty: spare capacity goes to whoever has packets.
+                    for i in 0..n {
+                        if left[i] > 0 && spent < per_round {
+                            left[i] -= 1;
+                            served[i] += 1;
+                            f.charge(i, cost[i]);
+                            spent += cost[i];
+                            progressed = true;
+                        }
+                    }
+                    if !progressed {
+                        break 'round;
+                    }
+                }
+            }
+            for i in 0..n {
+                if left[i] > 0 {
+                    f.note_backlog(i);
+                }
+            }
+            let idle = spent < per_round;
+            // Saturated when the offered work filled the round.
+            f.idle_ticks = if idle { per_round } else { 0 };
+            f.new_round(0, per_round);
+        }
+        served
+    }
+
+    #[test]
+    fn equal_weights_protect_the_light_vr() {
+        // A offers 10x its share, B its share (half the capacity), same cost.
+        let s = simulate(&[1, 1], &[10_000, 1_000], &[500, 500], 20);
+        assert_eq!(s[1], 1_000, "B keeps everything it offered: {s:?}");
+        assert!(s[0] >= 950, "A gets the rest: {s:?}");
+    }
+
+    #[test]
+    fn weights_one_to_three() {
+        let s = simulate(&[1, 3], &[100_000, 100_000], &[100, 100], 20);
+        let ratio = s[1] as f64 / s[0] as f64;
+        assert!((ratio - 3.0).abs() <= 0.15, "{s:?} ratio {ratio}");
+    }
+
+    #[test]
+    fn expensive_packets_are_charged_for_their_cost() {
+        // A's packets cost 10x B's; by packets A would take 10/11 of the core.
+        let s = simulate(&[1, 1], &[100_000, 100_000], &[1_000, 100], 20);
+        let a_ticks = s[0] * 1_000;
+        let b_ticks = s[1] * 100;
+        let ratio = b_ticks as f64 / a_ticks as f64;
+        assert!((ratio - 1.0).abs() <= 0.05, "{s:?} cycles ratio {ratio}");
+    }
+
+    #[test]
+    fn idle_vr_leaves_its_share_to_others() {
+        // B offers a tenth of its share: A gets the rest (work-conserving).
+        let s = simulate(&[1, 1], &[10_000, 100], &[100, 100], 20);
+        assert_eq!(s[1], 100);
+        assert!(s[0] >= 9_850, "{s:?}");
+    }
+
+    #[test]
+    fn unsaturated_worker_polices_nobody() {
+        let mut f = Fair::new(&[1, 1], &[vec![0], vec![1]], 2);
+        f.clock = Some(|| 0);
+        f.round_ticks = 100;
+        f.charge(0, 10);
+        // Half of the round idle.
+        f.end_call(50, true);
+        f.end_call(100, false);
+        assert!(!f.enforcing());
+        assert!(f.admit(0) && f.admit(1));
+        assert!(f.port_wanted(0) && f.port_wanted(1));
+    }
+
+    #[test]
+    fn capped_vr_unwants_its_port_only() {
+        let mut f = Fair::new(&[1, 1], &[vec![0], vec![0, 1]], 3);
+        f.enforcing = true;
+        f.vrs[0].budget = 10;
+        f.vrs[1].budget = 10;
+        f.charge(0, 11);
+        assert!(!f.admit(0));
+        assert!(f.admit(1));
+        // Port 0 also carries VR 1, which is under budget.
+        assert!(f.port_wanted(0));
+        f.charge(1, 11);
+        assert!(!f.port_wanted(0) && !f.port_wanted(1));
+        assert!(f.port_wanted(2), "a port with no VR is always read");
+    }
+}
