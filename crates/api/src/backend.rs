@@ -1,0 +1,90 @@
+//! The [`Backend`] trait: what the HTTP layer asks of the router.
+//!
+//! The HTTP layer authenticates, checks that the token may see the VR it
+//! names, parses and validates requests, and then calls one method here. The
+//! implementor (the `vrhost` binary, over the running data plane) does the
+//! work and its own locking: every method takes `&self` and may block; the
+//! server calls it from a blocking-task thread, never from the async reactor.
+//!
+//! Contract for implementors:
+//! - An unknown VR name answers [`ApiError::NoSuchVr`], never a message that
+//!   repeats the name: a tenant token asking for another tenant's VR gets the
+//!   very same answer, so the two must not be told apart.
+//! - Additions are idempotent: adding what is already there, identical,
+//!   answers [`Outcome::Unchanged`]. Deletions of what is missing answer
+//!   [`Outcome::Missing`] (the HTTP layer turns that into 404 unless the
+//!   client passed `missing_ok`).
+//! - A request is validated whole before any of it is applied; a failed
+//!   request changes nothing.
+
+use std::net::IpAddr;
+
+use crate::error::ApiError;
+use crate::types::{
+    BulkResult, BulkRoutes, IfaceAddr, Neighbor, Outcome, PortInfo, Prefix, ReloadReport, Route,
+    RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
+};
+
+/// The router as the management API sees it. Object safe: the server holds an
+/// `Arc<dyn Backend>`.
+pub trait Backend: Send + Sync + 'static {
+    /// Every VR, in a stable order.
+    fn list_vrs(&self) -> Result<Vec<VrInfo>, ApiError>;
+
+    /// One VR.
+    fn get_vr(&self, vr: &str) -> Result<VrInfo, ApiError>;
+
+    /// Creates a VR without disturbing the others' traffic. 409 if the name
+    /// is taken; 400 naming the field if the description is invalid.
+    fn create_vr(&self, spec: &VrSpec) -> Result<VrInfo, ApiError>;
+
+    /// Deletes a VR and everything in it.
+    fn delete_vr(&self, vr: &str) -> Result<(), ApiError>;
+
+    /// An interface's addresses.
+    fn list_addresses(&self, vr: &str, iface: &str) -> Result<Vec<IfaceAddr>, ApiError>;
+
+    /// Adds an address to an interface (`Created` or `Unchanged`).
+    fn add_address(&self, vr: &str, iface: &str, addr: IfaceAddr) -> Result<Outcome, ApiError>;
+
+    /// Removes an address (`Deleted` or `Missing`).
+    fn delete_address(&self, vr: &str, iface: &str, addr: IfaceAddr) -> Result<Outcome, ApiError>;
+
+    /// One page of the VR's routes, connected and local ones included, in a
+    /// stable order; `limit` is already clamped by the HTTP layer.
+    fn list_routes(&self, vr: &str, offset: u64, limit: u64) -> Result<RoutePage, ApiError>;
+
+    /// Adds one route (a via, blackhole or unreachable one). An existing route
+    /// of the same prefix with another target is replaced when `replace`,
+    /// otherwise answers 409.
+    fn add_route(&self, vr: &str, route: &Route, replace: bool) -> Result<Outcome, ApiError>;
+
+    /// Removes one route (`Deleted` or `Missing`).
+    fn delete_route(&self, vr: &str, prefix: Prefix) -> Result<Outcome, ApiError>;
+
+    /// Applies many route changes at once: validated whole, then deletions,
+    /// then additions, published together.
+    fn bulk_routes(&self, vr: &str, req: &BulkRoutes) -> Result<BulkResult, ApiError>;
+
+    /// The VR's static neighbours.
+    fn list_neighbors(&self, vr: &str) -> Result<Vec<Neighbor>, ApiError>;
+
+    /// Adds or replaces a static neighbour (`Created`, `Replaced`, `Unchanged`).
+    fn add_neighbor(&self, vr: &str, neighbor: &Neighbor) -> Result<Outcome, ApiError>;
+
+    /// Removes a static neighbour (`Deleted` or `Missing`).
+    fn delete_neighbor(&self, vr: &str, addr: IpAddr) -> Result<Outcome, ApiError>;
+
+    /// The VR's counters and its interfaces'.
+    fn vr_counters(&self, vr: &str) -> Result<VrCounters, ApiError>;
+
+    /// Every port with its counters.
+    fn ports(&self) -> Result<Vec<PortInfo>, ApiError>;
+
+    /// Every worker's load.
+    fn workers(&self) -> Result<Vec<WorkerInfo>, ApiError>;
+
+    /// Validates a whole new config (TOML text) and applies it atomically, or
+    /// answers [`ApiError::Config`] with every problem and changes nothing.
+    fn reload(&self, config_toml: &str) -> Result<ReloadReport, ApiError>;
+}

@@ -1,0 +1,30 @@
+//! The vrhost management API: an HTTP/JSON server over a Unix socket (and
+//! optionally TCP), bearer-token authentication with per-VR scoping, an
+//! OpenAPI 3.1 document, Prometheus metrics, and the blocking client and
+//! command line (`vrhost ctl`) that use it.
+//!
+//! The split follows grout's `api/` / `control/` / `cli/`:
+//! - [`types`]: plain data on the wire;
+//! - [`Backend`]: what the server asks of the router (implemented by the
+//!   `vrhost` binary over the running data plane);
+//! - [`router`] / [`serve`] / [`spawn`]: the HTTP layer;
+//! - [`client`] and [`ctl_main`]: the client side, which only talks HTTP.
+//!
+//! See `docs/api.md` for the endpoints and the authorisation model.
+
+pub mod auth;
+pub mod backend;
+pub mod client;
+pub mod ctl;
+pub mod error;
+pub mod metrics;
+pub mod openapi;
+pub mod server;
+pub mod table;
+pub mod types;
+
+pub use auth::{generate_token, hash_token, Auth, BadTokenHash, Principal};
+pub use backend::Backend;
+
+pub use error::{ApiError, ConfigIssue, ErrorBody};
+pub use server::{endpoints, router, serve, spawn, Access, ApiConfig, ApiHandle, Endpoint};

@@ -1,0 +1,840 @@
+//! The HTTP layer: routes, authentication, scoping, listeners.
+//!
+//! ```text
+//!  client ──HTTP/1.1──▶ UnixListener (0600) ─┐
+//!                       TcpListener (opt.) ──┴─▶ axum Router (tokio, 2 threads)
+//!                                                 │ authenticate: Bearer → Principal, else 401
+//!                                                 │ route_layer: admin_only → 403
+//!                                                 │              vr_scope   → 404 (another tenant's VR)
+//!                                                 │ extractors: path, query, JSON body → 400 naming the field
+//!                                                 ▼
+//!                                         spawn_blocking ──▶ Backend (&self, does its own locking)
+//! ```
+//!
+//! Scoping runs before any extractor looks at the request, so a tenant token
+//! naming any VR but its own gets the same 404 whatever else the request
+//! holds: it can never learn whether a name exists.
+
+use std::collections::HashMap;
+use std::fs::Permissions;
+use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use anyhow::{bail, Context as _};
+use axum::body::Bytes;
+use axum::extract::{
+    DefaultBodyLimit, Extension, FromRequest, FromRequestParts, Path, Query, Request, State,
+};
+use axum::http::{header, request::Parts, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{on, MethodFilter, MethodRouter};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::auth::{Auth, Principal};
+use crate::backend::Backend;
+use crate::error::ApiError;
+use crate::types::{
+    AddressBody, BulkRoutes, IfaceAddr, InterfaceInfo, Neighbor, Outcome, OutcomeBody, PageQuery,
+    Prefix, Route, VrSpec,
+};
+
+/// Routes per page when the client gives no `limit`.
+pub const DEFAULT_PAGE: u64 = 1000;
+/// Most routes per page: a page is built in memory, so it stays bounded.
+pub const MAX_PAGE: u64 = 100_000;
+/// Largest ordinary request body (a VR description with its routes).
+const BODY_LIMIT: usize = 16 << 20;
+/// Largest bulk route body: a million routes in JSON is about 60 MB.
+const BULK_BODY_LIMIT: usize = 512 << 20;
+
+/// Where the API listens and which tokens it accepts; the binary fills it from
+/// the config file.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// Unix socket path. A stale socket there is removed; the new one is mode 0600.
+    pub socket: PathBuf,
+    /// Optional TCP listener (port 0 picks one; see [`ApiHandle::tcp_addr`]).
+    pub listen: Option<SocketAddr>,
+    /// Hex SHA-256 of the admin token ([`crate::hash_token`]).
+    pub admin_token_sha256: String,
+    /// `(VR name, hex SHA-256)` of each per-VR token.
+    pub vr_tokens: Vec<(String, String)>,
+}
+
+#[derive(Clone)]
+struct AppState {
+    backend: Arc<dyn Backend>,
+    auth: Arc<Auth>,
+}
+
+/// Who may call an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Any valid token; the answer is filtered to what the token may see.
+    Any,
+    /// The admin, or the token of the VR named in the path.
+    Vr,
+    /// The admin only; others get 403.
+    Admin,
+}
+
+/// One endpoint the router serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// HTTP method.
+    pub method: Method,
+    /// Path template, axum syntax (`/v1/vrs/{vr}`).
+    pub path: &'static str,
+    /// Who may call it.
+    pub access: Access,
+}
+
+/// Builds the router and records every endpoint it adds, so the OpenAPI test
+/// can compare the document with what is actually served.
+struct Table {
+    router: Router<AppState>,
+    served: Vec<Endpoint>,
+}
+
+impl Table {
+    fn add(
+        mut self,
+        access: Access,
+        method: Method,
+        path: &'static str,
+        handler: MethodRouter<AppState>,
+    ) -> Table {
+        let handler = match access {
+            Access::Any => handler,
+            Access::Vr => handler.route_layer(middleware::from_fn(vr_scope)),
+            Access::Admin => handler.route_layer(middleware::from_fn(admin_only)),
+        };
+        self.router = self.router.route(path, handler);
+        self.served.push(Endpoint {
+            method,
+            path,
+            access,
+        });
+        self
+    }
+}
+
+/// `on(method, handler)` with the method named once for both the router and the record.
+macro_rules! endpoint {
+    ($table:expr, $access:ident, $method:ident, $path:literal, $handler:expr) => {
+        $table.add(
+            Access::$access,
+            Method::$method,
+            $path,
+            on(MethodFilter::$method, $handler),
+        )
+    };
+}
+
+fn table() -> Table {
+    let t = Table {
+        router: Router::new(),
+        served: Vec::new(),
+    };
+    let t = endpoint!(t, Any, GET, "/v1/vrs", list_vrs);
+    let t = endpoint!(t, Admin, POST, "/v1/vrs", create_vr);
+    let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}", get_vr);
+    let t = endpoint!(t, Admin, DELETE, "/v1/vrs/{vr}", delete_vr);
+    let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/interfaces", list_interfaces);
+    let t = endpoint!(
+        t,
+        Vr,
+        GET,
+        "/v1/vrs/{vr}/interfaces/{iface}/addresses",
+        list_addresses
+    );
+    let t = endpoint!(
+        t,
+        Vr,
+        POST,
+        "/v1/vrs/{vr}/interfaces/{iface}/addresses",
+        add_address
+    );
+    let t = endpoint!(
+        t,
+        Vr,
+        DELETE,
+        "/v1/vrs/{vr}/interfaces/{iface}/addresses/{addr}/{len}",
+        delete_address
+    );
+    let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/routes", list_routes);
+    let t = endpoint!(t, Vr, POST, "/v1/vrs/{vr}/routes", add_route);
+    let t = endpoint!(
+        t,
+        Vr,
+        DELETE,
+        "/v1/vrs/{vr}/routes/{addr}/{len}",
+        delete_route
+    );
+    let t = t.add(
+        Access::Vr,
+        Method::POST,
+        "/v1/vrs/{vr}/routes/bulk",
+        on(MethodFilter::POST, bulk_routes).layer(DefaultBodyLimit::max(BULK_BODY_LIMIT)),
+    );
+    let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/neighbors", list_neighbors);
+    let t = endpoint!(t, Vr, POST, "/v1/vrs/{vr}/neighbors", add_neighbor);
+    let t = endpoint!(
+        t,
+        Vr,
+        DELETE,
+        "/v1/vrs/{vr}/neighbors/{address}",
+        delete_neighbor
+    );
+    let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/counters", vr_counters);
+    let t = endpoint!(t, Any, GET, "/v1/counters", all_counters);
+    let t = endpoint!(t, Admin, GET, "/v1/ports", ports);
+    let t = endpoint!(t, Admin, GET, "/v1/workers", workers);
+    let t = t.add(
+        Access::Admin,
+        Method::POST,
+        "/v1/config/reload",
+        on(MethodFilter::POST, reload).layer(DefaultBodyLimit::max(BULK_BODY_LIMIT)),
+    );
+    let t = endpoint!(t, Any, GET, "/metrics", metrics);
+    endpoint!(t, Any, GET, "/openapi.json", openapi)
+}
+
+/// Every endpoint [`router`] serves, in registration order.
+pub fn endpoints() -> Vec<Endpoint> {
+    table().served
+}
+
+/// The API as an axum router: every endpoint behind bearer-token
+/// authentication. Serve it with [`serve`] or mount it yourself.
+pub fn router(backend: Arc<dyn Backend>, auth: Auth) -> Router {
+    let state = AppState {
+        backend,
+        auth: Arc::new(auth),
+    };
+    table()
+        .router
+        .fallback(no_such_endpoint)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .with_state(state)
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut resp = (status, Json(self.body())).into_response();
+        if self == ApiError::Unauthorized {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        resp
+    }
+}
+
+async fn no_such_endpoint() -> ApiError {
+    ApiError::NotFound("no such endpoint".into())
+}
+
+// ---- middleware ----------------------------------------------------------
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer(req: &Request) -> Option<&str> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+async fn authenticate(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    match bearer(&req).and_then(|t| st.auth.authenticate(t)) {
+        Some(p) => {
+            req.extensions_mut().insert(p);
+            next.run(req).await
+        }
+        None => ApiError::Unauthorized.into_response(),
+    }
+}
+
+fn principal(parts: &Parts) -> Result<Principal, ApiError> {
+    // `authenticate` wraps every route, so this is only missing if the
+    // router was assembled wrongly.
+    parts
+        .extensions
+        .get::<Principal>()
+        .cloned()
+        .ok_or_else(|| ApiError::Internal("request reached a handler unauthenticated".into()))
+}
+
+async fn admin_only(req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    match principal(&parts).and_then(|p| p.require_admin()) {
+        Ok(()) => next.run(Request::from_parts(parts, body)).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn vr_scope(req: Request, next: Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let params = Path::<HashMap<String, String>>::from_request_parts(&mut parts, &())
+        .await
+        .map_err(|e| ApiError::bad("path", e.body_text()));
+    let check = params.and_then(|Path(params)| {
+        let vr = params
+            .get("vr")
+            .ok_or_else(|| ApiError::Internal("VR-scoped route without {vr}".into()))?;
+        principal(&parts)?.require_vr(vr)
+    });
+    match check {
+        Ok(()) => next.run(Request::from_parts(parts, body)).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+// ---- extractors: every rejection is a 400 naming what was wrong ----------
+
+/// A JSON body; a bad one answers 400 with the path of the offending field
+/// (`add[3].prefix`).
+struct JsonBody<T>(T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::bad("body", e.body_text()))?;
+        parse_json(&bytes).map(JsonBody)
+    }
+}
+
+fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path.is_empty() || path == "." {
+            "body".to_string()
+        } else {
+            path
+        };
+        ApiError::bad(field, e.into_inner().to_string())
+    })?;
+    de.end()
+        .map_err(|e| ApiError::bad("body", format!("trailing data: {e}")))?;
+    Ok(value)
+}
+
+/// Path parameters; a bad one answers 400 naming `path`.
+struct PathParams<T>(T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for PathParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(t)| PathParams(t))
+            .map_err(|e| ApiError::bad("path", e.body_text()))
+    }
+}
+
+/// Query parameters; a bad one answers 400 naming `query`.
+struct QueryParams<T>(T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(t)| QueryParams(t))
+            .map_err(|e| ApiError::bad("query", e.body_text()))
+    }
+}
+
+/// `?missing_ok=true`: deleting what is not there answers 200 `missing`, not 404.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct MissingOk {
+    #[serde(default)]
+    missing_ok: bool,
+}
+
+/// `?replace=true`: an existing route of the same prefix is replaced, not a 409.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Replace {
+    #[serde(default)]
+    replace: bool,
+}
+
+fn prefix_from_path(addr: &str, len: &str) -> Result<Prefix, ApiError> {
+    format!("{addr}/{len}")
+        .parse()
+        .map_err(|m| ApiError::bad("prefix", m))
+}
+
+fn addr_from_path(addr: &str, len: &str) -> Result<IfaceAddr, ApiError> {
+    format!("{addr}/{len}")
+        .parse()
+        .map_err(|m| ApiError::bad("address", m))
+}
+
+// ---- handlers ------------------------------------------------------------
+
+/// Runs a backend call on a blocking thread: backends lock and may take long
+/// (a million-route bulk load), and must not stall the reactor.
+async fn call<T, F>(st: &AppState, f: F) -> Result<T, ApiError>
+where
+    F: FnOnce(&dyn Backend) -> Result<T, ApiError> + Send + 'static,
+    T: Send + 'static,
+{
+    let backend = st.backend.clone();
+    tokio::task::spawn_blocking(move || f(&*backend))
+        .await
+        .map_err(|e| ApiError::Internal(format!("backend call failed: {e}")))?
+}
+
+fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    (status, Json(body)).into_response()
+}
+
+/// 201 for a creation, 200 otherwise; `Missing` is a 404 unless `missing_ok`.
+fn outcome(result: Outcome, missing_ok: bool, what: &str) -> Result<Response, ApiError> {
+    let status = match result {
+        Outcome::Missing if !missing_ok => {
+            return Err(ApiError::NotFound(format!("no such {what}")))
+        }
+        Outcome::Created => StatusCode::CREATED,
+        _ => StatusCode::OK,
+    };
+    Ok(json(status, &OutcomeBody { result }))
+}
+
+fn check_addable(route: &Route, field: &str) -> Result<(), ApiError> {
+    if route.is_addable() {
+        Ok(())
+    } else {
+        Err(ApiError::bad(
+            field,
+            format!(
+                "route {}: only via, blackhole or unreachable routes can be added",
+                route.prefix
+            ),
+        ))
+    }
+}
+
+async fn list_vrs(
+    State(st): State<AppState>,
+    Extension(p): Extension<Principal>,
+) -> Result<Response, ApiError> {
+    let mut vrs = call(&st, |b| b.list_vrs()).await?;
+    vrs.retain(|v| p.sees(&v.name));
+    Ok(json(StatusCode::OK, &vrs))
+}
+
+async fn create_vr(
+    State(st): State<AppState>,
+    JsonBody(spec): JsonBody<VrSpec>,
+) -> Result<Response, ApiError> {
+    for (i, r) in spec.routes.iter().enumerate() {
+        check_addable(r, &format!("routes[{i}]"))?;
+    }
+    let info = call(&st, move |b| b.create_vr(&spec)).await?;
+    info!(vr = %info.name, "VR created through the API");
+    Ok(json(StatusCode::CREATED, &info))
+}
+
+async fn get_vr(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+) -> Result<Response, ApiError> {
+    let info = call(&st, move |b| b.get_vr(&vr)).await?;
+    Ok(json(StatusCode::OK, &info))
+}
+
+async fn delete_vr(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+) -> Result<Response, ApiError> {
+    let name = vr.clone();
+    call(&st, move |b| b.delete_vr(&vr)).await?;
+    info!(vr = %name, "VR deleted through the API");
+    Ok(json(
+        StatusCode::OK,
+        &OutcomeBody {
+            result: Outcome::Deleted,
+        },
+    ))
+}
+
+async fn list_interfaces(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+) -> Result<Response, ApiError> {
+    let info = call(&st, move |b| b.get_vr(&vr)).await?;
+    let ifaces: Vec<InterfaceInfo> = info.interfaces;
+    Ok(json(StatusCode::OK, &ifaces))
+}
+
+async fn list_addresses(
+    State(st): State<AppState>,
+    PathParams((vr, iface)): PathParams<(String, String)>,
+) -> Result<Response, ApiError> {
+    let addrs = call(&st, move |b| b.list_addresses(&vr, &iface)).await?;
+    Ok(json(StatusCode::OK, &addrs))
+}
+
+async fn add_address(
+    State(st): State<AppState>,
+    PathParams((vr, iface)): PathParams<(String, String)>,
+    JsonBody(body): JsonBody<AddressBody>,
+) -> Result<Response, ApiError> {
+    let result = call(&st, move |b| b.add_address(&vr, &iface, body.address)).await?;
+    outcome(result, false, "address")
+}
+
+async fn delete_address(
+    State(st): State<AppState>,
+    PathParams((vr, iface, addr, len)): PathParams<(String, String, String, String)>,
+    QueryParams(q): QueryParams<MissingOk>,
+) -> Result<Response, ApiError> {
+    let addr = addr_from_path(&addr, &len)?;
+    let result = call(&st, move |b| b.delete_address(&vr, &iface, addr)).await?;
+    outcome(result, q.missing_ok, "address")
+}
+
+async fn list_routes(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+    QueryParams(q): QueryParams<PageQuery>,
+) -> Result<Response, ApiError> {
+    let offset = q.offset.unwrap_or(0);
+    let limit = q.limit.unwrap_or(DEFAULT_PAGE);
+    if limit > MAX_PAGE {
+        return Err(ApiError::bad(
+            "limit",
+            format!("at most {MAX_PAGE} routes per page"),
+        ));
+    }
+    let page = call(&st, move |b| b.list_routes(&vr, offset, limit)).await?;
+    Ok(json(StatusCode::OK, &page))
+}
+
+async fn add_route(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+    QueryParams(q): QueryParams<Replace>,
+    JsonBody(route): JsonBody<Route>,
+) -> Result<Response, ApiError> {
+    check_addable(&route, "body")?;
+    let result = call(&st, move |b| b.add_route(&vr, &route, q.replace)).await?;
+    outcome(result, false, "route")
+}
+
+async fn delete_route(
+    State(st): State<AppState>,
+    PathParams((vr, addr, len)): PathParams<(String, String, String)>,
+    QueryParams(q): QueryParams<MissingOk>,
+) -> Result<Response, ApiError> {
+    let prefix = prefix_from_path(&addr, &len)?;
+    let result = call(&st, move |b| b.delete_route(&vr, prefix)).await?;
+    outcome(result, q.missing_ok, "route")
+}
+
+async fn bulk_routes(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+    JsonBody(req): JsonBody<BulkRoutes>,
+) -> Result<Response, ApiError> {
+    for (i, r) in req.add.iter().enumerate() {
+        check_addable(r, &format!("add[{i}]"))?;
+    }
+    let result = call(&st, move |b| b.bulk_routes(&vr, &req)).await?;
+    Ok(json(StatusCode::OK, &result))
+}
+
+async fn list_neighbors(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+) -> Result<Response, ApiError> {
+    let list = call(&st, move |b| b.list_neighbors(&vr)).await?;
+    Ok(json(StatusCode::OK, &list))
+}
+
+async fn add_neighbor(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+    JsonBody(n): JsonBody<Neighbor>,
+) -> Result<Response, ApiError> {
+    let result = call(&st, move |b| b.add_neighbor(&vr, &n)).await?;
+    outcome(result, false, "neighbor")
+}
+
+async fn delete_neighbor(
+    State(st): State<AppState>,
+    PathParams((vr, address)): PathParams<(String, String)>,
+    QueryParams(q): QueryParams<MissingOk>,
+) -> Result<Response, ApiError> {
+    let addr = address
+        .parse()
+        .map_err(|_| ApiError::bad("address", format!("'{address}' is not an IP address")))?;
+    let result = call(&st, move |b| b.delete_neighbor(&vr, addr)).await?;
+    outcome(result, q.missing_ok, "neighbor")
+}
+
+async fn vr_counters(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+) -> Result<Response, ApiError> {
+    let c = call(&st, move |b| b.vr_counters(&vr)).await?;
+    Ok(json(StatusCode::OK, &c))
+}
+
+/// Counters of every VR this token may see. A VR deleted between the list and
+/// its counters is left out.
+pub(crate) fn visible_counters(
+    b: &dyn Backend,
+    p: &Principal,
+) -> Result<Vec<crate::types::VrCounters>, ApiError> {
+    let mut out = Vec::new();
+    for vr in b.list_vrs()?.into_iter().filter(|v| p.sees(&v.name)) {
+        match b.vr_counters(&vr.name) {
+            Ok(c) => out.push(c),
+            Err(ApiError::NoSuchVr) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+async fn all_counters(
+    State(st): State<AppState>,
+    Extension(p): Extension<Principal>,
+) -> Result<Response, ApiError> {
+    let all = call(&st, move |b| visible_counters(b, &p)).await?;
+    Ok(json(StatusCode::OK, &all))
+}
+
+async fn ports(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let list = call(&st, |b| b.ports()).await?;
+    Ok(json(StatusCode::OK, &list))
+}
+
+async fn workers(State(st): State<AppState>) -> Result<Response, ApiError> {
+    let list = call(&st, |b| b.workers()).await?;
+    Ok(json(StatusCode::OK, &list))
+}
+
+async fn reload(State(st): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let text = String::from_utf8(body.to_vec())
+        .map_err(|_| ApiError::bad("body", "the config is not UTF-8 text"))?;
+    let report = call(&st, move |b| b.reload(&text)).await?;
+    info!(
+        created = report.created.len(),
+        deleted = report.deleted.len(),
+        changed = report.changed.len(),
+        "config reloaded through the API"
+    );
+    Ok(json(StatusCode::OK, &report))
+}
+
+async fn metrics(
+    State(st): State<AppState>,
+    Extension(p): Extension<Principal>,
+) -> Result<Response, ApiError> {
+    let text = call(&st, move |b| crate::metrics::render(b, &p)).await?;
+    Ok(([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response())
+}
+
+async fn openapi() -> Response {
+    static DOC: OnceLock<serde_json::Value> = OnceLock::new();
+    json(StatusCode::OK, DOC.get_or_init(crate::openapi::document))
+}
+
+// ---- listeners -----------------------------------------------------------
+
+/// Removes a socket file no server answers on; refuses to touch anything else.
+fn remove_stale_socket(path: &FsPath) -> anyhow::Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
+    };
+    if !meta.file_type().is_socket() {
+        bail!(
+            "{}: exists and is not a socket; refusing to replace it",
+            path.display()
+        );
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        bail!("{}: another server is listening there", path.display());
+    }
+    std::fs::remove_file(path).with_context(|| format!("removing stale socket {}", path.display()))
+}
+
+struct Listeners {
+    unix: tokio::net::UnixListener,
+    tcp: Option<tokio::net::TcpListener>,
+    socket: PathBuf,
+}
+
+async fn bind(cfg: &ApiConfig) -> anyhow::Result<Listeners> {
+    remove_stale_socket(&cfg.socket)?;
+    let unix = tokio::net::UnixListener::bind(&cfg.socket)
+        .with_context(|| format!("binding API socket {}", cfg.socket.display()))?;
+    // Owner only: the socket is as powerful as the admin token's holder.
+    std::fs::set_permissions(&cfg.socket, Permissions::from_mode(0o600))
+        .with_context(|| format!("chmod 0600 {}", cfg.socket.display()))?;
+    let tcp = match cfg.listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding API listener {addr}"))?,
+        ),
+        None => None,
+    };
+    info!(socket = %cfg.socket.display(), tcp = ?cfg.listen, "management API listening");
+    Ok(Listeners {
+        unix,
+        tcp,
+        socket: cfg.socket.clone(),
+    })
+}
+
+async fn run(
+    listeners: Listeners,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        // An error means the sender is gone, which is a stop as well.
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let unix = tokio::spawn(
+        axum::serve(listeners.unix, app.clone())
+            .with_graceful_shutdown(stopped(stop_rx.clone()))
+            .into_future(),
+    );
+    let tcp = listeners.tcp.map(|l| {
+        tokio::spawn(
+            axum::serve(l, app)
+                .with_graceful_shutdown(stopped(stop_rx))
+                .into_future(),
+        )
+    });
+    shutdown.await;
+    let _ = stop_tx.send(true);
+    let mut result = unix
+        .await
+        .context("API task")?
+        .context("API on the Unix socket");
+    if let Some(tcp) = tcp {
+        let r = tcp.await.context("API task")?.context("API on TCP");
+        result = result.and(r);
+    }
+    if let Err(e) = std::fs::remove_file(&listeners.socket) {
+        warn!(socket = %listeners.socket.display(), "removing API socket: {e}");
+    }
+    info!("management API stopped");
+    result
+}
+
+/// Serves the API until `shutdown` completes, then removes the socket.
+pub async fn serve(
+    cfg: ApiConfig,
+    backend: Arc<dyn Backend>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let auth = Auth::new(&cfg.admin_token_sha256, &cfg.vr_tokens)?;
+    let listeners = bind(&cfg).await?;
+    run(listeners, router(backend, auth), shutdown).await
+}
+
+/// A running API server on its own thread. Dropping it stops the server.
+pub struct ApiHandle {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    socket: PathBuf,
+    tcp: Option<SocketAddr>,
+}
+
+impl ApiHandle {
+    /// The Unix socket path.
+    pub fn socket(&self) -> &FsPath {
+        &self.socket
+    }
+
+    /// The TCP address actually bound (port 0 resolved), if any.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp
+    }
+
+    /// Stops the server, waits for it, and reports how it ended.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> anyhow::Result<()> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .map_err(|_| anyhow::anyhow!("the API thread panicked"))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ApiHandle {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            warn!("management API: {e:#}");
+        }
+    }
+}
+
+/// Starts the API on its own thread with its own small tokio runtime, for
+/// callers that are not async. Binding errors are returned here.
+pub fn spawn(cfg: ApiConfig, backend: Arc<dyn Backend>) -> anyhow::Result<ApiHandle> {
+    let auth = Auth::new(&cfg.admin_token_sha256, &cfg.vr_tokens)?;
+    // Two threads: the API is light, and backend calls run on the blocking pool.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("vrhost-api")
+        .enable_all()
+        .build()
+        .context("starting the API runtime")?;
+    let listeners = rt.block_on(bind(&cfg))?;
+    let tcp = match &listeners.tcp {
+        Some(l) => Some(l.local_addr().context("TCP listener address")?),
+        None => None,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let app = router(backend, auth);
+    let thread = std::thread::Builder::new()
+        .name("vrhost-api".into())
+        .spawn(move || {
+            rt.block_on(run(listeners, app, async move {
+                let _ = stopped.await;
+            }))
+        })
+        .context("starting the API thread")?;
+    Ok(ApiHandle {
+        stop: Some(stop),
+        thread: Some(thread),
+        socket: cfg.socket,
+        tcp,
+    })
+}
