@@ -37,10 +37,58 @@ impl TapPort {
     /// Creates TAP device `name` (a `%d` in it lets the kernel number it)
     /// and brings it up.
     pub fn create(name: &str) -> Result<Self, IoError> {
+        let (fd, actual) = Self::open_queue(name, (libc::IFF_TAP | libc::IFF_NO_PI) as c_short)?;
+        netdev::set_up(&actual)?;
+        Ok(TapPort {
+            fd,
+            name: actual,
+            stats: PortStats::default(),
+        })
+    }
+
+    /// Creates multi-queue TAP device `name` (`IFF_MULTI_QUEUE`) with
+    /// `queues` queues, one port per queue, so that each data-plane worker
+    /// owns one queue's file descriptor. The kernel spreads what the stack
+    /// sends out of the device over the queues by flow hash.
+    ///
+    /// Unlike [`TapPort::create`] the device is left **down**: a mirror sets
+    /// MAC and MTU first and then brings it up ([`netdev::set_up`]). `name`
+    /// must be a full name (no `%d`), since every queue attaches to it by
+    /// name. The device disappears when the last of the ports is dropped.
+    pub fn create_multi(name: &str, queues: usize) -> Result<Vec<Self>, IoError> {
+        if queues == 0 {
+            return Err(IoError::Setup {
+                ifname: name.into(),
+                reason: "a TAP device needs at least one queue".into(),
+            });
+        }
+        if name.contains('%') {
+            return Err(IoError::Setup {
+                ifname: name.into(),
+                reason: "a multi-queue TAP needs a full name, not a %d pattern".into(),
+            });
+        }
+        let flags = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_MULTI_QUEUE) as c_short;
+        (0..queues)
+            .map(|_| {
+                let (fd, actual) = Self::open_queue(name, flags)?;
+                Ok(TapPort {
+                    fd,
+                    name: actual,
+                    stats: PortStats::default(),
+                })
+            })
+            .collect()
+    }
+
+    /// Opens `/dev/net/tun` and attaches it to device `name` with `flags`
+    /// (`TUNSETIFF`): the first call creates the device, later ones with
+    /// `IFF_MULTI_QUEUE` add a queue to it. Returns the descriptor and the
+    /// device's final name (the kernel fills in a `%d`).
+    fn open_queue(name: &str, flags: c_short) -> Result<(OwnedFd, String), IoError> {
         let mut req: libc::ifreq = zeroed();
         req.ifr_name = sys::ifname_array(name)?;
-        req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as c_short;
-
+        req.ifr_ifru.ifru_flags = flags;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -58,9 +106,8 @@ impl TapPort {
             )
         };
         if rc < 0 {
-            return Err(last_err(name, "ioctl(TUNSETIFF, IFF_TAP|IFF_NO_PI)"));
+            return Err(last_err(name, "ioctl(TUNSETIFF)"));
         }
-        // The kernel writes back the final name (it may have filled `%d`).
         let end = req
             .ifr_name
             .iter()
@@ -70,12 +117,7 @@ impl TapPort {
             .iter()
             .map(|&c| c as u8 as char)
             .collect();
-        netdev::set_up(&actual)?;
-        Ok(TapPort {
-            fd,
-            name: actual,
-            stats: PortStats::default(),
-        })
+        Ok((fd, actual))
     }
 
     /// The device's name.

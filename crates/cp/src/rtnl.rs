@@ -1,0 +1,462 @@
+//! A small synchronous rtnetlink client (netlink-sys sockets,
+//! netlink-packet-route messages) and the decoding of route and address
+//! messages into [`crate::event`] terms, shared by the namespace watcher,
+//! the address pusher and the FPM server.
+//!
+//! Synchronous on purpose: each socket lives on one thread that entered the
+//! VR's namespace first (a netlink socket belongs to the namespace of the
+//! thread that created it), and a blocking `recv` lets us see `ENOBUFS`
+//! directly, which is the one error the watcher must act on.
+
+use std::io;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use netlink_packet_core::{
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_DUMP,
+    NLM_F_DUMP_INTR, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteType, RouteVia,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+
+use crate::event::Prefix;
+
+/// Legacy multicast group bits for `bind()` (`<linux/rtnetlink.h>`
+/// `RTMGRP_*`): links, IPv4/IPv6 addresses, IPv4/IPv6 routes.
+pub(crate) const GROUPS: u32 = 0x1 /* RTMGRP_LINK */
+    | 0x10 /* RTMGRP_IPV4_IFADDR */
+    | 0x40 /* RTMGRP_IPV4_ROUTE */
+    | 0x100 /* RTMGRP_IPV6_IFADDR */
+    | 0x400 /* RTMGRP_IPV6_ROUTE */;
+
+/// Receive buffer for one datagram. The kernel builds dump replies and
+/// notifications in skbs of at most 32 KiB (`NLMSG_GOODSIZE` is a page, dumps
+/// grow to 32 KiB); 64 KiB leaves room, and `MSG_TRUNC` tells us if not.
+const RECV_BUF: usize = 64 * 1024;
+
+/// The main routing table, `RT_TABLE_MAIN` (`ip route` without `table`).
+pub(crate) const RT_TABLE_MAIN: u32 = 254;
+
+/// One rtnetlink socket, bound in the calling thread's namespace.
+pub(crate) struct Rtnl {
+    sock: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+/// Why a dump failed.
+#[derive(Debug)]
+pub(crate) enum DumpError {
+    /// The table changed while the kernel walked it (`NLM_F_DUMP_INTR`):
+    /// the answer may be inconsistent; dump again.
+    Interrupted,
+    /// A socket error, or an error answer from the kernel.
+    Io(io::Error),
+}
+
+impl From<io::Error> for DumpError {
+    fn from(e: io::Error) -> Self {
+        DumpError::Io(e)
+    }
+}
+
+impl Rtnl {
+    /// Opens a `NETLINK_ROUTE` socket subscribed to `groups` (0: none).
+    pub(crate) fn open(groups: u32) -> io::Result<Self> {
+        let mut sock = Socket::new(NETLINK_ROUTE)?;
+        sock.bind(&SocketAddr::new(0, groups))?;
+        Ok(Rtnl {
+            sock,
+            seq: 0,
+            buf: Vec::with_capacity(RECV_BUF),
+        })
+    }
+
+    /// Sets `SO_RCVBUF` (the kernel doubles it, and caps it at
+    /// `net.core.rmem_max`).
+    pub(crate) fn set_rcvbuf(&self, bytes: usize) -> io::Result<()> {
+        self.sock.set_rx_buf_sz(bytes)
+    }
+
+    /// Makes a blocking `recv` give up after `t` (`SO_RCVTIMEO`).
+    pub(crate) fn set_recv_timeout(&self, t: Duration) -> io::Result<()> {
+        rustix::net::sockopt::set_socket_timeout(
+            &self.sock,
+            rustix::net::sockopt::Timeout::Recv,
+            Some(t),
+        )
+        .map_err(io::Error::from)
+    }
+
+    /// Sends one request with `flags` (`NLM_F_REQUEST` is added) and returns
+    /// its sequence number.
+    pub(crate) fn send(&mut self, msg: RouteNetlinkMessage, flags: u16) -> io::Result<u32> {
+        self.seq = self.seq.wrapping_add(1);
+        let mut header = NetlinkHeader::default();
+        header.flags = flags | NLM_F_REQUEST;
+        header.sequence_number = self.seq;
+        let mut nl = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+        nl.finalize();
+        let mut bytes = vec![0u8; nl.buffer_len()];
+        nl.serialize(&mut bytes);
+        self.sock.send(&bytes, 0)?;
+        Ok(self.seq)
+    }
+
+    /// Receives one datagram and returns the messages in it, and how many
+    /// could not be parsed (they are skipped). `flags` are `MSG_*` flags
+    /// (`MSG_DONTWAIT` to poll). A datagram larger than our buffer is
+    /// reported as `ENOBUFS`: something was lost, so the caller resyncs.
+    pub(crate) fn recv(
+        &mut self,
+        flags: i32,
+    ) -> io::Result<(Vec<NetlinkMessage<RouteNetlinkMessage>>, usize)> {
+        self.buf.clear();
+        let n = self.sock.recv(&mut self.buf, flags | libc_msg_trunc())?;
+        if n > self.buf.len() {
+            return Err(io::Error::from_raw_os_error(ENOBUFS));
+        }
+        Ok(parse_messages(&self.buf))
+    }
+
+    /// Dumps with request `msg` and returns every answer message.
+    pub(crate) fn dump(
+        &mut self,
+        msg: RouteNetlinkMessage,
+    ) -> Result<Vec<RouteNetlinkMessage>, DumpError> {
+        let seq = self.send(msg, NLM_F_DUMP)?;
+        let mut out = Vec::new();
+        let mut interrupted = false;
+        loop {
+            let (msgs, _bad) = self.recv(0)?;
+            for m in msgs {
+                if m.header.sequence_number != seq {
+                    continue;
+                }
+                if m.header.flags & NLM_F_DUMP_INTR != 0 {
+                    interrupted = true;
+                }
+                match m.payload {
+                    NetlinkPayload::Done(_) => {
+                        return if interrupted {
+                            Err(DumpError::Interrupted)
+                        } else {
+                            Ok(out)
+                        };
+                    }
+                    NetlinkPayload::Error(e) if e.code.is_some() => {
+                        return Err(DumpError::Io(e.to_io()));
+                    }
+                    NetlinkPayload::InnerMessage(inner) => out.push(inner),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Sends `msg` with `flags | NLM_F_ACK` and waits for the kernel's
+    /// answer: `Ok` or the errno it reported.
+    pub(crate) fn request(&mut self, msg: RouteNetlinkMessage, flags: u16) -> io::Result<()> {
+        let seq = self.send(msg, flags | NLM_F_ACK)?;
+        loop {
+            let (msgs, _bad) = self.recv(0)?;
+            for m in msgs {
+                if m.header.sequence_number != seq {
+                    continue;
+                }
+                if let NetlinkPayload::Error(e) = m.payload {
+                    return match e.code {
+                        None => Ok(()),
+                        Some(_) => Err(e.to_io()),
+                    };
+                }
+            }
+        }
+    }
+}
+
+/// `ENOBUFS` without pulling in libc for one constant: Linux's value.
+pub(crate) const ENOBUFS: i32 = 105;
+
+/// `MSG_TRUNC` (Linux): make `recv` return the real datagram length.
+fn libc_msg_trunc() -> i32 {
+    0x20
+}
+
+/// `MSG_DONTWAIT` (Linux).
+pub(crate) const MSG_DONTWAIT: i32 = 0x40;
+
+/// Splits a buffer of netlink messages (one datagram, or one FPM frame's
+/// payload) and parses each one. Returns the parsed messages and the number
+/// that failed to parse; a length that runs past the buffer ends the walk
+/// and counts as one failure.
+pub(crate) fn parse_messages(buf: &[u8]) -> (Vec<NetlinkMessage<RouteNetlinkMessage>>, usize) {
+    let mut out = Vec::new();
+    let mut bad = 0;
+    let mut off = 0;
+    while off < buf.len() {
+        let rest = &buf[off..];
+        let len = match NetlinkBuffer::new_checked(rest) {
+            Ok(b) => b.length() as usize,
+            Err(_) => {
+                bad += 1;
+                break;
+            }
+        };
+        match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rest[..len]) {
+            Ok(m) => out.push(m),
+            Err(e) => {
+                tracing::debug!(error = %e, "undecodable netlink message skipped");
+                bad += 1;
+            }
+        }
+        // Messages are 4-byte aligned (NLMSG_ALIGN).
+        let step = (len + 3) & !3;
+        if step == 0 {
+            bad += 1;
+            break;
+        }
+        off = off.saturating_add(step);
+    }
+    (out, bad)
+}
+
+/// An address message's own address: `IFA_LOCAL` for IPv4 (`IFA_ADDRESS`
+/// is the peer on point-to-point links), `IFA_ADDRESS` for IPv6 (which has
+/// no `IFA_LOCAL`). `None` for IPv6 link-local addresses: the kernel makes
+/// one per interface from its MAC; neither direction mirrors them.
+pub(crate) fn own_address(a: &AddressMessage) -> Option<IpAddr> {
+    let local = a.attributes.iter().find_map(|x| match x {
+        AddressAttribute::Local(ip) => Some(*ip),
+        _ => None,
+    });
+    let addr = local.or_else(|| {
+        a.attributes.iter().find_map(|x| match x {
+            AddressAttribute::Address(ip) => Some(*ip),
+            _ => None,
+        })
+    })?;
+    match addr {
+        IpAddr::V6(v6) if is_link_local(v6) => None,
+        a => Some(a),
+    }
+}
+
+/// fe80::/10 (RFC 4291 §2.5.6).
+pub(crate) fn is_link_local(a: std::net::Ipv6Addr) -> bool {
+    (a.segments()[0] & 0xffc0) == 0xfe80
+}
+
+/// Why a route message is not forwarded as a route. Each reason is the
+/// filter's justification; see [`decode_route`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Skip {
+    /// Not IPv4 or IPv6 (MPLS, bridge, ...).
+    Family,
+    /// Not the main table: `local` holds the kernel's local/broadcast
+    /// routes for the namespace's own addresses (the VR answers for those
+    /// itself), other tables belong to policy routing we do not model.
+    NotMainTable,
+    /// A type the FIB does not forward by: local, broadcast, anycast,
+    /// multicast, throw, nat.
+    Kind,
+    /// Source-specific (IPv6 `from`): a destination-only FIB cannot hold it.
+    SourceSpecific,
+    /// TOS-specific: it only matches packets with that TOS; the FIB ignores
+    /// TOS, so installing it would misroute all others.
+    Tos,
+    /// A cached clone (IPv6 PMTU exception), not a configured route.
+    Cloned,
+    /// A link-local (fe80::/10) or multicast destination: link-local
+    /// prefixes are never forwarded (RFC 4291 §2.5.6) and the kernel adds
+    /// fe80::/64 on every interface by itself; multicast is not unicast
+    /// forwarding.
+    Scope,
+    /// Only a next-hop-group id (`RTA_NH_ID`), no inline next hop: FRR with
+    /// `fpm use-next-hop-groups`, or `ip route add ... nhid N`.
+    NextHopGroup,
+    /// A unicast route with no gateway and no interface.
+    NoNextHop,
+}
+
+/// A decoded route, before interface indexes are turned into names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RawRoute {
+    pub prefix: Prefix,
+    /// `RTA_PRIORITY`: among routes for one prefix the lowest wins.
+    pub metric: u32,
+    pub target: RawTarget,
+    /// Next hops of a multipath route beyond the first (ignored).
+    pub extra_hops: usize,
+}
+
+/// A route's target with the interface as an index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RawTarget {
+    /// Through a gateway, on interface `oif` where given.
+    Via {
+        gw: IpAddr,
+        oif: Option<u32>,
+    },
+    /// Directly on interface `oif`.
+    Dev {
+        oif: u32,
+    },
+    Blackhole,
+    Unreachable,
+    Prohibit,
+}
+
+fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+fn via_addr(v: &RouteVia) -> Option<IpAddr> {
+    match v {
+        RouteVia::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteVia::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+/// Gateway (`RTA_GATEWAY`, or `RTA_VIA` for an IPv4 route through an IPv6
+/// next hop) among `attrs`.
+fn gateway(attrs: &[RouteAttribute]) -> Option<IpAddr> {
+    attrs.iter().find_map(|a| match a {
+        RouteAttribute::Gateway(g) => route_addr(g),
+        RouteAttribute::Via(v) => via_addr(v),
+        _ => None,
+    })
+}
+
+/// Decodes a route message, applying the filters every producer shares.
+pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
+    let h = &msg.header;
+    let attrs = &msg.attributes;
+    match h.address_family {
+        AddressFamily::Inet | AddressFamily::Inet6 => {}
+        _ => return Err(Skip::Family),
+    }
+    // RTA_TABLE carries ids above 255; the header field then says
+    // RT_TABLE_UNSPEC or RT_TABLE_COMPAT.
+    let table = attrs
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Table(t) => Some(*t),
+            _ => None,
+        })
+        .unwrap_or(u32::from(h.table));
+    if table != RT_TABLE_MAIN {
+        return Err(Skip::NotMainTable);
+    }
+    if h.flags.contains(RouteFlags::Cloned) {
+        return Err(Skip::Cloned);
+    }
+    if h.source_prefix_length != 0 {
+        return Err(Skip::SourceSpecific);
+    }
+    if h.tos != 0 {
+        return Err(Skip::Tos);
+    }
+    let dst = attrs
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Destination(d) => route_addr(d),
+            _ => None,
+        })
+        .unwrap_or(match h.address_family {
+            AddressFamily::Inet => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+            _ => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        });
+    let prefix = Prefix::new(dst, h.destination_prefix_length).map_err(|_| Skip::Family)?;
+    match prefix.addr() {
+        IpAddr::V6(a) if is_link_local(a) => return Err(Skip::Scope),
+        a if a.is_multicast() => return Err(Skip::Scope),
+        _ => {}
+    }
+    let metric = attrs
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Priority(p) => Some(*p),
+            _ => None,
+        })
+        .unwrap_or(0);
+    let mut extra_hops = 0;
+    let target = match h.kind {
+        RouteType::BlackHole => RawTarget::Blackhole,
+        RouteType::Unreachable => RawTarget::Unreachable,
+        RouteType::Prohibit => RawTarget::Prohibit,
+        RouteType::Unicast => {
+            let oif = attrs.iter().find_map(|a| match a {
+                RouteAttribute::Oif(i) => Some(*i),
+                _ => None,
+            });
+            let multipath = attrs.iter().find_map(|a| match a {
+                RouteAttribute::MultiPath(hops) => Some(hops),
+                _ => None,
+            });
+            // ECMP is not supported by the FIB's next-hop model yet: take
+            // the first next hop, count the rest (documented in
+            // docs/control-plane.md).
+            let (gw, oif) = match multipath.and_then(|hops| hops.first().map(|f| (f, hops.len()))) {
+                Some((first, n)) => {
+                    extra_hops = n - 1;
+                    let oif = (first.interface_index != 0).then_some(first.interface_index);
+                    (gateway(&first.attributes), oif)
+                }
+                None => (gateway(attrs), oif),
+            };
+            match (gw, oif) {
+                (Some(gw), oif) => RawTarget::Via { gw, oif },
+                (None, Some(oif)) => RawTarget::Dev { oif },
+                (None, None) => {
+                    if attrs.iter().any(|a| matches!(a, RouteAttribute::NhId(_))) {
+                        return Err(Skip::NextHopGroup);
+                    }
+                    return Err(Skip::NoNextHop);
+                }
+            }
+        }
+        _ => return Err(Skip::Kind),
+    };
+    Ok(RawRoute {
+        prefix,
+        metric,
+        target,
+        extra_hops,
+    })
+}
+
+/// A route message for `prefix` in the main table (for encoding FPM test
+/// frames and for address-free route requests).
+pub(crate) fn route_message(prefix: Prefix, kind: RouteType, gw: Option<IpAddr>) -> RouteMessage {
+    let mut m = RouteMessage::default();
+    m.header.address_family = if prefix.addr().is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
+    m.header.destination_prefix_length = prefix.len();
+    m.header.table = RouteHeader::RT_TABLE_MAIN;
+    m.header.kind = kind;
+    m.attributes
+        .push(RouteAttribute::Destination(match prefix.addr() {
+            IpAddr::V4(a) => RouteAddress::Inet(a),
+            IpAddr::V6(a) => RouteAddress::Inet6(a),
+        }));
+    if let Some(gw) = gw {
+        m.attributes.push(RouteAttribute::Gateway(match gw {
+            IpAddr::V4(a) => RouteAddress::Inet(a),
+            IpAddr::V6(a) => RouteAddress::Inet6(a),
+        }));
+    }
+    m
+}

@@ -1,0 +1,651 @@
+//! The namespace → VR direction: addresses and main-table routes that the
+//! tenant's control plane (FRR, BIRD, `ip`) installs in the VR's namespace,
+//! streamed as [`CpEvent`]s.
+//!
+//! ```text
+//!   VR namespace (kernel)                       vrhost
+//!   ┌───────────────────────┐   multicast    ┌────────── watcher thread (setns'd) ─┐
+//!   │ links, addrs, routes ─┼───────────────►│ events socket (subscribed 1st)      │
+//!   │                       │   dump replies │ dump socket (links, addrs, routes)  │
+//!   │                       ├───────────────►│   ↓ filter, ifindex → name,         │
+//!   └───────────────────────┘                │     best route per prefix           │
+//!                                            └───────────────┬─────────────────────┘
+//!                                                            │ mpsc::Sender<CpEvent>
+//!                                                            ▼  data-plane control loop
+//! ```
+//!
+//! Subscribe before you dump: the events socket joins the groups first, so
+//! every change after that instant is queued; the dump (on a second socket)
+//! then gives a state at least that recent, and replaying the queued
+//! changes on top of it converges, because each one is keyed "set/remove
+//! this route" and the last change of each key wins.
+//!
+//! On `ENOBUFS` (the events socket overflowed: changes were lost) the queue
+//! is discarded, everything is dumped again, and a [`CpEvent::Resync`]
+//! replaces the consumer's whole set. The same happens when the kernel may
+//! have removed routes without telling (IPv4 routes through an interface
+//! that went down or away, or that depended on a removed IPv4 address).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use netlink_packet_core::NetlinkPayload;
+use netlink_packet_route::address::AddressMessage;
+use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
+use netlink_packet_route::route::RouteMessage;
+use netlink_packet_route::RouteNetlinkMessage;
+
+use crate::event::{Addr, CpEvent, Op, Prefix, RouteTarget};
+use crate::rtnl::{self, DumpError, RawTarget, Rtnl};
+use crate::CpError;
+
+/// How often the blocked thread wakes to see whether it should stop.
+const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Give up on a dump that keeps being interrupted by changes after this
+/// many tries (then resync again on the next event).
+const DUMP_TRIES: usize = 20;
+
+/// Which interfaces of the namespace are VR mirrors, and socket tuning.
+#[derive(Clone, Debug, Default)]
+pub struct WatchOptions {
+    /// Names of the mirrored interfaces. `None`: every TAP device
+    /// (link kind `tun`) in the namespace.
+    pub interfaces: Option<HashSet<String>>,
+    /// `SO_RCVBUF` of the events socket, in bytes (the kernel doubles it).
+    /// `None`: the system default. Tests make it tiny to force `ENOBUFS`.
+    pub rcvbuf: Option<usize>,
+}
+
+/// Counters of one watcher.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WatchStats {
+    /// `ENOBUFS` (or truncated datagrams): changes the kernel dropped.
+    pub overruns: u64,
+    /// Full snapshots sent (the first one included).
+    pub resyncs: u64,
+    /// Route and address events sent.
+    pub events: u64,
+    /// Route messages dropped by a filter.
+    pub filtered: u64,
+    /// Netlink messages that could not be decoded.
+    pub undecodable: u64,
+    /// Next hops of multipath routes beyond the first, ignored.
+    pub ignored_next_hops: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    overruns: AtomicU64,
+    resyncs: AtomicU64,
+    events: AtomicU64,
+    filtered: AtomicU64,
+    undecodable: AtomicU64,
+    ignored_next_hops: AtomicU64,
+}
+
+/// A running watcher of one namespace. Dropping it stops the thread.
+pub struct NsWatcher {
+    netns: String,
+    stop: Arc<AtomicBool>,
+    counters: Arc<Counters>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl NsWatcher {
+    /// Starts watching namespace `netns` (every TAP in it is a mirror).
+    /// Returns once the first [`CpEvent::Resync`] has been sent.
+    pub fn start(netns: &str, tx: Sender<CpEvent>) -> Result<Self, CpError> {
+        Self::start_with(netns, tx, WatchOptions::default())
+    }
+
+    /// [`NsWatcher::start`] with options.
+    pub fn start_with(
+        netns: &str,
+        tx: Sender<CpEvent>,
+        opts: WatchOptions,
+    ) -> Result<Self, CpError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let counters = Arc::new(Counters::default());
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<(), CpError>>();
+        let thread = {
+            let stop = stop.clone();
+            let counters = counters.clone();
+            let name = netns.to_string();
+            std::thread::Builder::new()
+                .name(format!("cp-watch-{netns}"))
+                .spawn(move || {
+                    let setup = Watcher::setup(&name, tx, opts, stop, counters);
+                    match setup {
+                        Ok(mut w) => {
+                            let _ = ready_tx.send(Ok(()));
+                            w.run();
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                        }
+                    }
+                })
+                .map_err(|e| CpError::io(netns, "spawn watcher thread", e))?
+        };
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(NsWatcher {
+                netns: netns.to_string(),
+                stop,
+                counters,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(CpError::Netlink {
+                    netns: netns.into(),
+                    what: "watcher thread ended during setup".into(),
+                    source: io::Error::other("thread panicked"),
+                })
+            }
+        }
+    }
+
+    /// The namespace watched.
+    pub fn netns(&self) -> &str {
+        &self.netns
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> WatchStats {
+        let c = &self.counters;
+        WatchStats {
+            overruns: c.overruns.load(Ordering::Relaxed),
+            resyncs: c.resyncs.load(Ordering::Relaxed),
+            events: c.events.load(Ordering::Relaxed),
+            filtered: c.filtered.load(Ordering::Relaxed),
+            undecodable: c.undecodable.load(Ordering::Relaxed),
+            ignored_next_hops: c.ignored_next_hops.load(Ordering::Relaxed),
+        }
+    }
+
+    /// True while the thread runs (it ends on a fatal socket error or when
+    /// the receiver is dropped).
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Stops the thread and waits for it (at most about 100 ms).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for NsWatcher {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// One interface of the namespace.
+#[derive(Clone, Debug)]
+struct Link {
+    name: String,
+    mirrored: bool,
+    up: bool,
+}
+
+/// What handling one message asks for.
+#[derive(PartialEq, Eq)]
+enum After {
+    Nothing,
+    /// The kernel may have changed routes without notifying: resync.
+    Resync,
+}
+
+/// The receiver is gone: stop.
+struct Closed;
+
+/// The watcher thread's state.
+struct Watcher {
+    netns: String,
+    opts: WatchOptions,
+    tx: Sender<CpEvent>,
+    stop: Arc<AtomicBool>,
+    c: Arc<Counters>,
+    events: Rtnl,
+    dumper: Rtnl,
+    links: HashMap<u32, Link>,
+    /// prefix → metric → target: every main-table route that passed the
+    /// filters; the lowest metric is the one reported.
+    routes: BTreeMap<Prefix, BTreeMap<u32, RouteTarget>>,
+    addrs: BTreeSet<Addr>,
+}
+
+impl Watcher {
+    /// Enters the namespace, subscribes, dumps, sends the first `Resync`.
+    fn setup(
+        netns: &str,
+        tx: Sender<CpEvent>,
+        opts: WatchOptions,
+        stop: Arc<AtomicBool>,
+        c: Arc<Counters>,
+    ) -> Result<Self, CpError> {
+        vrhost_io::netns::enter(netns).map_err(|e| CpError::Io(e.to_string()))?;
+        let nl = |what: &str, source: io::Error| CpError::Netlink {
+            netns: netns.into(),
+            what: what.into(),
+            source,
+        };
+        // Subscribe first, then dump (STYLE.md §8).
+        let events = Rtnl::open(rtnl::GROUPS).map_err(|e| nl("open events socket", e))?;
+        if let Some(b) = opts.rcvbuf {
+            events
+                .set_rcvbuf(b)
+                .map_err(|e| nl("setsockopt(SO_RCVBUF)", e))?;
+        }
+        events
+            .set_recv_timeout(STOP_POLL)
+            .map_err(|e| nl("setsockopt(SO_RCVTIMEO)", e))?;
+        let dumper = Rtnl::open(0).map_err(|e| nl("open dump socket", e))?;
+        let mut w = Watcher {
+            netns: netns.into(),
+            opts,
+            tx,
+            stop,
+            c,
+            events,
+            dumper,
+            links: HashMap::new(),
+            routes: BTreeMap::new(),
+            addrs: BTreeSet::new(),
+        };
+        w.resync().map_err(|e| match e {
+            ResyncError::Closed => CpError::Io("event receiver dropped".into()),
+            ResyncError::Io(e) => nl("initial dump", e),
+        })?;
+        Ok(w)
+    }
+
+    fn run(&mut self) {
+        tracing::info!(netns = %self.netns, "watching namespace");
+        while !self.stop.load(Ordering::Relaxed) {
+            let (msgs, bad) = match self.events.recv(0) {
+                Ok(r) => r,
+                Err(e) if e.raw_os_error() == Some(rtnl::ENOBUFS) => {
+                    self.c.overruns.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(netns = %self.netns, "netlink overrun (ENOBUFS): changes lost, resyncing");
+                    self.discard_queue();
+                    if self.resync_or_stop() {
+                        continue;
+                    }
+                    return;
+                }
+                Err(e) if crate::is_poll_timeout(&e) => {
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(netns = %self.netns, error = %e, "netlink receive failed; watcher stops");
+                    return;
+                }
+            };
+            self.c.undecodable.fetch_add(bad as u64, Ordering::Relaxed);
+            let mut after = After::Nothing;
+            for m in msgs {
+                if let NetlinkPayload::InnerMessage(inner) = m.payload {
+                    match self.handle(inner) {
+                        Ok(After::Resync) => after = After::Resync,
+                        Ok(After::Nothing) => {}
+                        Err(Closed) => return,
+                    }
+                }
+            }
+            if after == After::Resync {
+                tracing::debug!(netns = %self.netns, "link or IPv4 address change: resyncing");
+                if !self.resync_or_stop() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Resyncs; false when the watcher should stop.
+    fn resync_or_stop(&mut self) -> bool {
+        match self.resync() {
+            Ok(()) => true,
+            Err(ResyncError::Closed) => false,
+            Err(ResyncError::Io(e)) => {
+                // Keep running: the next change or overrun tries again.
+                tracing::error!(netns = %self.netns, error = %e, "resync dump failed");
+                true
+            }
+        }
+    }
+
+    /// Throws away what is queued on the events socket: after an overrun
+    /// it may be followed by a gap, so replaying it on top of a fresh dump
+    /// could resurrect removed routes.
+    fn discard_queue(&mut self) {
+        // A bound, in case changes arrive faster than we read them: the
+        // next overrun then resyncs again.
+        for _ in 0..1_000_000 {
+            match self.events.recv(rtnl::MSG_DONTWAIT) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(rtnl::ENOBUFS) => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Dumps links, addresses and routes into fresh tables and sends them
+    /// as one `Resync`.
+    fn resync(&mut self) -> Result<(), ResyncError> {
+        let mut tries = 0;
+        let (links, addrs, routes) = loop {
+            tries += 1;
+            match self.dump_all() {
+                Ok(r) => break r,
+                Err(DumpError::Interrupted) if tries < DUMP_TRIES => continue,
+                Err(DumpError::Interrupted) => {
+                    return Err(ResyncError::Io(io::Error::other(
+                        "dump interrupted by changes too many times",
+                    )))
+                }
+                Err(DumpError::Io(e)) => return Err(ResyncError::Io(e)),
+            }
+        };
+        self.links.clear();
+        for l in links {
+            self.update_link(&l);
+        }
+        self.addrs.clear();
+        for a in addrs {
+            if let Some(a) = self.addr_of(&a) {
+                self.addrs.insert(a);
+            }
+        }
+        self.routes.clear();
+        for r in routes {
+            if let Some((prefix, metric, target)) = self.route_of(&r) {
+                self.routes
+                    .entry(prefix)
+                    .or_default()
+                    .insert(metric, target);
+            }
+        }
+        let routes = self
+            .routes
+            .iter()
+            .filter_map(|(p, m)| m.values().next().map(|t| (*p, t.clone())))
+            .collect();
+        let addrs = self.addrs.iter().cloned().collect();
+        self.c.resyncs.fetch_add(1, Ordering::Relaxed);
+        self.tx
+            .send(CpEvent::Resync { routes, addrs })
+            .map_err(|_| ResyncError::Closed)
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn dump_all(
+        &mut self,
+    ) -> Result<(Vec<LinkMessage>, Vec<AddressMessage>, Vec<RouteMessage>), DumpError> {
+        let links = self
+            .dumper
+            .dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewLink(l) => Some(l),
+                _ => None,
+            })
+            .collect();
+        let addrs = self
+            .dumper
+            .dump(RouteNetlinkMessage::GetAddress(AddressMessage::default()))?
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewAddress(a) => Some(a),
+                _ => None,
+            })
+            .collect();
+        let routes = self
+            .dumper
+            .dump(RouteNetlinkMessage::GetRoute(RouteMessage::default()))?
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewRoute(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        Ok((links, addrs, routes))
+    }
+
+    /// Records a link; returns the previous record.
+    fn update_link(&mut self, l: &LinkMessage) -> Option<Link> {
+        let name = l.attributes.iter().find_map(|a| match a {
+            LinkAttribute::IfName(n) => Some(n.clone()),
+            _ => None,
+        });
+        let Some(name) = name else {
+            return self.links.get(&l.header.index).cloned();
+        };
+        let is_tap = l.attributes.iter().any(|a| match a {
+            LinkAttribute::LinkInfo(infos) => infos
+                .iter()
+                .any(|i| matches!(i, LinkInfo::Kind(InfoKind::Tun))),
+            _ => false,
+        });
+        let mirrored = match &self.opts.interfaces {
+            Some(set) => set.contains(&name),
+            None => is_tap,
+        };
+        let up = l.header.flags.contains(LinkFlags::Up);
+        self.links
+            .insert(l.header.index, Link { name, mirrored, up })
+    }
+
+    /// The mirrored interface named by index `i`.
+    fn mirrored(&self, i: u32) -> Option<&str> {
+        self.links
+            .get(&i)
+            .filter(|l| l.mirrored)
+            .map(|l| l.name.as_str())
+    }
+
+    /// An address message as an [`Addr`] of a mirrored interface, or `None`
+    /// for addresses we do not mirror: those of other interfaces (`lo`:
+    /// loopback addresses are not the VR's), and IPv6 link-local ones (the
+    /// kernel makes one per interface from the MAC; the VR derives its own).
+    fn addr_of(&self, a: &AddressMessage) -> Option<Addr> {
+        let ifname = self.mirrored(a.header.index)?;
+        let addr = rtnl::own_address(a)?;
+        Some(Addr {
+            ifname: ifname.to_string(),
+            addr,
+            len: a.header.prefix_len,
+        })
+    }
+
+    /// A route message as (prefix, metric, target), or `None` if a filter
+    /// drops it (see [`rtnl::Skip`]), or if its interface is not a mirror:
+    /// the data plane can only send out of VR interfaces, so routes through
+    /// `lo` or a tenant's own dummy devices mean nothing to it.
+    fn route_of(&self, r: &RouteMessage) -> Option<(Prefix, u32, RouteTarget)> {
+        let raw = match rtnl::decode_route(r) {
+            Ok(raw) => raw,
+            Err(skip) => {
+                self.c.filtered.fetch_add(1, Ordering::Relaxed);
+                tracing::trace!(netns = %self.netns, ?skip, "route filtered");
+                return None;
+            }
+        };
+        let target = match raw.target {
+            RawTarget::Via { gw, oif } => {
+                let ifname = oif.and_then(|i| self.mirrored(i));
+                match ifname {
+                    Some(n) => RouteTarget::Via {
+                        gw,
+                        ifname: Some(n.to_string()),
+                    },
+                    None => {
+                        self.c.filtered.fetch_add(1, Ordering::Relaxed);
+                        return None;
+                    }
+                }
+            }
+            RawTarget::Dev { oif } => match self.mirrored(oif) {
+                Some(n) => RouteTarget::Connected {
+                    ifname: n.to_string(),
+                },
+                None => {
+                    self.c.filtered.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+            },
+            // No interface check: the kernel files IPv6 blackhole and
+            // unreachable routes under `lo`, and they send nowhere anyway.
+            RawTarget::Blackhole => RouteTarget::Blackhole,
+            RawTarget::Unreachable => RouteTarget::Unreachable,
+            RawTarget::Prohibit => RouteTarget::Prohibit,
+        };
+        if raw.extra_hops > 0 {
+            self.c
+                .ignored_next_hops
+                .fetch_add(raw.extra_hops as u64, Ordering::Relaxed);
+            tracing::debug!(netns = %self.netns, prefix = %raw.prefix, extra = raw.extra_hops, "multipath route: first next hop only");
+        }
+        Some((raw.prefix, raw.metric, target))
+    }
+
+    fn send(&self, ev: CpEvent) -> Result<(), Closed> {
+        self.c.events.fetch_add(1, Ordering::Relaxed);
+        self.tx.send(ev).map_err(|_| Closed)
+    }
+
+    /// Applies one notification to the tables and sends what changed.
+    fn handle(&mut self, msg: RouteNetlinkMessage) -> Result<After, Closed> {
+        match msg {
+            RouteNetlinkMessage::NewLink(l) => {
+                let prev = self.update_link(&l);
+                let now = self.links.get(&l.header.index);
+                let changed = match (prev, now) {
+                    (Some(p), Some(n)) => {
+                        p.name != n.name || p.mirrored != n.mirrored || (p.up && !n.up)
+                    }
+                    // A new link carries no routes or addresses yet.
+                    _ => false,
+                };
+                Ok(if changed {
+                    After::Resync
+                } else {
+                    After::Nothing
+                })
+            }
+            RouteNetlinkMessage::DelLink(l) => {
+                let gone = self.links.remove(&l.header.index);
+                Ok(if gone.is_some_and(|g| g.mirrored) {
+                    After::Resync
+                } else {
+                    After::Nothing
+                })
+            }
+            RouteNetlinkMessage::NewAddress(a) => {
+                if let Some(a) = self.addr_of(&a) {
+                    if self.addrs.insert(a.clone()) {
+                        self.send(CpEvent::Addr {
+                            op: Op::Add,
+                            ifname: a.ifname,
+                            addr: a.addr,
+                            len: a.len,
+                        })?;
+                    }
+                }
+                Ok(After::Nothing)
+            }
+            RouteNetlinkMessage::DelAddress(msg) => {
+                let Some(a) = self.addr_of(&msg) else {
+                    return Ok(After::Nothing);
+                };
+                if self.addrs.remove(&a) {
+                    self.send(CpEvent::Addr {
+                        op: Op::Del,
+                        ifname: a.ifname.clone(),
+                        addr: a.addr,
+                        len: a.len,
+                    })?;
+                }
+                // Removing an IPv4 address silently flushes the routes
+                // that used it (fib_sync_down_addr): resync.
+                Ok(if a.addr.is_ipv4() {
+                    After::Resync
+                } else {
+                    After::Nothing
+                })
+            }
+            RouteNetlinkMessage::NewRoute(r) => {
+                if let Some((prefix, metric, target)) = self.route_of(&r) {
+                    let before = self.best(&prefix);
+                    self.routes
+                        .entry(prefix)
+                        .or_default()
+                        .insert(metric, target);
+                    self.report(prefix, before)?;
+                }
+                Ok(After::Nothing)
+            }
+            RouteNetlinkMessage::DelRoute(r) => {
+                // Decode without the interface check so that a route whose
+                // interface just went away can still be removed by key.
+                if let Ok(raw) = rtnl::decode_route(&r) {
+                    let before = self.best(&raw.prefix);
+                    if let Some(m) = self.routes.get_mut(&raw.prefix) {
+                        m.remove(&raw.metric);
+                        if m.is_empty() {
+                            self.routes.remove(&raw.prefix);
+                        }
+                    }
+                    self.report(raw.prefix, before)?;
+                }
+                Ok(After::Nothing)
+            }
+            _ => Ok(After::Nothing),
+        }
+    }
+
+    fn best(&self, p: &Prefix) -> Option<RouteTarget> {
+        self.routes.get(p).and_then(|m| m.values().next().cloned())
+    }
+
+    /// Sends an event if the effective route of `prefix` changed.
+    fn report(&mut self, prefix: Prefix, before: Option<RouteTarget>) -> Result<(), Closed> {
+        let after = self.best(&prefix);
+        match (before, after) {
+            (b, Some(a)) if b.as_ref() != Some(&a) => self.send(CpEvent::Route {
+                op: Op::Add,
+                prefix,
+                target: a,
+            }),
+            (Some(b), None) => self.send(CpEvent::Route {
+                op: Op::Del,
+                prefix,
+                target: b,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+enum ResyncError {
+    Closed,
+    Io(io::Error),
+}
