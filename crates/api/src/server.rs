@@ -318,11 +318,14 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
 fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        // serde_path_to_error writes `.` for the top level and `?` where
+        // the syntax broke before a key was known.
         let path = e.path().to_string();
-        let field = if path.is_empty() || path == "." {
+        let path = path.trim_end_matches(".?");
+        let field = if path.is_empty() || path == "." || path == "?" {
             "body".to_string()
         } else {
-            path
+            path.to_string()
         };
         ApiError::bad(field, e.into_inner().to_string())
     })?;
