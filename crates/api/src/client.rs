@@ -370,7 +370,7 @@ impl Client {
             "{}/{}/{}",
             Self::addresses_path(vr, iface),
             seg(&address.addr().to_string()),
-            address.len()
+            address.prefix_len()
         );
         self.delete(&path, missing_ok)
     }
@@ -421,7 +421,7 @@ impl Client {
             "/v1/vrs/{}/routes/{}/{}",
             seg(vr),
             seg(&prefix.addr().to_string()),
-            prefix.len()
+            prefix.prefix_len()
         );
         self.delete(&path, missing_ok)
     }

@@ -117,7 +117,7 @@ impl Prefix {
     }
 
     /// Prefix length in bits.
-    pub fn len(&self) -> u8 {
+    pub fn prefix_len(&self) -> u8 {
         self.len
     }
 
@@ -168,7 +168,7 @@ impl IfaceAddr {
     }
 
     /// Subnet length in bits.
-    pub fn len(&self) -> u8 {
+    pub fn prefix_len(&self) -> u8 {
         self.len
     }
 

@@ -422,7 +422,7 @@ fn bad_requests_answer_400_naming_the_field() {
         ),
     ];
     for (method, path, body, field) in cases {
-        let body = (!body.is_empty()).then(|| ("application/json", body.as_bytes()));
+        let body = (!body.is_empty()).then_some(("application/json", body.as_bytes()));
         let r = c.raw(method, path, body).unwrap();
         assert_eq!(r.status, 400, "{method} {path}: {}", text(&r));
         let e = error_of(&r);

@@ -100,7 +100,7 @@ impl FixtureVr {
         self.interfaces.iter().find(|i| {
             i.addresses.iter().any(|a| {
                 let subnet = a.subnet();
-                IfaceAddr::new(addr, subnet.len()).map(|x| x.subnet()) == Ok(subnet)
+                IfaceAddr::new(addr, subnet.prefix_len()).map(|x| x.subnet()) == Ok(subnet)
             })
         })
     }
