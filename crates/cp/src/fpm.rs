@@ -136,11 +136,20 @@ impl FrameDecoder {
     }
 }
 
+/// One route change from zebra.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Install or replace the route for the prefix.
+    Add(Prefix, RouteTarget),
+    /// Remove the route for the prefix (zebra's deletes carry no next hops).
+    Del(Prefix),
+}
+
 /// What one frame payload holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Decoded {
     /// Route changes, in order.
-    pub routes: Vec<(Op, Prefix, RouteTarget)>,
+    pub routes: Vec<Change>,
     /// Messages of other types (ignored).
     pub ignored: usize,
     /// Route messages a filter dropped (other table, local, next-hop
@@ -163,9 +172,15 @@ pub fn decode_payload(payload: &[u8]) -> Result<Decoded, FpmError> {
     }
     let mut out = Decoded::default();
     for m in msgs {
-        let (op, r) = match m.payload {
-            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => (Op::Add, r),
-            NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelRoute(r)) => (Op::Del, r),
+        let r = match m.payload {
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => r,
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelRoute(r)) => {
+                match rtnl::decode_route_key(&r) {
+                    Ok((prefix, _)) => out.routes.push(Change::Del(prefix)),
+                    Err(_) => out.skipped += 1,
+                }
+                continue;
+            }
             _ => {
                 out.ignored += 1;
                 continue;
@@ -193,7 +208,7 @@ pub fn decode_payload(payload: &[u8]) -> Result<Decoded, FpmError> {
             RawTarget::Prohibit => RouteTarget::Prohibit,
         };
         out.extra_hops += raw.extra_hops;
-        out.routes.push((op, raw.prefix, target));
+        out.routes.push(Change::Add(raw.prefix, target));
     }
     Ok(out)
 }
@@ -530,17 +545,19 @@ fn apply(shared: &Shared, generation: u64, d: Decoded) -> bool {
     if t.generation != generation {
         return false;
     }
-    for (op, prefix, target) in d.routes {
-        let ev = match op {
-            Op::Add => match t.routes.insert(prefix, (target.clone(), generation)) {
-                Some((old, _)) if old == target => None,
-                _ => Some(CpEvent::Route {
-                    op: Op::Add,
-                    prefix,
-                    target,
-                }),
-            },
-            Op::Del => t.routes.remove(&prefix).map(|(old, _)| CpEvent::Route {
+    for change in d.routes {
+        let ev = match change {
+            Change::Add(prefix, target) => {
+                match t.routes.insert(prefix, (target.clone(), generation)) {
+                    Some((old, _)) if old == target => None,
+                    _ => Some(CpEvent::Route {
+                        op: Op::Add,
+                        prefix,
+                        target,
+                    }),
+                }
+            }
+            Change::Del(prefix) => t.routes.remove(&prefix).map(|(old, _)| CpEvent::Route {
                 op: Op::Del,
                 prefix,
                 target: old,
@@ -678,7 +695,7 @@ mod tests {
             let dec = decode_payload(&got.unwrap()).unwrap();
             let want: Vec<_> = routes
                 .iter()
-                .map(|(add, p, t)| (if *add { Op::Add } else { Op::Del }, *p, t.clone()))
+                .map(|(add, p, t)| if *add { Change::Add(*p, t.clone()) } else { Change::Del(*p) })
                 .collect();
             prop_assert_eq!(dec.routes, want);
         }

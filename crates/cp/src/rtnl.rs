@@ -337,8 +337,10 @@ fn gateway(attrs: &[RouteAttribute]) -> Option<IpAddr> {
     })
 }
 
-/// Decodes a route message, applying the filters every producer shares.
-pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
+/// The key of a route message, `(prefix, metric)`, after the filters that
+/// depend only on the header and destination. Enough to remove a route:
+/// delete messages need not repeat the next hops (zebra's do not).
+pub(crate) fn decode_route_key(msg: &RouteMessage) -> Result<(Prefix, u32), Skip> {
     let h = &msg.header;
     let attrs = &msg.attributes;
     match h.address_family {
@@ -389,6 +391,14 @@ pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
             _ => None,
         })
         .unwrap_or(0);
+    Ok((prefix, metric))
+}
+
+/// Decodes a route message, applying the filters every producer shares.
+pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
+    let (prefix, metric) = decode_route_key(msg)?;
+    let h = &msg.header;
+    let attrs = &msg.attributes;
     let mut extra_hops = 0;
     let target = match h.kind {
         RouteType::BlackHole => RawTarget::Blackhole,

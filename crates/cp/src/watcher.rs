@@ -606,15 +606,15 @@ impl Watcher {
             RouteNetlinkMessage::DelRoute(r) => {
                 // Decode without the interface check so that a route whose
                 // interface just went away can still be removed by key.
-                if let Ok(raw) = rtnl::decode_route(&r) {
-                    let before = self.best(&raw.prefix);
-                    if let Some(m) = self.routes.get_mut(&raw.prefix) {
-                        m.remove(&raw.metric);
+                if let Ok((prefix, metric)) = rtnl::decode_route_key(&r) {
+                    let before = self.best(&prefix);
+                    if let Some(m) = self.routes.get_mut(&prefix) {
+                        m.remove(&metric);
                         if m.is_empty() {
-                            self.routes.remove(&raw.prefix);
+                            self.routes.remove(&prefix);
                         }
                     }
-                    self.report(raw.prefix, before)?;
+                    self.report(prefix, before)?;
                 }
                 Ok(After::Nothing)
             }

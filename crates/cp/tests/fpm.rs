@@ -1,0 +1,308 @@
+//! The FPM server against a real FRR zebra (`dplane_fpm_nl`) in a
+//! throwaway namespace, and against hand-made frames for reconnects and
+//! malformed input (root; FRR installed in /usr/lib/frr).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use common::{wait_for, Ns};
+use vrhost_cp::fpm::{self, FpmOptions};
+use vrhost_cp::{ensure_netns, CpEvent, Op, Prefix, RouteTarget};
+
+/// FRR daemons of one test, killed on drop, and their directory.
+struct Frr {
+    dir: PathBuf,
+    children: Vec<(&'static str, Child)>,
+}
+
+impl Frr {
+    fn new(tag: &str) -> Frr {
+        let dir = std::env::temp_dir().join(format!("cpt-frr-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // The daemons drop to user frr: let them write pid files and sockets.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        Frr {
+            dir,
+            children: Vec::new(),
+        }
+    }
+
+    /// Starts `/usr/lib/frr/DAEMON` in `ns` with config `conf`.
+    fn start(&mut self, ns: &str, daemon: &'static str, conf: &str, extra: &[&str]) {
+        let bin = format!("/usr/lib/frr/{daemon}");
+        assert!(
+            Path::new(&bin).exists(),
+            "{bin} missing: install FRR (apt-get install frr)"
+        );
+        let conf_path = self.dir.join(format!("{daemon}.conf"));
+        std::fs::write(&conf_path, conf).unwrap();
+        let d = self.dir.display().to_string();
+        let log = std::fs::File::create(self.dir.join(format!("{daemon}.log"))).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", ns, &bin])
+            .args(extra)
+            .args(["-f", &conf_path.display().to_string()])
+            .args(["-i", &format!("{d}/{daemon}.pid")])
+            .args(["-z", &format!("{d}/zserv.api")])
+            .args(["--vty_socket", &d, "-P", "0"])
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        self.children.push((daemon, child));
+    }
+
+    /// Stops a daemon cleanly (SIGTERM: staticd then withdraws its routes;
+    /// after SIGKILL zebra would keep them for a while).
+    fn terminate(&mut self, daemon: &str) {
+        for (name, c) in self.children.iter_mut() {
+            if *name == daemon {
+                let _ = Command::new("kill").arg(c.id().to_string()).status();
+                let _ = c.wait();
+            }
+        }
+    }
+
+    /// Runs vtysh commands in configuration mode against these daemons.
+    fn configure(&self, ns: &str, lines: &[&str]) {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns, "vtysh", "--vty_socket"])
+            .arg(&self.dir)
+            .args(["-c", "configure terminal"]);
+        for l in lines {
+            cmd.args(["-c", l]);
+        }
+        let out = cmd.output().expect("run vtysh");
+        assert!(
+            out.status.success(),
+            "vtysh {lines:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn log(&self, daemon: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{daemon}.log"))).unwrap_or_default()
+    }
+}
+
+impl Drop for Frr {
+    fn drop(&mut self) {
+        for (_, c) in self.children.iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn p(s: &str) -> Prefix {
+    s.parse().unwrap()
+}
+
+fn via(gw: &str) -> RouteTarget {
+    RouteTarget::Via {
+        gw: gw.parse::<IpAddr>().unwrap(),
+        ifname: None,
+    }
+}
+
+fn is_route(e: &CpEvent, want_op: Op, want: Prefix) -> Option<RouteTarget> {
+    match e {
+        CpEvent::Route { op, prefix, target } if *op == want_op && *prefix == want => {
+            Some(target.clone())
+        }
+        _ => None,
+    }
+}
+
+#[test]
+fn zebra_routes_arrive_over_fpm() {
+    let ns = Ns::unique("fpm");
+    ensure_netns(&ns.name).unwrap();
+    // zebra needs a connected subnet to resolve the static next hops.
+    ns.ip("link add v0 type veth peer name v1");
+    ns.ip("addr add 192.0.2.1/24 dev v0");
+    ns.ip("-6 addr add 2001:db8::1/64 dev v0 nodad");
+    ns.ip("link set v0 up");
+    ns.ip("link set v1 up");
+    // zebra connects to 127.0.0.1 of its own namespace: listen there.
+    let listener = vrhost_io::netns::run_in(&ns.name, || TcpListener::bind("127.0.0.1:0"))
+        .unwrap()
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = mpsc::channel();
+    let server = fpm::serve_listener(listener, tx, FpmOptions::default()).unwrap();
+
+    let mut frr = Frr::new(&ns.name);
+    // FRR 8.4: the fpm commands are top-level; without
+    // `no fpm use-next-hop-groups` routes would carry only a group id.
+    let zebra_conf =
+        format!("hostname z\nfpm address 127.0.0.1 port {port}\nno fpm use-next-hop-groups\n");
+    frr.start(&ns.name, "zebra", &zebra_conf, &["-M", "dplane_fpm_nl"]);
+    let zserv = frr.dir.join("zserv.api");
+    let t0 = Instant::now();
+    while !zserv.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "zebra did not start: {}",
+            frr.log("zebra")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let statics = "hostname s\n\
+        ip route 10.20.0.0/16 192.0.2.254\n\
+        ip route 10.21.0.0/16 blackhole\n\
+        ipv6 route 2001:db8:20::/48 2001:db8::fe\n\
+        ipv6 route 2001:db8:21::/48 blackhole\n";
+    frr.start(&ns.name, "staticd", statics, &[]);
+
+    let want = [
+        (p("10.20.0.0/16"), via("192.0.2.254")),
+        (p("10.21.0.0/16"), RouteTarget::Blackhole),
+        (p("2001:db8:20::/48"), via("2001:db8::fe")),
+        (p("2001:db8:21::/48"), RouteTarget::Blackhole),
+    ];
+    for (prefix, target) in &want {
+        let ev = wait_for(&rx, 30, |e| is_route(e, Op::Add, *prefix).is_some());
+        assert_eq!(
+            is_route(&ev, Op::Add, *prefix).as_ref(),
+            Some(target),
+            "{prefix}; zebra log: {}",
+            frr.log("zebra")
+        );
+    }
+    // zebra also sends its connected routes (interface only: skipped) and
+    // nothing malformed.
+    let s = server.stats();
+    assert_eq!(s.malformed, 0, "{s:?}");
+    assert!(s.connections >= 1 && s.frames >= 4, "{s:?}");
+
+    // A withdrawal through the CLI, then a change of next hop.
+    frr.configure(&ns.name, &["no ip route 10.21.0.0/16 blackhole"]);
+    let ev = wait_for(&rx, 30, |e| matches!(e, CpEvent::Route { .. }));
+    assert_eq!(
+        is_route(&ev, Op::Del, p("10.21.0.0/16")),
+        Some(RouteTarget::Blackhole)
+    );
+    frr.configure(
+        &ns.name,
+        &[
+            "ip route 10.20.0.0/16 192.0.2.253",
+            "no ip route 10.20.0.0/16 192.0.2.254",
+        ],
+    );
+    wait_for(&rx, 30, |e| {
+        is_route(e, Op::Add, p("10.20.0.0/16")) == Some(via("192.0.2.253"))
+    });
+    // staticd going away makes zebra delete the rest.
+    frr.terminate("staticd");
+    for prefix in ["10.20.0.0/16", "2001:db8:20::/48", "2001:db8:21::/48"] {
+        wait_for(&rx, 30, |e| is_route(e, Op::Del, p(prefix)).is_some());
+    }
+    assert!(server
+        .routes()
+        .iter()
+        .all(|(p, _)| !want.iter().any(|(w, _)| w == p)));
+}
+
+/// A loopback server with a short sweep and a client to drive it.
+fn local_server(sweep: Duration) -> (fpm::FpmServer, mpsc::Receiver<CpEvent>, SocketAddr) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (tx, rx) = mpsc::channel();
+    let server = fpm::serve_listener(listener, tx, FpmOptions { sweep_after: sweep }).unwrap();
+    let addr = server.local_addr();
+    (server, rx, addr)
+}
+
+fn send_routes(c: &mut TcpStream, routes: &[(Op, &str, RouteTarget)]) {
+    let mut msgs = Vec::new();
+    for (op, prefix, target) in routes {
+        msgs.extend(fpm::encode_route(*op, p(prefix), target));
+    }
+    c.write_all(&fpm::frame(&msgs).unwrap()).unwrap();
+}
+
+#[test]
+fn reconnect_sweeps_routes_not_resent() {
+    let (server, rx, addr) = local_server(Duration::from_millis(500));
+    let mut c = TcpStream::connect(addr).unwrap();
+    send_routes(
+        &mut c,
+        &[
+            (Op::Add, "10.1.0.0/16", via("192.0.2.1")),
+            (Op::Add, "10.2.0.0/16", RouteTarget::Blackhole),
+            (Op::Add, "2001:db8:1::/48", via("2001:db8::1")),
+        ],
+    );
+    wait_for(&rx, 5, |e| {
+        is_route(e, Op::Add, p("2001:db8:1::/48")).is_some()
+    });
+    drop(c);
+    std::thread::sleep(Duration::from_millis(300));
+    // Routes stay while zebra is away.
+    assert_eq!(server.routes().len(), 3);
+
+    // zebra is back and resends its table, which lost 10.2.0.0/16.
+    let mut c = TcpStream::connect(addr).unwrap();
+    send_routes(
+        &mut c,
+        &[
+            (Op::Add, "10.1.0.0/16", via("192.0.2.1")),
+            (Op::Add, "2001:db8:1::/48", via("2001:db8::1")),
+        ],
+    );
+    let ev = wait_for(&rx, 5, |e| matches!(e, CpEvent::Route { .. }));
+    // Unchanged routes are not re-announced; the first event is the sweep.
+    assert_eq!(
+        is_route(&ev, Op::Del, p("10.2.0.0/16")),
+        Some(RouteTarget::Blackhole)
+    );
+    assert_eq!(server.stats().swept, 1);
+    assert_eq!(server.routes().len(), 2);
+    // Deletes work on the new connection.
+    send_routes(&mut c, &[(Op::Del, "10.1.0.0/16", via("192.0.2.1"))]);
+    wait_for(&rx, 5, |e| is_route(e, Op::Del, p("10.1.0.0/16")).is_some());
+}
+
+#[test]
+fn malformed_frames_close_the_connection_and_are_counted() {
+    let (server, rx, addr) = local_server(Duration::from_secs(60));
+    for garbage in [
+        vec![2u8, 1, 0, 8, 0, 0, 0, 0],   // version 2
+        vec![1u8, 2, 0, 8, 0, 0, 0, 0],   // type 2 (protobuf)
+        vec![1u8, 1, 0, 2],               // length shorter than the header
+        fpm::frame(&[0xff; 20]).unwrap(), // netlink garbage
+    ] {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(&garbage).unwrap();
+        let mut buf = [0u8; 1];
+        // The server closes: EOF (or a reset).
+        assert!(matches!(c.read(&mut buf), Ok(0) | Err(_)));
+    }
+    let t0 = Instant::now();
+    while server.stats().malformed < 4 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            server.stats()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The server still works.
+    let mut c = TcpStream::connect(addr).unwrap();
+    send_routes(
+        &mut c,
+        &[(Op::Add, "10.9.0.0/16", RouteTarget::Unreachable)],
+    );
+    wait_for(&rx, 5, |e| is_route(e, Op::Add, p("10.9.0.0/16")).is_some());
+}
