@@ -57,6 +57,8 @@ impl Prefix {
     }
 
     /// The prefix length.
+    // A prefix length, not a container's: "is_empty" would mean nothing.
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> u8 {
         self.len
     }

@@ -222,8 +222,17 @@ fn overrun_ends_in_a_resync_equal_to_the_kernel_table() {
         writeln!(f, "route del blackhole 12.{a}.{b}.0/24").unwrap();
     }
     drop(f);
-    ns.ip(&format!("-batch {}", path.display()));
+    let out = std::process::Command::new("ip")
+        .args(["-n", &ns.name, "-batch"])
+        .arg(&path)
+        .output()
+        .unwrap();
     let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     let mirrored: BTreeSet<&str> = ["red0"].into();
     let want = kernel_routes(&ns, &mirrored);

@@ -162,7 +162,7 @@ pub fn create(name: &str) -> Result<(), IoError> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0)
+        .mode(0o000)
         .open(&path)
         .map_err(|source| IoError::File {
             path: path.display().to_string(),
