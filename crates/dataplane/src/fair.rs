@@ -17,25 +17,32 @@
 //!
 //! - **Cost** is what the VR's packets took in the stages: ICMP errors,
 //!   punts, fragmentation and neighbour misses all show up as cycles.
-//! - **Budgets** are water-filled: a VR that used less than its weighted
-//!   share keeps its share (so it can grow back into it next round), and what
-//!   it left unused goes to the VRs that hit their budget. A VR that hit its
-//!   budget counts as wanting more than it got.
+//! - **Budgets** are deficit-round-robin quanta: each VR active last round
+//!   gets its weight's fraction of the cycles the worker spent on VRs, in
+//!   eight refills per round; overshoot carries over as a deficit.
 //! - **Work-conserving**: an unsaturated worker polices nobody, and
 //!   [`Fair::port_wanted`] lets the driver loop leave an over-budget VR's
 //!   receive queue unread (its NIC ring drops the excess at no cost to
 //!   anyone) only while other queues have work; when they are empty the
-//!   loop serves the over-budget VR anyway ([`Worker::process_burst_spare`]).
+//!   loop refills every budget in proportion ([`Fair::replenish`], deficit
+//!   round robin's refill) and goes on. On a port shared by several VRs,
+//!   two bursts in a row holding only over-budget VRs' frames count as the
+//!   others having nothing, and refill too.
 //!
 //! The worker reads no clock unless the caller installs one
 //! ([`Worker::set_clock`]); without one (tests, `vrhost replay`) nothing is
 //! charged and nothing is policed, so the pipeline stays deterministic.
 //!
-//! [`Worker::process_burst_spare`]: crate::Worker::process_burst_spare
 //! [`Worker::set_clock`]: crate::Worker::set_clock
 
 /// A cycle (or nanosecond) counter: `rdtsc`, or thread CPU time in tests.
 pub type Clock = fn() -> u64;
+
+/// Budgets are handed out in this many refills per round (deficit round
+/// robin's quantum is a round's share over this), so an over-budget VR waits
+/// at most a fraction of a round and a light VR's queue never waits long
+/// enough to overflow.
+const QUANTA: u64 = 8;
 
 /// Idle time below this fraction of a round (1/20 = 5 %) means saturated.
 const IDLE_FRACTION_DIVISOR: u64 = 20;
@@ -44,26 +51,21 @@ const IDLE_FRACTION_DIVISOR: u64 = 20;
 #[derive(Clone, Debug)]
 struct Share {
     weight: u64,
-    /// Ticks charged this round.
+    /// Ticks charged since the budgets were last replenished.
     used: u64,
+    /// Ticks charged this round (what it got; the demand estimate).
+    round_used: u64,
     /// Ticks allowed this round; `u64::MAX` when nothing is enforced.
     budget: u64,
-    /// Hit its budget this round.
+    /// Over its budget now.
     capped: bool,
-    /// Arrived in a full receive burst this round: it had more waiting.
+    /// Hit its budget at least once this round.
+    was_capped: bool,
+    /// Arrived in a full receive burst this round: it had more waiting
+    /// (the sign that the worker is saturated).
     backlogged: bool,
     /// Ports this VR has an interface on.
     ports: Vec<u16>,
-}
-
-impl Share {
-    fn demand(&self) -> u64 {
-        if self.capped || self.backlogged {
-            u64::MAX
-        } else {
-            self.used
-        }
-    }
 }
 
 /// One worker's fair-share state.
@@ -75,12 +77,14 @@ pub struct Fair {
     last_end: u64,
     idle_ticks: u64,
     enforcing: bool,
+    /// Whether budgets may be enforced at all (off: costs are only measured).
+    enforce: bool,
     vrs: Vec<Share>,
     /// Per port: VRs with an interface on it, and how many are capped now.
     port_vrs: Vec<u32>,
     port_capped: Vec<u32>,
-    /// Scratch for water-filling: (demand per weight, VR), no allocation per round.
-    order: Vec<(u64, u32)>,
+    /// Consecutive bursts whose every frame was refused.
+    refused_bursts: u32,
     /// Rounds so far that enforced budgets (for tests and reports).
     pub rounds_enforced: u64,
 }
@@ -105,8 +109,10 @@ impl Fair {
                 Share {
                     weight: u64::from(w.max(1)),
                     used: 0,
+                    round_used: 0,
                     budget: u64::MAX,
                     capped: false,
+                    was_capped: false,
                     backlogged: false,
                     ports,
                 }
@@ -119,7 +125,8 @@ impl Fair {
             last_end: 0,
             idle_ticks: 0,
             enforcing: false,
-            order: Vec::with_capacity(vrs.len()),
+            enforce: true,
+            refused_bursts: 0,
             vrs,
             port_capped: vec![0; n_ports],
             port_vrs,
@@ -134,6 +141,12 @@ impl Fair {
         self.round_ticks = (ticks_per_second / 1000).max(1);
         self.round_start = now;
         self.last_end = now;
+    }
+
+    /// Measure costs but never police (`false`), or enforce shares when
+    /// saturated (`true`, the default).
+    pub fn set_enforce(&mut self, enforce: bool) {
+        self.enforce = enforce;
     }
 
     /// The clock's reading, or 0 when there is none.
@@ -161,8 +174,10 @@ impl Fair {
             return;
         };
         s.used = s.used.saturating_add(ticks);
+        s.round_used = s.round_used.saturating_add(ticks);
         if self.enforcing && !s.capped && s.used >= s.budget {
             s.capped = true;
+            s.was_capped = true;
             for &p in &s.ports {
                 if let Some(c) = self.port_capped.get_mut(p as usize) {
                     *c += 1;
@@ -177,6 +192,35 @@ impl Fair {
     pub fn note_backlog(&mut self, vr: usize) {
         if let Some(s) = self.vrs.get_mut(vr) {
             s.backlogged = true;
+        }
+    }
+
+    /// Every VR with work has used its budget and the rest have none:
+    /// rather than leave the core idle, start everyone's budget afresh,
+    /// keeping the proportions (deficit round robin's refill). The round's
+    /// accounting goes on.
+    pub fn replenish(&mut self) {
+        for s in &mut self.vrs {
+            // Overshoot (a burst finishes past the budget) is carried, as in
+            // deficit round robin, so it is not a free bonus each turn.
+            s.used = s.used.saturating_sub(s.budget);
+        }
+        self.recount_capped();
+    }
+
+    /// Recomputes who is over budget, and so which ports are unwanted.
+    fn recount_capped(&mut self) {
+        self.port_capped.iter_mut().for_each(|c| *c = 0);
+        for s in &mut self.vrs {
+            s.capped = self.enforcing && s.used >= s.budget;
+            if s.capped {
+                s.was_capped = true;
+                for &p in &s.ports {
+                    if let Some(c) = self.port_capped.get_mut(p as usize) {
+                        *c += 1;
+                    }
+                }
+            }
         }
     }
 
@@ -209,70 +253,84 @@ impl Fair {
     }
 
     fn new_round(&mut self, now: u64, elapsed: u64) {
-        let saturated = self.idle_ticks.saturating_mul(IDLE_FRACTION_DIVISOR) < elapsed;
-        let capacity: u64 = self.vrs.iter().map(|s| s.used).sum();
-        self.enforcing = saturated && capacity > 0;
+        // Saturated: some VR's queue came back full (the worker fell behind),
+        // and the worker hardly idled.
+        let backlog = self.vrs.iter().any(|s| s.backlogged);
+        let saturated = backlog && self.idle_ticks.saturating_mul(IDLE_FRACTION_DIVISOR) < elapsed;
+        let capacity: u64 = self.vrs.iter().map(|s| s.round_used).sum();
+        let was_enforcing = self.enforcing;
+        self.enforcing = self.enforce && saturated && capacity > 0;
         if self.enforcing {
             self.rounds_enforced += 1;
-            self.water_fill(capacity);
+            self.set_shares(capacity);
         } else {
             for s in &mut self.vrs {
                 s.budget = u64::MAX;
             }
         }
+        let carry = was_enforcing && self.enforcing;
         for s in &mut self.vrs {
-            s.used = 0;
-            s.capped = false;
+            // Budgets are deficit counters: what a VR used since the last
+            // refill carries into the new round (at most one budget of it),
+            // so round boundaries do not hand out extra turns.
+            s.used = if carry { s.used.min(s.budget) } else { 0 };
+            s.round_used = 0;
+            s.was_capped = false;
             s.backlogged = false;
         }
-        self.port_capped.iter_mut().for_each(|c| *c = 0);
+        self.recount_capped();
         self.round_start = now;
         self.idle_ticks = 0;
     }
 
-    /// Weighted max-min fair split of `capacity` over last round's demands:
-    /// a VR that hit its budget or was still backlogged wants unboundedly
-    /// more; any other wanted what it used. Each active VR's budget is the larger of its
-    /// allocation and its weighted share, so it can always grow back into
-    /// its share; VRs that sent nothing get no budget (work-conserving: they
-    /// are served when they show up and judged next round).
-    fn water_fill(&mut self, capacity: u64) {
-        self.order.clear();
-        let mut total_weight = 0u64;
-        for (i, s) in self.vrs.iter().enumerate() {
-            if s.used > 0 || s.capped {
-                let demand = s.demand();
-                self.order.push((demand / s.weight, i as u32));
-                total_weight += s.weight;
-            }
-        }
+    /// Each VR that was active last round gets its weighted share of what
+    /// the worker spent on all of them, in [`QUANTA`] refills. Shares are
+    /// not water-filled: a VR that left part of its share unused would
+    /// otherwise lengthen the others' turns and starve itself the moment it
+    /// wants its share back. Leftovers reach busy VRs through refills
+    /// instead ([`Fair::replenish`]) whenever nobody else has work. VRs that
+    /// sent nothing get no budget: they are served when they show up and
+    /// judged from the next round.
+    fn set_shares(&mut self, capacity: u64) {
+        let active = |s: &Share| s.round_used > 0 || s.was_capped || s.backlogged;
+        let total_weight: u64 = self
+            .vrs
+            .iter()
+            .filter(|s| active(s))
+            .map(|s| s.weight)
+            .sum();
         for s in &mut self.vrs {
-            s.budget = u64::MAX;
+            s.budget = if active(s) && total_weight > 0 {
+                (mul_div(capacity, s.weight, total_weight) / QUANTA).max(1)
+            } else {
+                u64::MAX
+            };
         }
-        if total_weight == 0 {
+    }
+
+    /// A burst in which every frame belonged to over-budget VRs: on a port
+    /// shared with VRs still under budget, that means those have nothing
+    /// to send right now. Two in a row count as "nobody else has work" and
+    /// refill the budgets, so sharing a port stays work-conserving.
+    #[inline]
+    pub fn note_refused_burst(&mut self, refused_only: bool) {
+        if !refused_only {
+            self.refused_bursts = 0;
             return;
         }
-        self.order.sort_unstable();
-        let mut remaining = capacity;
-        let mut weight_left = total_weight;
-        for &(_, i) in &self.order {
-            let s = &mut self.vrs[i as usize];
-            let fair = mul_div(remaining, s.weight, weight_left);
-            let demand = s.demand();
-            let alloc = demand.min(fair);
-            let share = mul_div(capacity, s.weight, total_weight);
-            s.budget = alloc.max(share).max(1);
-            remaining -= alloc;
-            weight_left -= s.weight;
+        self.refused_bursts += 1;
+        if self.refused_bursts >= 2 {
+            self.refused_bursts = 0;
+            self.replenish();
         }
     }
 
     /// Ticks charged to VR `vr` this round.
     pub fn used(&self, vr: usize) -> u64 {
-        self.vrs.get(vr).map_or(0, |s| s.used)
+        self.vrs.get(vr).map_or(0, |s| s.round_used)
     }
 
-    /// VR `vr`'s budget this round (`u64::MAX` when none is enforced).
+    /// VR `vr`'s budget per refill (`u64::MAX` when none is enforced).
     pub fn budget(&self, vr: usize) -> u64 {
         self.vrs.get(vr).map_or(u64::MAX, |s| s.budget)
     }
@@ -322,23 +380,15 @@ mod tests {
                     progressed = true;
                 }
                 if !progressed {
-                    // Everyone capped or empty: spare capacity goes to whoever has packets.
-                    for i in 0..n {
-                        if left[i] > 0 && spent < per_round {
-                            left[i] -= 1;
-                            served[i] += 1;
-                            f.charge(i, cost[i]);
-                            spent += cost[i];
-                            progressed = true;
-                        }
-                    }
-                    if !progressed {
+                    // Everyone with packets is capped: refill, or stop when nobody has any.
+                    if left.iter().all(|&l| l == 0) {
                         break 'round;
                     }
+                    f.replenish();
                 }
             }
-            for i in 0..n {
-                if left[i] > 0 {
+            for (i, &l) in left.iter().enumerate() {
+                if l > 0 {
                     f.note_backlog(i);
                 }
             }

@@ -70,7 +70,7 @@ pub(crate) fn solicit(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
     let dad = src.is_unspecified();
     let mut flags = NdiscNeighborFlags::ROUTER | NdiscNeighborFlags::OVERRIDE;
     if !dad {
-        flags = flags | NdiscNeighborFlags::SOLICITED;
+        flags |= NdiscNeighborFlags::SOLICITED;
     }
     let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
         flags,

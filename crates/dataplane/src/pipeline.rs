@@ -52,17 +52,6 @@ impl Worker {
     /// be monotonic. Published tables and neighbor events are picked up
     /// first; timers run from here, at most every 100 ms.
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
-        self.run_burst(rx, now, tx, false);
-    }
-
-    /// Like [`Worker::process_burst`], for a burst read from a port that
-    /// [`Worker::port_wanted`] turned down because nothing else had work:
-    /// spare capacity, so no VR is held to its share (work-conserving).
-    pub fn process_burst_spare(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
-        self.run_burst(rx, now, tx, true);
-    }
-
-    fn run_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch, spare: bool) {
         self.refresh();
         self.apply_events(now, tx);
         let mut ctx = ctx!(self, now, tx, &self.peers);
@@ -91,6 +80,7 @@ impl Worker {
             let fair = &mut self.fair;
             let mut cur = usize::MAX;
             let mut admitted = false;
+            let (mut any_admitted, mut any_refused) = (false, false);
             let mut t0 = 0;
             for s in self.staged.drain(..) {
                 let vr = (s.key >> 32) as usize;
@@ -104,7 +94,9 @@ impl Worker {
                     if full {
                         fair.note_backlog(vr);
                     }
-                    admitted = spare || fair.admit(vr);
+                    admitted = fair.admit(vr);
+                    any_admitted |= admitted;
+                    any_refused |= !admitted;
                 }
                 if admitted {
                     dispatch(&mut ctx, &mut self.vrs, s.next, s.m);
@@ -115,6 +107,9 @@ impl Worker {
             if admitted {
                 let t = fair.now();
                 fair.charge(cur, t.saturating_sub(t0));
+            }
+            if any_refused || any_admitted {
+                fair.note_refused_burst(any_refused && !any_admitted);
             }
         }
         if now >= self.next_poll {

@@ -438,11 +438,22 @@ impl Worker {
     }
 
     /// Should the driver loop read port `port` now? False while every VR
-    /// on it has used its share of this saturated worker; read it anyway
-    /// with [`Worker::process_burst_spare`] when no other port has work.
+    /// on it has used its share of this saturated worker.
     #[inline]
     pub fn port_wanted(&self, port: usize) -> bool {
         self.fair.port_wanted(port)
+    }
+
+    /// Enforce fair shares when saturated (`true`, the default once a clock
+    /// is set), or only measure each VR's cost (`false`).
+    pub fn set_fair_share(&mut self, on: bool) {
+        self.fair.set_enforce(on);
+    }
+
+    /// The ports still wanted have no work: refill every VR's budget in
+    /// proportion, so the spare capacity goes to the busy VRs by weight.
+    pub fn replenish_shares(&mut self) {
+        self.fair.replenish();
     }
 
     /// Fair-share state, for reports and tests.

@@ -168,7 +168,7 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
     while !done.iter().all(|d| d.load(Ordering::Acquire)) {
         for _ in 0..16 {
             let p = churning(i % PREFIXES);
-            if (i / PREFIXES) % 2 == 0 {
+            if (i / PREFIXES).is_multiple_of(2) {
                 control
                     .add_route4(0, p, RouteTarget::Via(IpAddr::V4(GW_B)))
                     .unwrap();

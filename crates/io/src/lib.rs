@@ -28,9 +28,11 @@
 
 pub mod af_packet;
 pub mod af_xdp;
+pub mod clock;
 pub mod memory;
 pub mod netdev;
 pub mod netns;
+pub mod paced;
 pub mod pcap;
 mod sys;
 pub mod tap;
@@ -42,6 +44,7 @@ pub use af_packet::AfPacketPort;
 pub use af_xdp::AfXdpPort;
 pub use memory::MemoryPort;
 pub use netdev::{mac, mtu};
+pub use paced::PacedPort;
 pub use pcap::{PcapFrames, PcapPort, PcapSink};
 pub use tap::TapPort;
 

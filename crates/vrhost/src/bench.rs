@@ -24,6 +24,8 @@ pub struct Args {
     pub modes: Vec<Mode>,
     pub csv: Option<PathBuf>,
     pub plots: Option<PathBuf>,
+    /// Measure per-VR cost and enforce fair shares (the default, as `run` does).
+    pub fair_share: bool,
 }
 
 /// Cores for `n` workers: the config's list when long enough, else the last `n` cores.
@@ -72,7 +74,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
                         p.queues = p.queues.max(n as u16);
                     }
                     let cores = cores_for(threads, &cfg.dataplane.workers);
-                    let rt = Runtime::from_config(&cfg, &cores, mode)?;
+                    let mut rt = Runtime::from_config(&cfg, &cores, mode)?;
+                    rt.fair_share = a.fair_share;
                     rows.push(measure(
                         rt.start(),
                         span,
@@ -98,7 +101,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     for &n in &counts {
                         let threads = if mode == Mode::Pipeline { 2 * n } else { n };
                         let cores = cores_for(threads, &[]);
-                        let rt = sweep::runtime(vrs, a.routes_per_vr, n, &cores, mode)?;
+                        let mut rt = sweep::runtime(vrs, a.routes_per_vr, n, &cores, mode)?;
+                        rt.fair_share = a.fair_share;
                         rows.push(measure(rt.start(), span, n, vrs, mode, &cores));
                     }
                 }

@@ -4,6 +4,7 @@
 
 mod bench;
 mod demo;
+mod fairness;
 mod lab;
 mod replay;
 mod report;
@@ -87,7 +88,12 @@ enum Command {
         /// Also draw SVG plots into this directory.
         #[arg(long)]
         plots: Option<PathBuf>,
+        /// Per-VR cost accounting and fair sharing (on, as `vrhost run` does; off to measure its cost).
+        #[arg(long, value_enum, default_value = "on")]
+        fair_share: OnOff,
     },
+    /// Overload scenarios between two VRs: fair share, weights, slow-path floods (docs/isolation.md).
+    Fairness(fairness::Args),
     /// Report the memory an idle VR costs (resident bytes per VR, for N VRs).
     VrMemory {
         /// How many idle VRs to create.
@@ -138,6 +144,13 @@ enum Command {
     },
 }
 
+/// A switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum OnOff {
+    On,
+    Off,
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -160,6 +173,7 @@ fn main() -> ExitCode {
             mode,
             csv,
             plots,
+            fair_share,
         } => bench::run(bench::Args {
             config,
             seconds,
@@ -170,7 +184,9 @@ fn main() -> ExitCode {
             modes: mode,
             csv,
             plots,
+            fair_share: fair_share == OnOff::On,
         }),
+        Command::Fairness(a) => fairness::run(a),
         Command::Run {
             config,
             stats_interval,

@@ -22,7 +22,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use vrhost_control::{Config, Driver};
 use vrhost_dataplane::{
-    sum_ifaces, sum_ports, Control, Counters, EngineSpec, Mbuf, Shared, TxBatch, Worker,
+    sum_ifaces, sum_ports, Clock, Control, Counters, EngineSpec, Mbuf, Shared, TxBatch, Worker,
     WorkerCounters,
 };
 use vrhost_io::af_packet::AfPacketPort;
@@ -77,6 +77,23 @@ pub struct Runtime {
     pub plans: Vec<Plan>,
     pub assignment: Vec<Assignment>,
     pub mode: Mode,
+    /// The clock workers measure each VR's cost with, and its ticks per
+    /// second; `None` turns cost accounting and fair sharing off.
+    pub clock: Option<(Clock, u64)>,
+    /// With a clock: hold VRs to their weighted shares when saturated
+    /// (true), or only measure.
+    pub fair_share: bool,
+}
+
+/// What a worker thread reports when it stops.
+#[derive(Clone, Debug, Default)]
+pub struct WorkerReport {
+    /// Driver counters of every receive queue it owned, by engine port index.
+    pub queues: Vec<(u16, PortStats)>,
+    /// Ticks of the worker's clock from start to stop (0 without a clock).
+    pub ticks: u64,
+    /// Rounds in which fair-share budgets were enforced.
+    pub rounds_enforced: u64,
 }
 
 /// Started workers.
@@ -86,7 +103,7 @@ pub struct Running {
     pub shared: Arc<Shared>,
     pub assignment: Vec<Assignment>,
     stop: Arc<AtomicBool>,
-    threads: Vec<JoinHandle<Vec<(u16, PortStats)>>>,
+    threads: Vec<JoinHandle<WorkerReport>>,
 }
 
 /// How a worker gets its transmit queue on a port.
@@ -127,7 +144,7 @@ impl Runtime {
         let (n, fwd_cores, rx_cores): (usize, Vec<usize>, Vec<Option<usize>>) = match mode {
             Mode::Rtc => (cores.len(), cores.to_vec(), vec![None; cores.len()]),
             Mode::Pipeline => {
-                if cores.len() < 2 || cores.len() % 2 != 0 {
+                if cores.len() < 2 || !cores.len().is_multiple_of(2) {
                     bail!("pipeline mode pairs an rx core with a forwarding core: give an even number of cores");
                 }
                 let pairs = cores.len() / 2;
@@ -196,6 +213,8 @@ impl Runtime {
             plans,
             assignment,
             mode,
+            clock: Some((vrhost_io::clock::tsc as Clock, vrhost_io::clock::tsc_hz())),
+            fair_share: true,
         })
     }
 
@@ -305,12 +324,13 @@ impl Runtime {
         let counters = self.workers.iter().map(Worker::counters).collect();
         let shared = self.control.shared().clone();
         let mut threads = Vec::new();
+        let clock = self.clock.map(|(c, hz)| (c, hz, self.fair_share));
         for (w, plan) in self.workers.into_iter().zip(self.plans) {
             match self.mode {
                 Mode::Rtc => {
                     let stop = stop.clone();
                     threads.push(std::thread::spawn(move || {
-                        run_to_completion(w, plan, &stop)
+                        run_to_completion(w, plan, clock, &stop)
                     }));
                 }
                 Mode::Pipeline => {
@@ -346,7 +366,7 @@ impl Runtime {
                     }));
                     let s2 = stop.clone();
                     threads.push(std::thread::spawn(move || {
-                        forward_thread(w, core, tx, from_rx, to_rx, &s2)
+                        forward_thread(w, core, tx, from_rx, to_rx, clock, &s2)
                     }));
                 }
             }
@@ -389,15 +409,24 @@ impl Running {
     /// Stops every worker and returns the drivers' own counters of every
     /// receive queue, by engine port index (ring drops live there).
     pub fn stop_with_stats(self) -> (Control, Vec<(u16, PortStats)>) {
+        let (control, reports) = self.stop_with_reports();
+        (
+            control,
+            reports.into_iter().flat_map(|r| r.queues).collect(),
+        )
+    }
+
+    /// Stops every worker and returns what each thread reports.
+    pub fn stop_with_reports(self) -> (Control, Vec<WorkerReport>) {
         self.stop.store(true, Ordering::Relaxed);
-        let mut stats = Vec::new();
+        let mut reports = Vec::new();
         for t in self.threads {
             match t.join() {
-                Ok(s) => stats.extend(s),
+                Ok(r) => reports.push(r),
                 Err(_) => tracing::error!("a worker thread panicked"),
             }
         }
-        (self.control, stats)
+        (self.control, reports)
     }
 }
 
@@ -440,20 +469,50 @@ fn rx_stats(rx: &[(u16, usize)], queues: &[Box<dyn Port>]) -> Vec<(u16, PortStat
     rx.iter().map(|&(p, q)| (p, queues[q].stats())).collect()
 }
 
-fn run_to_completion(mut w: Worker, mut plan: Plan, stop: &AtomicBool) -> Vec<(u16, PortStats)> {
+/// Installs the cost clock on the worker's own thread: a thread-CPU clock
+/// read anywhere else would measure the wrong thread.
+fn start_clock(w: &mut Worker, clock: Option<(Clock, u64, bool)>) {
+    if let Some((c, hz, fair)) = clock {
+        w.set_clock(c, hz, BURST);
+        w.set_fair_share(fair);
+    }
+}
+
+fn run_to_completion(
+    mut w: Worker,
+    mut plan: Plan,
+    clock: Option<(Clock, u64, bool)>,
+    stop: &AtomicBool,
+) -> WorkerReport {
     pin(plan.core);
+    start_clock(&mut w, clock);
     let start = Instant::now();
+    let t0 = w.fair().now();
     let mut rx = Vec::with_capacity(BURST);
     let mut tx = TxBatch::new(plan.tx.len());
     let mut idle_polls = 0u32;
     while !stop.load(Ordering::Relaxed) {
         let now = start.elapsed().as_nanos() as u64;
         let mut got = 0;
+        let mut skipped = false;
         for &(port, q) in plan.rx.iter() {
+            // Every VR behind this queue used its share of a saturated core:
+            // leave the frames in the ring, whose overflow costs us nothing.
+            if !w.port_wanted(port as usize) {
+                skipped = true;
+                continue;
+            }
             got += plan.queues[q].rx_burst(w.pool(), &mut rx, BURST, port);
             if !rx.is_empty() {
                 w.process_burst(&mut rx, now, &mut tx);
             }
+        }
+        if got == 0 && skipped {
+            // Only over-budget VRs have work: refill the budgets by weight
+            // and go round again rather than idle (work-conserving).
+            w.replenish_shares();
+            flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
+            continue;
         }
         if got == 0 {
             w.idle(now, &mut tx);
@@ -465,7 +524,11 @@ fn run_to_completion(mut w: Worker, mut plan: Plan, stop: &AtomicBool) -> Vec<(u
             std::thread::sleep(std::time::Duration::from_micros(20));
         }
     }
-    rx_stats(&plan.rx, &plan.queues)
+    WorkerReport {
+        queues: rx_stats(&plan.rx, &plan.queues),
+        ticks: w.fair().now().saturating_sub(t0),
+        rounds_enforced: w.fair().rounds_enforced,
+    }
 }
 
 /// Batches in flight between an rx thread and its forwarding worker.
@@ -477,7 +540,7 @@ fn rx_thread(
     to_fwd: SyncSender<Vec<Mbuf>>,
     back: Receiver<Vec<Mbuf>>,
     stop: &AtomicBool,
-) -> Vec<(u16, PortStats)> {
+) -> WorkerReport {
     pin(core);
     // The rx side has its own pool; buffers come back through `back`.
     let mut pool = vrhost_dataplane::MbufPool::new(RING_BATCHES * BURST * 2);
@@ -509,7 +572,10 @@ fn rx_thread(
             }
         }
     }
-    queues.iter().map(|(p, q)| (*p, q.stats())).collect()
+    WorkerReport {
+        queues: queues.iter().map(|(p, q)| (*p, q.stats())).collect(),
+        ..WorkerReport::default()
+    }
 }
 
 fn forward_thread(
@@ -518,9 +584,11 @@ fn forward_thread(
     mut tx_ports: Vec<Box<dyn Port>>,
     from_rx: Receiver<Vec<Mbuf>>,
     to_rx: SyncSender<Vec<Mbuf>>,
+    clock: Option<(Clock, u64, bool)>,
     stop: &AtomicBool,
-) -> Vec<(u16, PortStats)> {
+) -> WorkerReport {
     pin(core);
+    start_clock(&mut w, clock);
     let start = Instant::now();
     let mut tx = TxBatch::new(tx_ports.len());
     while !stop.load(Ordering::Relaxed) {
@@ -544,7 +612,10 @@ fn forward_thread(
         }
     }
     // The rx thread reports the receive queues.
-    Vec::new()
+    WorkerReport {
+        rounds_enforced: w.fair().rounds_enforced,
+        ..WorkerReport::default()
+    }
 }
 
 /// `vrhost run`: forward until SIGINT or SIGTERM.
