@@ -157,10 +157,10 @@ pub fn measure(
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect();
     let routes4: usize = (0..running.shared.vr_count())
-        .map(|v| running.control.routes(v).0)
+        .map(|v| running.control().routes(v).0)
         .sum();
     let fib_bytes: usize = (0..running.shared.vr_count())
-        .map(|v| running.control.fib_memory(v))
+        .map(|v| running.control().fib_memory(v))
         .sum();
     let assignment = serde_json::to_value(&running.assignment).unwrap_or_default();
     running.stop();

@@ -443,7 +443,7 @@ fn scenario(
     std::thread::sleep(span);
     let counters = running.counters.clone();
     let shared = running.shared.clone();
-    let (_, reports) = running.stop_with_reports();
+    let reports = running.stop_with_reports();
     let report = reports.into_iter().next().unwrap_or_default();
     // Seconds of the clock the worker and the traffic source share.
     let seconds = (report.ticks as f64 / hz as f64).max(1e-9);

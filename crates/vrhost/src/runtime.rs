@@ -15,7 +15,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -98,7 +98,9 @@ pub struct WorkerReport {
 
 /// Started workers.
 pub struct Running {
-    pub control: Control,
+    /// The one writer of the tables; the API, the control-plane sync and
+    /// the stats loop take turns through the lock (never a worker).
+    pub control: Arc<Mutex<Control>>,
     pub counters: Vec<Arc<WorkerCounters>>,
     pub shared: Arc<Shared>,
     pub assignment: Vec<Assignment>,
@@ -372,7 +374,7 @@ impl Runtime {
             }
         }
         Running {
-            control: self.control,
+            control: Arc::new(Mutex::new(self.control)),
             counters,
             shared,
             assignment: self.assignment,
@@ -402,22 +404,27 @@ impl Running {
     }
 
     /// Stops every worker and waits for it.
-    pub fn stop(self) -> Control {
-        self.stop_with_stats().0
+    pub fn stop(self) {
+        self.stop_with_stats();
+    }
+
+    /// The control side, locked; a poisoned lock (a panic while holding it)
+    /// still yields the tables, which are only changed through `commit`.
+    pub fn control(&self) -> MutexGuard<'_, Control> {
+        lock(&self.control)
     }
 
     /// Stops every worker and returns the drivers' own counters of every
     /// receive queue, by engine port index (ring drops live there).
-    pub fn stop_with_stats(self) -> (Control, Vec<(u16, PortStats)>) {
-        let (control, reports) = self.stop_with_reports();
-        (
-            control,
-            reports.into_iter().flat_map(|r| r.queues).collect(),
-        )
+    pub fn stop_with_stats(self) -> Vec<(u16, PortStats)> {
+        self.stop_with_reports()
+            .into_iter()
+            .flat_map(|r| r.queues)
+            .collect()
     }
 
     /// Stops every worker and returns what each thread reports.
-    pub fn stop_with_reports(self) -> (Control, Vec<WorkerReport>) {
+    pub fn stop_with_reports(self) -> Vec<WorkerReport> {
         self.stop.store(true, Ordering::Relaxed);
         let mut reports = Vec::new();
         for t in self.threads {
@@ -426,8 +433,13 @@ impl Running {
                 Err(_) => tracing::error!("a worker thread panicked"),
             }
         }
-        (self.control, reports)
+        reports
     }
+}
+
+/// Locks the control side, recovering from a poisoned lock.
+pub fn lock(control: &Mutex<Control>) -> MutexGuard<'_, Control> {
+    control.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Pins the calling thread to `core`, warning when that is impossible.
@@ -675,7 +687,7 @@ pub fn run_foreground(
     let names: Vec<String> = (0..running.shared.port_count())
         .map(|p| running.shared.port_name(p).to_string())
         .collect();
-    let (_, stats) = running.stop_with_stats();
+    let stats = running.stop_with_stats();
     println!("driver receive queues (port, received, dropped by the ring):");
     for (p, st) in stats {
         let name = names.get(p as usize).map_or("?", String::as_str);
