@@ -29,6 +29,24 @@ pub struct Config {
     pub ports: Vec<Port>,
     /// Virtual routers, in file order.
     pub routers: Vec<Router>,
+    /// The management API, when `[api]` is present.
+    pub api: Option<Api>,
+}
+
+/// `[api]`: the management API (docs/api.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Api {
+    /// Unix socket it listens on (mode 0600).
+    pub socket: PathBuf,
+    /// Optional TCP listener.
+    pub listen: Option<std::net::SocketAddr>,
+    /// SHA-256 of the admin token, 64 lowercase hex digits.
+    pub admin_token_sha256: String,
+}
+
+impl Api {
+    /// Default `socket`.
+    pub const DEFAULT_SOCKET: &'static str = "/run/vrhost/api.sock";
 }
 
 /// `[dataplane]`: where the workers run.
@@ -138,6 +156,8 @@ pub struct Router {
     pub control: Option<Control>,
     /// Per-router limits, defaults filled in.
     pub limits: Limits,
+    /// SHA-256 of the router's own API token (64 lowercase hex digits).
+    pub api_token_sha256: Option<String>,
 }
 
 /// `[[router.interface]]`: a router's attachment to a port, or to one VLAN
@@ -216,6 +236,8 @@ pub struct Neighbor {
 pub struct Control {
     /// Namespace name (a file in `/run/netns`); no two routers share one.
     pub netns: String,
+    /// FPM listener feeding this router's FIB; no two routers share one.
+    pub fpm: Option<std::net::SocketAddr>,
 }
 
 /// `[router.limits]`: per-router limits that keep one tenant from hurting

@@ -12,6 +12,11 @@ pub const EXAMPLE: &str = r#"# vrhost example config: two tenants on one box.
 [dataplane]
 workers = [0]                    # cores to pin one worker each to; default: the last core
 
+[api]                            # management API (docs/api.md); omit to run without one
+socket = "/run/vrhost/api.sock"  # Unix socket, mode 0600; the default
+# listen = "127.0.0.1:8080"      # optional TCP listener
+admin_token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"  # `vrhost token` prints one
+
 # ---- ports: where packets enter and leave -------------------------------
 
 [[port]]
@@ -35,7 +40,8 @@ mtu = 9000                       # jumbo frames
 
 [[router]]
 name = "red"
-routes_file = "red-routes.txt"   # more routes, one "PREFIX VIA" per line ('#' comments)
+routes_file = "red-routes.txt"
+api_token_sha256 = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"  # red's own API token   # more routes, one "PREFIX VIA" per line ('#' comments)
 
   [[router.interface]]
   name = "red0"
@@ -76,6 +82,7 @@ routes_file = "red-routes.txt"   # more routes, one "PREFIX VIA" per line ('#' c
 
   [router.control]               # red's control plane (FRR, BIRD) runs here
   netns = "vr-red"               # created if missing; TAP mirrors of red0, red-mgmt inside
+  fpm = "127.0.0.1:2620"         # optional: FRR zebra dplane_fpm_nl connects here to feed red
 
   [router.limits]                # per-tenant policy; every key optional (docs/isolation.md)
   weight = 2                     # share of a saturated worker vs other routers' weights; default 1

@@ -44,8 +44,8 @@ mod validate;
 pub use addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, AddrError, IfAddr, IpNet};
 pub use build::engine_spec;
 pub use config::{
-    available_cores, Config, Control, Dataplane, Driver, Interface, Limits, Neighbor, Port, Route,
-    RouteTarget, Router,
+    available_cores, Api, Config, Control, Dataplane, Driver, Interface, Limits, Neighbor, Port,
+    Route, RouteTarget, Router,
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use example::{EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};

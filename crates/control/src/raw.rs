@@ -28,6 +28,20 @@ pub struct RawConfig {
     /// `[[router]]`.
     #[serde(default)]
     pub router: Vec<RawRouter>,
+    /// `[api]`.
+    pub api: Option<RawApi>,
+}
+
+/// `[api]`: the management API.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawApi {
+    /// Unix socket path.
+    pub socket: Option<String>,
+    /// Optional TCP listener, `ADDRESS:PORT`.
+    pub listen: Option<String>,
+    /// SHA-256 (hex) of the admin token.
+    pub admin_token_sha256: Option<String>,
 }
 
 /// `[dataplane]`.
@@ -104,6 +118,8 @@ pub struct RawRouter {
     pub name: Option<String>,
     /// File of extra routes, one `PREFIX VIA` per line.
     pub routes_file: Option<String>,
+    /// SHA-256 (hex) of this router's API token.
+    pub api_token_sha256: Option<String>,
     /// `[[router.interface]]`.
     #[serde(default)]
     pub interface: Vec<RawInterface>,
@@ -167,6 +183,8 @@ pub struct RawNeighbor {
 pub struct RawControl {
     /// Network namespace of the router's control plane.
     pub netns: Option<String>,
+    /// FPM listener (`ADDRESS:PORT`) whose routes feed this router.
+    pub fpm: Option<String>,
 }
 
 /// `[router.limits]`.
@@ -235,6 +253,7 @@ pub(crate) struct Document {
     pub dataplane: Option<Item<RawDataplane>>,
     pub ports: Vec<Item<RawPort>>,
     pub routers: Vec<RouterItem>,
+    pub api: Option<Item<RawApi>>,
 }
 
 impl Document {
@@ -244,6 +263,7 @@ impl Document {
     pub fn to_raw(&self) -> RawConfig {
         RawConfig {
             dataplane: self.dataplane.as_ref().map(|d| d.raw.clone()),
+            api: self.api.as_ref().map(|d| d.raw.clone()),
             port: self.ports.iter().map(|p| p.raw.clone()).collect(),
             router: self
                 .routers
@@ -412,7 +432,7 @@ fn names<'a>(tables: &[(usize, &'a Table)]) -> Vec<Option<&'a str>> {
 
 /// Decodes a parsed file table by table, reporting every bad key.
 pub(crate) fn decode_document(root: &Table, errs: &mut ConfigErrors) -> Document {
-    const NESTED: [&str; 3] = ["dataplane", "port", "router"];
+    const NESTED: [&str; 4] = ["dataplane", "port", "router", "api"];
     let head: Table = root
         .iter()
         .filter(|(k, _)| !NESTED.contains(&k.as_str()))
@@ -423,6 +443,8 @@ pub(crate) fn decode_document(root: &Table, errs: &mut ConfigErrors) -> Document
 
     let dataplane = single_table(root.get("dataplane"), "dataplane", "[dataplane]", errs)
         .map(|t| decode::<RawDataplane>(t, "dataplane", errs));
+    let api = single_table(root.get("api"), "api", "[api]", errs)
+        .map(|t| decode::<RawApi>(t, "api", errs));
 
     let port_tables = array_of_tables(root.get("port"), "port", "[[port]]", errs);
     let port_labels = labels("", "port", names(&port_tables), MAX_NAME);
@@ -444,6 +466,7 @@ pub(crate) fn decode_document(root: &Table, errs: &mut ConfigErrors) -> Document
         dataplane,
         ports,
         routers,
+        api,
     }
 }
 

@@ -13,14 +13,14 @@ use std::path::{Path, PathBuf};
 
 use crate::addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, IfAddr, IpNet};
 use crate::config::{
-    Config, Control, Dataplane, Driver, Interface, Limits, Neighbor, Port, Route, RouteTarget,
+    Api, Config, Control, Dataplane, Driver, Interface, Limits, Neighbor, Port, Route, RouteTarget,
     Router,
 };
 use crate::error::ConfigErrors;
 use crate::names::{linux_ifname_problem, name_problem, netns_problem, MAX_IFNAME, MAX_NAME};
 use crate::raw::{
-    self, Document, Item, RawDataplane, RawDriver, RawInterface, RawNeighbor, RawPort, RawRoute,
-    RawRouter, RouterItem,
+    self, Document, Item, RawApi, RawDataplane, RawDriver, RawInterface, RawNeighbor, RawPort,
+    RawRoute, RawRouter, RouterItem,
 };
 use crate::routes_file;
 
@@ -216,6 +216,7 @@ impl Validator<'_, '_> {
             port_index: &port_index,
             vlan_users: HashMap::new(),
             netns_users: HashMap::new(),
+            fpm_users: HashMap::new(),
             router_names: HashMap::new(),
         };
         let routers = doc
@@ -225,11 +226,71 @@ impl Validator<'_, '_> {
             .map(|(i, r)| self.router(i, r, &mut shared))
             .collect();
 
+        let api = doc.api.as_ref().map(|item| self.api(item));
+
         Config {
             dataplane,
             ports,
             routers,
+            api,
         }
+    }
+
+    fn api(&mut self, item: &Item<RawApi>) -> Api {
+        let r = &item.raw;
+        let socket = match &r.socket {
+            Some(s) if s.is_empty() => {
+                self.err(
+                    item.key("socket"),
+                    "is empty; give a path, e.g. \"/run/vrhost/api.sock\"",
+                );
+                PathBuf::new()
+            }
+            Some(s) => self.env.base_dir.join(s),
+            None => PathBuf::from(Api::DEFAULT_SOCKET),
+        };
+        let listen = r.listen.as_deref().and_then(|l| {
+            l.parse::<std::net::SocketAddr>()
+                .map_err(|_| {
+                    self.err(
+                        item.key("listen"),
+                        format!(
+                            "{} is not ADDRESS:PORT, e.g. \"127.0.0.1:8080\" or \"[::1]:8080\"",
+                            crate::addr::shown(l)
+                        ),
+                    )
+                })
+                .ok()
+        });
+        let admin_token_sha256 = match &r.admin_token_sha256 {
+            None if !item.is_bad("admin_token_sha256") => {
+                self.err(
+                    item.key("admin_token_sha256"),
+                    "missing; the SHA-256 of the admin token (vrhost token prints a new token and its hash)",
+                );
+                String::new()
+            }
+            None => String::new(),
+            Some(h) => self.sha256(|| item.key("admin_token_sha256"), h),
+        };
+        Api {
+            socket,
+            listen,
+            admin_token_sha256,
+        }
+    }
+
+    /// A SHA-256 digest in hex, lowercased.
+    fn sha256(&mut self, key: impl FnOnce() -> String, h: &str) -> String {
+        if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            self.err(
+                key(),
+                "is not a SHA-256 digest (64 hex digits); store the hash printed by \
+                 vrhost token, never the token itself",
+            );
+            return String::new();
+        }
+        h.to_ascii_lowercase()
     }
 
     fn dataplane(&mut self, item: Option<&Item<RawDataplane>>) -> Dataplane {
@@ -507,7 +568,34 @@ impl Validator<'_, '_> {
                     }
                 }
             }
-            Control { netns }
+            let fpm = c.raw.fpm.as_deref().and_then(|f| {
+                let key = || c.key("fpm");
+                match f.parse::<std::net::SocketAddr>() {
+                    Err(_) => {
+                        self.err(
+                            key(),
+                            format!(
+                                "{} is not ADDRESS:PORT, e.g. \"127.0.0.1:2620\" (zebra's FPM port)",
+                                crate::addr::shown(f)
+                            ),
+                        );
+                        None
+                    }
+                    Ok(a) => {
+                        if let Some(other) = shared.fpm_users.get(&a) {
+                            self.err(
+                                key(),
+                                format!("{a} is already the FPM listener of {other}; each router needs its own"),
+                            );
+                            None
+                        } else {
+                            shared.fpm_users.insert(a, label.clone());
+                            Some(a)
+                        }
+                    }
+                }
+            });
+            Control { netns, fpm }
         });
         let limits = self.limits(item);
         let routes = self.routes(item, &subnets);
@@ -532,6 +620,12 @@ impl Validator<'_, '_> {
             );
         }
 
+        let api_token_sha256 = head
+            .raw
+            .api_token_sha256
+            .as_deref()
+            .map(|h| self.sha256(|| head.key("api_token_sha256"), h));
+
         Router {
             name: head.raw.name.clone().unwrap_or_default(),
             interfaces,
@@ -539,6 +633,7 @@ impl Validator<'_, '_> {
             neighbors,
             control,
             limits,
+            api_token_sha256,
         }
     }
 
@@ -1145,6 +1240,8 @@ struct Shared<'a> {
     vlan_users: HashMap<(usize, Option<u16>), String>,
     /// netns → the router that has it.
     netns_users: HashMap<String, String>,
+    /// FPM listener → the router that has it.
+    fpm_users: HashMap<std::net::SocketAddr, String>,
     /// Router name → index of its first router.
     router_names: HashMap<String, usize>,
 }

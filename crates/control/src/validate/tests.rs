@@ -876,13 +876,90 @@ fn workers() {
 
 // ---- control and limits ---------------------------------------------------
 
+const HASH: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+#[test]
+fn api_table() {
+    let c = valid(&format!(
+        "[api]\nsocket = \"run/api.sock\"\nlisten = \"127.0.0.1:8080\"\nadmin_token_sha256 = \"{}\"\n{BASE}",
+        HASH.to_uppercase()
+    ));
+    let api = c.api.expect("api");
+    assert_eq!(api.socket, Path::new("/cfg/run/api.sock"));
+    assert_eq!(api.listen, Some("127.0.0.1:8080".parse().expect("addr")));
+    assert_eq!(api.admin_token_sha256, HASH, "lowercased");
+    let c = valid(&format!("[api]\nadmin_token_sha256 = \"{HASH}\"\n{BASE}"));
+    assert_eq!(
+        c.api.expect("api").socket,
+        Path::new("/run/vrhost/api.sock")
+    );
+    assert_eq!(valid(BASE).api, None);
+    only(
+        &format!("[api]\n{BASE}"),
+        "api.admin_token_sha256",
+        "missing",
+    );
+    only(
+        &format!("[api]\nadmin_token_sha256 = \"secret\"\n{BASE}"),
+        "api.admin_token_sha256",
+        "not a SHA-256 digest",
+    );
+    only(
+        &format!("[api]\nlisten = \"8080\"\nadmin_token_sha256 = \"{HASH}\"\n{BASE}"),
+        "api.listen",
+        "not ADDRESS:PORT",
+    );
+    only(
+        &format!("[api]\nport = 1\nadmin_token_sha256 = \"{HASH}\"\n{BASE}"),
+        "api.port",
+        "unknown",
+    );
+}
+
+#[test]
+fn router_token_and_fpm() {
+    let c = valid(&edit(
+        "name = \"red\"\n",
+        &format!("name = \"red\"\napi_token_sha256 = \"{HASH}\"\n"),
+    ));
+    assert_eq!(c.routers[0].api_token_sha256.as_deref(), Some(HASH));
+    only(
+        &edit(
+            "name = \"red\"\n",
+            "name = \"red\"\napi_token_sha256 = \"abc\"\n",
+        ),
+        "router \"red\".api_token_sha256",
+        "not a SHA-256 digest",
+    );
+    let c = valid(&with(
+        "  [router.control]\n  netns = \"vr-red\"\n  fpm = \"127.0.0.1:2620\"\n",
+    ));
+    assert_eq!(
+        c.routers[0].control.as_ref().and_then(|c| c.fpm),
+        Some("127.0.0.1:2620".parse().expect("addr"))
+    );
+    only(
+        &with("  [router.control]\n  netns = \"vr-red\"\n  fpm = \"localhost\"\n"),
+        "router \"red\".control.fpm",
+        "not ADDRESS:PORT",
+    );
+    only(
+        &with(
+            "  [router.control]\n  netns = \"a\"\n  fpm = \"127.0.0.1:2620\"\n[[router]]\nname = \"blue\"\n  [router.control]\n  netns = \"b\"\n  fpm = \"127.0.0.1:2620\"\n",
+        ),
+        "router \"blue\".control.fpm",
+        "already the FPM listener",
+    );
+}
+
 #[test]
 fn control_netns() {
     let c = valid(&with("  [router.control]\n  netns = \"vr-red\"\n"));
     assert_eq!(
         c.routers[0].control,
         Some(Control {
-            netns: "vr-red".into()
+            netns: "vr-red".into(),
+            fpm: None,
         })
     );
     only(
