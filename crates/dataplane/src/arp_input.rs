@@ -1,5 +1,11 @@
 //! ARP input (RFC 826, with RFC 1122 §2.3.2 and RFC 5227 notes): answer
 //! requests for the interface's addresses, learn senders.
+//!
+//! A VR with a control plane also gets a copy of every request and reply
+//! for its own addresses ([`local::punt_copy`]): its kernel learns the
+//! sender as well (BGP needs the neighbour's MAC). The kernel then answers
+//! the copied request too; the runtime drops ARP replies the TAP sends for
+//! the VR's own addresses, so each request is answered once, by the worker.
 
 use std::net::IpAddr;
 
@@ -7,6 +13,7 @@ use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::EtherType;
 
 use crate::drop_reason::Drop;
+use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
 use crate::worker::Vr;
@@ -52,6 +59,7 @@ pub(crate) fn process(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
         return ctx.drop(m, Drop::NeighborNotForUs);
     }
     ctx.iface_counters(ingress).local.inc();
+    local::punt_copy(ctx, vr, &m);
     if op != Operation::Request {
         return ctx.pool.put(m);
     }

@@ -99,6 +99,46 @@ impl Engine {
         Ok(())
     }
 
+    /// Creates a VR at run time, published at once; returns its index.
+    pub fn add_vr(&mut self, spec: &crate::spec::RouterSpec) -> Result<usize, BuildError> {
+        let vr = self.control.add_vr(spec)?;
+        self.control.commit();
+        Ok(vr)
+    }
+
+    /// Deletes VR `vr`, published at once.
+    pub fn remove_vr(&mut self, vr: usize) -> Result<(), BuildError> {
+        self.control.remove_vr(vr)?;
+        self.control.commit();
+        Ok(())
+    }
+
+    /// Adds an address to an interface of VR `vr`, published at once.
+    pub fn add_address(
+        &mut self,
+        vr: usize,
+        iface: &str,
+        addr: std::net::IpAddr,
+        len: u8,
+    ) -> Result<bool, BuildError> {
+        let added = self.control.add_address(vr, iface, addr, len)?;
+        self.control.commit();
+        Ok(added)
+    }
+
+    /// Removes an address from an interface of VR `vr`, published at once.
+    pub fn remove_address(
+        &mut self,
+        vr: usize,
+        iface: &str,
+        addr: std::net::IpAddr,
+        len: u8,
+    ) -> Result<bool, BuildError> {
+        let removed = self.control.remove_address(vr, iface, addr, len)?;
+        self.control.commit();
+        Ok(removed)
+    }
+
     /// Adds or replaces an IPv6 route in VR `vr`, published at once.
     pub fn add_route6(
         &mut self,
@@ -132,7 +172,9 @@ impl Engine {
         addr: IpAddr,
         mac: EthernetAddress,
     ) -> Result<(), BuildError> {
-        self.control.set_static_neighbor(vr, addr, mac)
+        self.control.set_static_neighbor(vr, addr, mac)?;
+        self.control.commit();
+        Ok(())
     }
 
     /// The buffer pool drivers take receive buffers from and return sent ones to.
@@ -142,12 +184,12 @@ impl Engine {
 
     /// Number of VRs.
     pub fn vr_count(&self) -> usize {
-        self.control.shared().vr_count()
+        self.control.working().vr_count()
     }
 
     /// A VR as reports show it.
     pub fn vr(&self, vr: usize) -> VrInfo {
-        let s = self.control.shared();
+        let s = self.control.working();
         let (routes4, routes6) = self.control.routes(vr);
         VrInfo {
             name: s.vr_name(vr).to_string(),
@@ -162,17 +204,17 @@ impl Engine {
 
     /// Interfaces (global order: VR by VR, as configured).
     pub fn ifaces(&self) -> &[Iface] {
-        self.control.shared().ifaces()
+        self.control.working().ifaces()
     }
 
     /// Number of ports.
     pub fn port_count(&self) -> usize {
-        self.control.shared().port_count()
+        self.control.working().port_count()
     }
 
     /// Port name.
     pub fn port_name(&self, port: usize) -> &str {
-        self.control.shared().port_name(port)
+        self.control.working().port_name(port)
     }
 
     /// Counters of one port.
@@ -189,7 +231,7 @@ impl Engine {
     pub fn vr_counters(&self, vr: usize) -> Counters {
         sum_ifaces(
             &[self.worker.counters()],
-            self.control.shared().vr_ifaces(vr),
+            self.control.working().vr_ifaces(vr),
         )
     }
 

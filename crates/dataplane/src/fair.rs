@@ -134,6 +134,23 @@ impl Fair {
         }
     }
 
+    /// Follows a topology change: new VRs get a share, deleted ones lose
+    /// their ports; the others keep their accounts.
+    pub fn set_vrs(&mut self, weights: &[u32], vr_ports: &[Vec<u16>]) {
+        let fresh = Fair::new(weights, vr_ports, self.port_vrs.len());
+        for (i, f) in fresh.vrs.into_iter().enumerate() {
+            match self.vrs.get_mut(i) {
+                Some(s) => {
+                    s.weight = f.weight;
+                    s.ports = f.ports;
+                }
+                None => self.vrs.push(f),
+            }
+        }
+        self.port_vrs = fresh.port_vrs;
+        self.recount_capped();
+    }
+
     /// Installs the clock; a round lasts one millisecond of it.
     pub fn set_clock(&mut self, clock: Clock, ticks_per_second: u64) {
         let now = clock();

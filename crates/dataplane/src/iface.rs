@@ -6,7 +6,7 @@ use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::ipv6 as wire6;
 
 /// An interface at run time.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Iface {
     /// Name.
     pub name: String,
@@ -125,6 +125,7 @@ pub fn link_local_from_mac(mac: EthernetAddress) -> Ipv6Addr {
 }
 
 /// A port at run time.
+#[derive(Clone)]
 pub(crate) struct Port {
     pub name: String,
     pub mtu: u16,

@@ -3,7 +3,16 @@
 //! ICMP and ICMPv6 echo requests to the VR's own unicast addresses are
 //! turned around in place (RFC 1122 §3.2.2.6, RFC 4443 §4.2). NDP goes to
 //! [`crate::ndp`]. Anything else addressed to the router goes on the VR's
-//! bounded punt queue for its control plane.
+//! bounded punt queue for its control plane: TCP and UDP (BGP, BFD, SSH),
+//! OSPF and other protocols, fragments, every other ICMP / ICMPv6 message
+//! (echo replies to the control plane's own pings, errors, router
+//! solicitations and advertisements, MLD), and what
+//! [`crate::ipv4_input`] / [`crate::ipv6_input`] send here for link-local
+//! multicast groups (224.0.0.0/24, ff02::/16) and the limited broadcast.
+//!
+//! For a VR with a control plane ([`crate::spec::Limits::control_plane`])
+//! the ARP and NDP messages the worker consumes are also copied to it
+//! ([`punt_copy`]), so the tenant's kernel learns its neighbors.
 
 use std::net::IpAddr;
 
@@ -33,6 +42,23 @@ pub(crate) fn punt(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf) {
         ctx.punt_dirty.push(vr.id);
     }
     vr.punt.push_back(m);
+}
+
+/// Punts a copy of `m` (the worker keeps the original) when the VR has a
+/// control plane: ARP and NDP that the data plane answers itself, so that
+/// the tenant's kernel learns the sender too. The copy obeys the same punt
+/// queue and rate limits as everything else punted.
+pub(crate) fn punt_copy(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &Mbuf) {
+    if !vr.limits.control_plane {
+        return;
+    }
+    let mut c = ctx.pool.get();
+    c.fill(m.data());
+    c.port = m.port;
+    c.iface = m.iface;
+    c.l3_off = m.l3_off;
+    c.local_origin = false;
+    punt(ctx, vr, c);
 }
 
 /// An IPv4 packet to one of the VR's own addresses.

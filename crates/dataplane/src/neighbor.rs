@@ -134,6 +134,19 @@ impl NeighborTable {
         }
     }
 
+    /// Empties the table, handing every held packet to `f`.
+    pub fn clear(&mut self, mut f: impl FnMut(Mbuf)) {
+        for n in &mut self.slots {
+            for m in n.held.iter_mut().filter_map(Option::take) {
+                f(m);
+            }
+        }
+        self.slots.clear();
+        self.free.clear();
+        self.index.clear();
+        self.live = 0;
+    }
+
     /// Number of live entries.
     pub fn len(&self) -> usize {
         self.live

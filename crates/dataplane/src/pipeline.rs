@@ -152,6 +152,9 @@ impl Worker {
                 } => (vr, iface, addr, mac, true, true),
             };
             let Some(v) = self.vrs.get_mut(vr as usize) else {
+                // Facts about VRs are sent after their topology is published;
+                // a VR this worker has not seen yet is picked up next burst,
+                // and learning by ARP/ND covers what is skipped here.
                 continue;
             };
             // Another worker's news only updates entries this worker uses,

@@ -97,6 +97,12 @@ pub struct Limits {
     pub max_routes: u32,
     /// Packets per second the VR may punt to its control plane.
     pub punt_rate: u32,
+    /// The VR has a control plane attached (a namespace with TAP mirrors):
+    /// the ARP and NDP messages the data plane handles for its own
+    /// addresses are also copied to the control plane, so the tenant's
+    /// kernel learns its neighbors. It lives here, beside the other per-VR
+    /// policy, because `Limits` is what every worker's VR carries.
+    pub control_plane: bool,
 }
 
 impl Default for Limits {
@@ -112,6 +118,7 @@ impl Default for Limits {
             bps: 0,
             max_routes: 2_000_000,
             punt_rate: 10_000,
+            control_plane: false,
         }
     }
 }

@@ -29,7 +29,7 @@ use vrhost_wire::ethernet::{self, EthernetAddress};
 use vrhost_wire::ipv6 as wire6;
 
 use crate::iface::{link_local_from_mac, Iface, Port};
-use crate::spec::{EngineSpec, Limits, RouteTarget};
+use crate::spec::{EngineSpec, Limits, RouteTarget, RouterSpec};
 use crate::worker::Event;
 
 /// Marks "no interface" in a port's VLAN demux table.
@@ -67,25 +67,66 @@ pub(crate) const NH_BLACKHOLE: NextHopId = NextHopId(2);
 pub(crate) const NH_UNREACHABLE: NextHopId = NextHopId(3);
 
 /// One VR as every worker sees it.
+#[derive(Clone)]
 pub(crate) struct VrShared {
     pub name: String,
     pub ifaces: Vec<u16>,
     pub limits: Limits,
     pub fib4: FibReader<Ipv4Addr>,
     pub fib6: FibReader<Ipv6Addr>,
-    pub nexthops: ArcSwap<Vec<RouteHop>>,
+    pub nexthops: Arc<ArcSwap<Vec<RouteHop>>>,
+    /// False once deleted: the slot stays so that indices never move.
+    pub alive: bool,
 }
 
-/// Everything workers share.
+/// One version of the topology: ports, interfaces and VRs. Immutable once
+/// published; adding or deleting a VR or an address publishes a new one.
+/// VR and interface indices never change and are never reused.
+#[derive(Clone)]
 pub struct Shared {
     pub(crate) ports: Vec<Port>,
     pub(crate) ifaces: Vec<Iface>,
     pub(crate) vrs: Vec<VrShared>,
-    /// Bumped after every publication; workers refresh when it moves.
-    pub(crate) generation: AtomicU64,
 }
 
+/// What workers and readers hold: the current [`Shared`] and the counter
+/// workers watch.
+pub struct Tables {
+    current: ArcSwap<Shared>,
+    /// Bumped after every publication; workers refresh when it moves.
+    pub(crate) generation: AtomicU64,
+    /// Interfaces a worker keeps counters for: those at start plus room
+    /// for [`IFACE_HEADROOM`] created at run time.
+    pub(crate) iface_capacity: usize,
+}
+
+impl Tables {
+    /// The topology now.
+    pub fn load(&self) -> Arc<Shared> {
+        self.current.load_full()
+    }
+}
+
+/// Interfaces that may be created at run time beyond those at start (each
+/// costs every worker one cache-line-aligned counter block).
+pub const IFACE_HEADROOM: usize = 1024;
+
 impl Shared {
+    /// Whether VR `vr` exists (deleted VRs keep their index).
+    pub fn vr_alive(&self, vr: usize) -> bool {
+        self.vrs.get(vr).is_some_and(|v| v.alive)
+    }
+
+    /// The index of the live VR called `name`.
+    pub fn vr_index(&self, name: &str) -> Option<usize> {
+        self.vrs.iter().position(|v| v.alive && v.name == name)
+    }
+
+    /// VR `vr`'s limits.
+    pub fn vr_limits(&self, vr: usize) -> Option<Limits> {
+        self.vrs.get(vr).map(|v| v.limits)
+    }
+
     /// Interfaces (global order: VR by VR, as configured).
     pub fn ifaces(&self) -> &[Iface] {
         &self.ifaces
@@ -120,6 +161,39 @@ impl Shared {
 /// Why an [`EngineSpec`] or a change to it was refused.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum BuildError {
+    /// A VR of that name exists already.
+    #[error("router {0:?} exists already")]
+    DuplicateRouter(String),
+    /// No interface of that name in the VR.
+    #[error("router {router:?} has no interface {iface:?}")]
+    NoSuchInterface {
+        /// VR name.
+        router: String,
+        /// Interface name.
+        iface: String,
+    },
+    /// An address that cannot be an interface's.
+    #[error("interface {iface:?}: {addr}/{len}: {reason}")]
+    BadAddress {
+        /// Interface name.
+        iface: String,
+        /// The address.
+        addr: IpAddr,
+        /// Prefix length.
+        len: u8,
+        /// Why.
+        reason: &'static str,
+    },
+    /// No room for more interfaces without a restart.
+    #[error(
+        "no room for {wanted} more interfaces (at most {headroom} may be created at run time)"
+    )]
+    InterfaceCapacity {
+        /// Interfaces asked for.
+        wanted: usize,
+        /// The run-time headroom.
+        headroom: usize,
+    },
     /// An interface names a port index that does not exist.
     #[error("router {router:?} interface {iface:?}: no port #{port}")]
     NoSuchPort {
@@ -213,16 +287,21 @@ impl VrControl {
 
 /// The one writer of the shared tables.
 pub struct Control {
-    shared: Arc<Shared>,
+    tables: Arc<Tables>,
+    /// The working copy of the topology; published by [`Control::commit`].
+    shared: Shared,
+    topology_dirty: bool,
     vrs: Vec<VrControl>,
     static_neighbors: Vec<Vec<(u16, IpAddr, EthernetAddress)>>,
     workers: Vec<SyncSender<Event>>,
+    /// Neighbor events to send once the topology they refer to is published.
+    pending: Vec<Event>,
 }
 
 impl Control {
     /// Builds the tables for `spec` and publishes them.
     pub fn new(spec: &EngineSpec) -> Result<Control, BuildError> {
-        let mut ports: Vec<Port> = spec
+        let ports: Vec<Port> = spec
             .ports
             .iter()
             .map(|p| Port {
@@ -231,162 +310,342 @@ impl Control {
                 demux: vec![NO_IFACE; 4096].into_boxed_slice(),
             })
             .collect();
-        let mut ifaces: Vec<Iface> = Vec::new();
-        let mut shared_vrs = Vec::new();
-        let mut vrs = Vec::new();
-        for (vr_idx, r) in spec.routers.iter().enumerate() {
-            let mut c = VrControl {
-                fib4: FibHandle::new(),
-                fib6: FibHandle::new(),
-                nexthops: Vec::new(),
-                nh_index: HashMap::new(),
-                nh_dirty: true,
-                fib_dirty: true,
-            };
-            // Fixed next hops first, so their ids are the NH_* constants.
-            for nh in [
-                RouteHop::Local,
-                RouteHop::Broadcast,
-                RouteHop::Blackhole,
-                RouteHop::Unreachable,
-            ] {
-                c.nexthop(nh);
-            }
-            let mut vr_ifaces = Vec::new();
-            for i in &r.interfaces {
-                let gi = ifaces.len() as u16;
-                let Some(port) = ports.get_mut(i.port as usize) else {
-                    return Err(BuildError::NoSuchPort {
-                        router: r.name.clone(),
-                        iface: i.name.clone(),
-                        port: i.port,
-                    });
-                };
-                let vlan = match i.vlan {
-                    Some(v) if !(1..=4094).contains(&v) => {
-                        return Err(BuildError::BadVlan {
-                            iface: i.name.clone(),
-                            vlan: v,
-                        })
-                    }
-                    Some(v) => v,
-                    None => 0,
-                };
-                let slot = &mut port.demux[vlan as usize];
-                if *slot != NO_IFACE {
-                    return Err(BuildError::DuplicateDemux {
-                        first: ifaces[*slot as usize].name.clone(),
-                        second: i.name.clone(),
-                        port: port.name.clone(),
-                        vlan,
-                    });
-                }
-                *slot = gi;
-                // An interface never sends more than its port carries.
-                let mtu = i.mtu.min(port.mtu);
-                let mut addrs6 = i.addrs6.clone();
-                let mut mcast = Vec::new();
-                if !addrs6.is_empty() {
-                    let ll = link_local_from_mac(i.mac);
-                    if !addrs6.iter().any(|(a, _)| *a == ll) {
-                        addrs6.push((ll, 64));
-                    }
-                    mcast.push(ethernet::ipv6_multicast_mac(&wire6::ALL_NODES));
-                    mcast.push(ethernet::ipv6_multicast_mac(&wire6::ALL_ROUTERS));
-                    for (a, _) in &addrs6 {
-                        let m = ethernet::ipv6_multicast_mac(&wire6::solicited_node(a));
-                        if !mcast.contains(&m) {
-                            mcast.push(m);
-                        }
-                    }
-                }
-                if !i.addrs4.is_empty() {
-                    // All-systems and all-routers (RFC 1112, RFC 1812 §2.2.8.2).
-                    mcast.push(ethernet::ipv4_multicast_mac(&Ipv4Addr::new(224, 0, 0, 1)));
-                    mcast.push(ethernet::ipv4_multicast_mac(&Ipv4Addr::new(224, 0, 0, 2)));
-                }
-                // Connected, local and broadcast routes.
-                let connected = c.nexthop(RouteHop::Connected { iface: gi });
-                for &(a, len) in &i.addrs4 {
-                    if let Ok(net) = Prefix4::new_truncating(a, len) {
-                        c.fib4.insert(net, connected);
-                    }
-                    if let Ok(host) = Prefix::new(a, 32) {
-                        c.fib4.insert(host, NH_LOCAL);
-                    }
-                    if len <= 30 {
-                        let bcast = Ipv4Addr::from(u32::from(a) | (u32::MAX >> len));
-                        if let Ok(b) = Prefix::new(bcast, 32) {
-                            c.fib4.insert(b, NH_BROADCAST);
-                        }
-                    }
-                }
-                for &(a, len) in &addrs6 {
-                    if let Ok(net) = Prefix6::new_truncating(a, len) {
-                        c.fib6.insert(net, connected);
-                    }
-                    if let Ok(host) = Prefix::new(a, 128) {
-                        c.fib6.insert(host, NH_LOCAL);
-                    }
-                }
-                vr_ifaces.push(gi);
-                ifaces.push(Iface {
-                    name: i.name.clone(),
-                    vr: vr_idx as u16,
-                    port: i.port,
-                    vlan: i.vlan,
-                    mac: i.mac,
-                    mtu,
-                    addrs4: i.addrs4.clone(),
-                    addrs6,
-                    mcast,
-                });
-            }
-            shared_vrs.push(VrShared {
-                name: r.name.clone(),
-                ifaces: vr_ifaces,
-                limits: r.limits,
-                fib4: c.fib4.reader(),
-                fib6: c.fib6.reader(),
-                nexthops: ArcSwap::from_pointee(Vec::new()),
-            });
-            vrs.push(c);
-        }
-        let mut control = Control {
-            shared: Arc::new(Shared {
-                ports,
-                ifaces,
-                vrs: shared_vrs,
-                generation: AtomicU64::new(0),
-            }),
-            vrs,
-            static_neighbors: vec![Vec::new(); spec.routers.len()],
-            workers: Vec::new(),
+        let shared = Shared {
+            ports,
+            ifaces: Vec::new(),
+            vrs: Vec::new(),
         };
-        for (vr, r) in spec.routers.iter().enumerate() {
-            for &(addr, mac) in &r.neighbors {
-                let iface =
-                    control
-                        .on_link_iface(vr, addr)
-                        .ok_or_else(|| BuildError::NeighborOffLink {
-                            router: r.name.clone(),
-                            addr,
-                        })?;
-                control.static_neighbors[vr].push((iface, addr, mac));
-            }
-            for &(prefix, target) in &r.routes4 {
-                control.add_route4(vr, prefix, target)?;
-            }
-            for &(prefix, target) in &r.routes6 {
-                control.add_route6(vr, prefix, target)?;
-            }
+        let iface_count: usize = spec.routers.iter().map(|r| r.interfaces.len()).sum();
+        let mut control = Control {
+            tables: Arc::new(Tables {
+                current: ArcSwap::from_pointee(shared.clone()),
+                generation: AtomicU64::new(0),
+                iface_capacity: iface_count + IFACE_HEADROOM,
+            }),
+            shared,
+            topology_dirty: true,
+            vrs: Vec::new(),
+            static_neighbors: Vec::new(),
+            workers: Vec::new(),
+            pending: Vec::new(),
+        };
+        for r in &spec.routers {
+            control.build_vr(r)?;
         }
         control.commit();
         Ok(control)
     }
 
-    /// The tables workers read.
-    pub fn shared(&self) -> &Arc<Shared> {
+    /// Adds a VR at run time; workers pick it up at [`Control::commit`]
+    /// without pausing the others. Returns its index. Nothing is changed
+    /// when it fails.
+    pub fn add_vr(&mut self, r: &RouterSpec) -> Result<usize, BuildError> {
+        if self.shared.vr_index(&r.name).is_some() {
+            return Err(BuildError::DuplicateRouter(r.name.clone()));
+        }
+        let wanted = r.interfaces.len();
+        if self.shared.ifaces.len() + wanted > self.tables.iface_capacity {
+            return Err(BuildError::InterfaceCapacity {
+                wanted,
+                headroom: IFACE_HEADROOM,
+            });
+        }
+        // Build on a copy, so that a failure half-way leaves nothing behind.
+        let saved = (
+            self.shared.clone(),
+            self.vrs.len(),
+            self.static_neighbors.len(),
+            self.pending.len(),
+        );
+        match self.build_vr(r) {
+            Ok(vr) => {
+                self.topology_dirty = true;
+                Ok(vr)
+            }
+            Err(e) => {
+                self.shared = saved.0;
+                self.vrs.truncate(saved.1);
+                self.static_neighbors.truncate(saved.2);
+                self.pending.truncate(saved.3);
+                Err(e)
+            }
+        }
+    }
+
+    /// Deletes VR `vr`: its interfaces leave the demux tables and its
+    /// tables are freed. Its index is never reused. Visible after commit.
+    pub fn remove_vr(&mut self, vr: usize) -> Result<(), BuildError> {
+        self.vr(vr)?;
+        let ifaces = std::mem::take(&mut self.shared.vrs[vr].ifaces);
+        for gi in ifaces {
+            let iface = &mut self.shared.ifaces[gi as usize];
+            if let Some(port) = self.shared.ports.get_mut(iface.port as usize) {
+                let slot = &mut port.demux[iface.vlan.unwrap_or(0) as usize];
+                if *slot == gi {
+                    *slot = NO_IFACE;
+                }
+            }
+            iface.addrs4.clear();
+            iface.addrs6.clear();
+            iface.mcast.clear();
+        }
+        self.shared.vrs[vr].alive = false;
+        let c = &mut self.vrs[vr];
+        c.fib4.replace_all(std::iter::empty());
+        c.fib6.replace_all(std::iter::empty());
+        c.fib_dirty = true;
+        self.static_neighbors[vr].clear();
+        self.topology_dirty = true;
+        Ok(())
+    }
+
+    /// Adds `addr/len` to interface `iface` of VR `vr`, with its connected,
+    /// local (and IPv4 broadcast) routes. `Ok(false)` when it was there.
+    pub fn add_address(
+        &mut self,
+        vr: usize,
+        iface: &str,
+        addr: IpAddr,
+        len: u8,
+    ) -> Result<bool, BuildError> {
+        let gi = self.iface_index(vr, iface)?;
+        check_address(iface, addr, len)?;
+        let i = &self.shared.ifaces[gi as usize];
+        let present = match addr {
+            IpAddr::V4(a) => i.addrs4.contains(&(a, len)),
+            IpAddr::V6(a) => i.addrs6.contains(&(a, len)),
+        };
+        if present {
+            return Ok(false);
+        }
+        let (mut a4, mut a6) = (i.addrs4.clone(), i.addrs6.clone());
+        match addr {
+            IpAddr::V4(a) => a4.push((a, len)),
+            IpAddr::V6(a) => a6.push((a, len)),
+        }
+        let (a6, mcast) = l3_config(i.mac, &a4, &a6);
+        let i = &mut self.shared.ifaces[gi as usize];
+        i.addrs4 = a4;
+        i.addrs6 = a6;
+        i.mcast = mcast;
+        let c = &mut self.vrs[vr];
+        let connected = c.nexthop(RouteHop::Connected { iface: gi });
+        match addr {
+            IpAddr::V4(a) => insert_v4_address(c, connected, a, len),
+            IpAddr::V6(a) => insert_v6_address(c, connected, a, len),
+        }
+        // A first IPv6 address also brings the link-local one.
+        if addr.is_ipv6() {
+            if let Some(ll) = self.shared.ifaces[gi as usize].link_local() {
+                insert_v6_address(&mut self.vrs[vr], connected, ll, 64);
+            }
+        }
+        self.vrs[vr].fib_dirty = true;
+        self.topology_dirty = true;
+        Ok(true)
+    }
+
+    /// Removes `addr/len` from interface `iface` of VR `vr` with the routes
+    /// it brought. `Ok(false)` when it was not there.
+    pub fn remove_address(
+        &mut self,
+        vr: usize,
+        iface: &str,
+        addr: IpAddr,
+        len: u8,
+    ) -> Result<bool, BuildError> {
+        let gi = self.iface_index(vr, iface)?;
+        let i = &self.shared.ifaces[gi as usize];
+        let (mut a4, mut a6) = (i.addrs4.clone(), i.addrs6.clone());
+        let before = a4.len() + a6.len();
+        match addr {
+            IpAddr::V4(a) => a4.retain(|x| *x != (a, len)),
+            IpAddr::V6(a) => a6.retain(|x| *x != (a, len)),
+        }
+        if a4.len() + a6.len() == before {
+            return Ok(false);
+        }
+        let c = &mut self.vrs[vr];
+        match addr {
+            IpAddr::V4(a) => {
+                if let Ok(host) = Prefix::new(a, 32) {
+                    c.fib4.remove(&host);
+                }
+                if len <= 30 {
+                    let bcast = Ipv4Addr::from(u32::from(a) | (u32::MAX >> len));
+                    if let Ok(b) = Prefix::new(bcast, 32) {
+                        c.fib4.remove(&b);
+                    }
+                }
+                // The subnet stays while another address of the VR covers it.
+                let covered = self.shared.vrs[vr].ifaces.iter().any(|&j| {
+                    let addrs: &[(Ipv4Addr, u8)] = if j == gi {
+                        &a4
+                    } else {
+                        &self.shared.ifaces[j as usize].addrs4
+                    };
+                    addrs
+                        .iter()
+                        .any(|&(b, l)| l == len && crate::iface::same_subnet4(a, b, len))
+                });
+                if !covered {
+                    if let Ok(net) = Prefix4::new_truncating(a, len) {
+                        c.fib4.remove(&net);
+                    }
+                }
+            }
+            IpAddr::V6(a) => {
+                if let Ok(host) = Prefix::new(a, 128) {
+                    c.fib6.remove(&host);
+                }
+                let covered = a6
+                    .iter()
+                    .any(|&(b, l)| l == len && crate::iface::same_subnet6(a, b, len));
+                if !covered {
+                    if let Ok(net) = Prefix6::new_truncating(a, len) {
+                        c.fib6.remove(&net);
+                    }
+                }
+            }
+        }
+        c.fib_dirty = true;
+        let mac = self.shared.ifaces[gi as usize].mac;
+        // Keep the link-local address only while a global one remains.
+        if a6.iter().all(|(x, _)| wire6::is_link_local(x)) {
+            a6.clear();
+        }
+        let (a6, mcast) = l3_config(mac, &a4, &a6);
+        let i = &mut self.shared.ifaces[gi as usize];
+        i.addrs4 = a4;
+        i.addrs6 = a6;
+        i.mcast = mcast;
+        self.topology_dirty = true;
+        Ok(true)
+    }
+
+    fn iface_index(&self, vr: usize, name: &str) -> Result<u16, BuildError> {
+        self.vr(vr)?;
+        self.shared.vrs[vr]
+            .ifaces
+            .iter()
+            .copied()
+            .find(|&i| self.shared.ifaces[i as usize].name == name)
+            .ok_or_else(|| BuildError::NoSuchInterface {
+                router: self.shared.vrs[vr].name.clone(),
+                iface: name.to_string(),
+            })
+    }
+
+    /// Builds one VR into the working copy: interfaces, demux entries,
+    /// connected routes, static neighbors and routes.
+    fn build_vr(&mut self, r: &RouterSpec) -> Result<usize, BuildError> {
+        let vr_idx = self.shared.vrs.len();
+        let mut c = VrControl {
+            fib4: FibHandle::new(),
+            fib6: FibHandle::new(),
+            nexthops: Vec::new(),
+            nh_index: HashMap::new(),
+            nh_dirty: true,
+            fib_dirty: true,
+        };
+        // Fixed next hops first, so their ids are the NH_* constants.
+        for nh in [
+            RouteHop::Local,
+            RouteHop::Broadcast,
+            RouteHop::Blackhole,
+            RouteHop::Unreachable,
+        ] {
+            c.nexthop(nh);
+        }
+        let mut vr_ifaces = Vec::new();
+        for i in &r.interfaces {
+            let gi = self.shared.ifaces.len() as u16;
+            let Some(port) = self.shared.ports.get_mut(i.port as usize) else {
+                return Err(BuildError::NoSuchPort {
+                    router: r.name.clone(),
+                    iface: i.name.clone(),
+                    port: i.port,
+                });
+            };
+            let vlan = match i.vlan {
+                Some(v) if !(1..=4094).contains(&v) => {
+                    return Err(BuildError::BadVlan {
+                        iface: i.name.clone(),
+                        vlan: v,
+                    })
+                }
+                Some(v) => v,
+                None => 0,
+            };
+            let slot = &mut port.demux[vlan as usize];
+            if *slot != NO_IFACE {
+                return Err(BuildError::DuplicateDemux {
+                    first: self.shared.ifaces[*slot as usize].name.clone(),
+                    second: i.name.clone(),
+                    port: port.name.clone(),
+                    vlan,
+                });
+            }
+            *slot = gi;
+            // An interface never sends more than its port carries.
+            let mtu = i.mtu.min(port.mtu);
+            let (addrs6, mcast) = l3_config(i.mac, &i.addrs4, &i.addrs6);
+            // Connected, local and broadcast routes.
+            let connected = c.nexthop(RouteHop::Connected { iface: gi });
+            for &(a, len) in &i.addrs4 {
+                insert_v4_address(&mut c, connected, a, len);
+            }
+            for &(a, len) in &addrs6 {
+                insert_v6_address(&mut c, connected, a, len);
+            }
+            vr_ifaces.push(gi);
+            self.shared.ifaces.push(Iface {
+                name: i.name.clone(),
+                vr: vr_idx as u16,
+                port: i.port,
+                vlan: i.vlan,
+                mac: i.mac,
+                mtu,
+                addrs4: i.addrs4.clone(),
+                addrs6,
+                mcast,
+            });
+        }
+        self.shared.vrs.push(VrShared {
+            name: r.name.clone(),
+            ifaces: vr_ifaces,
+            limits: r.limits,
+            fib4: c.fib4.reader(),
+            fib6: c.fib6.reader(),
+            nexthops: Arc::new(ArcSwap::from_pointee(Vec::new())),
+            alive: true,
+        });
+        self.vrs.push(c);
+        self.static_neighbors.push(Vec::new());
+        for &(addr, mac) in &r.neighbors {
+            self.set_static_neighbor(vr_idx, addr, mac)?;
+        }
+        for &(prefix, target) in &r.routes4 {
+            self.add_route4(vr_idx, prefix, target)?;
+        }
+        for &(prefix, target) in &r.routes6 {
+            self.add_route6(vr_idx, prefix, target)?;
+        }
+        Ok(vr_idx)
+    }
+
+    /// The topology as last published.
+    pub fn shared(&self) -> Arc<Shared> {
+        self.tables.load()
+    }
+
+    /// What workers hold: the published topology and its generation.
+    pub fn tables(&self) -> &Arc<Tables> {
+        &self.tables
+    }
+
+    /// The working topology, unpublished changes included.
+    pub fn working(&self) -> &Shared {
         &self.shared
     }
 
@@ -440,7 +699,7 @@ impl Control {
     }
 
     fn vr(&self, vr: usize) -> Result<(), BuildError> {
-        if vr < self.vrs.len() {
+        if self.shared.vr_alive(vr) {
             Ok(())
         } else {
             Err(BuildError::NoSuchRouter(vr))
@@ -547,12 +806,25 @@ impl Control {
                 c.fib6.reclaim();
             }
         }
+        if self.topology_dirty {
+            self.tables.current.store(Arc::new(self.shared.clone()));
+            self.topology_dirty = false;
+            any = true;
+        }
         if any {
-            self.shared.generation.fetch_add(1, Ordering::Release);
+            self.tables.generation.fetch_add(1, Ordering::Release);
+        }
+        // Neighbor facts about what was just published.
+        for ev in self.pending.drain(..) {
+            for w in &self.workers {
+                // A full inbox means a stalled worker; it will learn by ARP/ND instead.
+                let _ = w.try_send(ev);
+            }
         }
     }
 
-    /// Installs or replaces a static neighbor in every worker.
+    /// Installs or replaces a static neighbor in every worker, at the next
+    /// [`Control::commit`].
     pub fn set_static_neighbor(
         &mut self,
         vr: usize,
@@ -568,29 +840,166 @@ impl Control {
             })?;
         self.static_neighbors[vr].retain(|&(i, a, _)| (i, a) != (iface, addr));
         self.static_neighbors[vr].push((iface, addr, mac));
-        for w in &self.workers {
-            // A full inbox means a stalled worker; it will learn by ARP/ND instead.
-            let _ = w.try_send(Event::Static {
-                vr: vr as u16,
-                iface,
-                addr,
-                mac,
-            });
-        }
+        // Sent at the next commit, after the VR it names is published.
+        self.pending.push(Event::Static {
+            vr: vr as u16,
+            iface,
+            addr,
+            mac,
+        });
         Ok(())
     }
 
     /// Routes in VR `vr`'s tables (control view, unpublished changes included).
     pub fn routes(&self, vr: usize) -> (usize, usize) {
         use vrhost_fib::Lpm;
-        let c = &self.vrs[vr];
-        (c.fib4.table().len(), c.fib6.table().len())
+        self.vrs
+            .get(vr)
+            .map_or((0, 0), |c| (c.fib4.table().len(), c.fib6.table().len()))
     }
 
     /// FIB memory of VR `vr`, both families, in bytes.
     pub fn fib_memory(&self, vr: usize) -> usize {
         use vrhost_fib::Lpm;
-        let c = &self.vrs[vr];
-        c.fib4.table().memory_bytes() + c.fib6.table().memory_bytes()
+        self.vrs.get(vr).map_or(0, |c| {
+            c.fib4.table().memory_bytes() + c.fib6.table().memory_bytes()
+        })
     }
+
+    /// Every route of VR `vr` with what it points at, IPv4 then IPv6, in
+    /// prefix order within each family.
+    pub fn route_list(&self, vr: usize) -> Vec<(IpAddr, u8, RouteHop)> {
+        use vrhost_fib::Lpm;
+        let Some(c) = self.vrs.get(vr) else {
+            return Vec::new();
+        };
+        let hop = |id: NextHopId| {
+            c.nexthops
+                .get(id.0 as usize)
+                .copied()
+                .unwrap_or(RouteHop::Blackhole)
+        };
+        let mut v4 = Vec::new();
+        c.fib4
+            .table()
+            .for_each(&mut |p, id| v4.push((IpAddr::V4(p.addr()), p.len(), hop(id))));
+        let mut v6 = Vec::new();
+        c.fib6
+            .table()
+            .for_each(&mut |p, id| v6.push((IpAddr::V6(p.addr()), p.len(), hop(id))));
+        v4.sort_unstable_by_key(|r| (r.0, r.1));
+        v6.sort_unstable_by_key(|r| (r.0, r.1));
+        v4.extend(v6);
+        v4
+    }
+
+    /// Static neighbors of VR `vr`: (interface, address, MAC).
+    pub fn static_neighbor_list(&self, vr: usize) -> Vec<(u16, IpAddr, EthernetAddress)> {
+        self.static_neighbors.get(vr).cloned().unwrap_or_default()
+    }
+
+    /// Removes a static neighbor from the control view; workers keep the
+    /// entry until it ages out like a learnt one. `Ok(false)` when absent.
+    pub fn remove_static_neighbor(&mut self, vr: usize, addr: IpAddr) -> Result<bool, BuildError> {
+        self.vr(vr)?;
+        let list = &mut self.static_neighbors[vr];
+        let before = list.len();
+        list.retain(|&(_, a, _)| a != addr);
+        Ok(list.len() != before)
+    }
+}
+
+/// The IPv6 addresses an interface really has (the configured ones plus a
+/// link-local one derived from the MAC, when it has any IPv6) and the
+/// multicast MACs it accepts.
+fn l3_config(
+    mac: EthernetAddress,
+    addrs4: &[(Ipv4Addr, u8)],
+    addrs6: &[(Ipv6Addr, u8)],
+) -> (Vec<(Ipv6Addr, u8)>, Vec<EthernetAddress>) {
+    let mut addrs6 = addrs6.to_vec();
+    let mut mcast = Vec::new();
+    if !addrs6.is_empty() {
+        let ll = link_local_from_mac(mac);
+        if !addrs6.iter().any(|(a, _)| *a == ll) {
+            addrs6.push((ll, 64));
+        }
+        mcast.push(ethernet::ipv6_multicast_mac(&wire6::ALL_NODES));
+        mcast.push(ethernet::ipv6_multicast_mac(&wire6::ALL_ROUTERS));
+        for (a, _) in &addrs6 {
+            let m = ethernet::ipv6_multicast_mac(&wire6::solicited_node(a));
+            if !mcast.contains(&m) {
+                mcast.push(m);
+            }
+        }
+    }
+    if !addrs4.is_empty() {
+        // All-systems and all-routers (RFC 1112, RFC 1812 §2.2.8.2).
+        mcast.push(ethernet::ipv4_multicast_mac(&Ipv4Addr::new(224, 0, 0, 1)));
+        mcast.push(ethernet::ipv4_multicast_mac(&Ipv4Addr::new(224, 0, 0, 2)));
+    }
+    (addrs6, mcast)
+}
+
+/// The connected, local and (up to /30) broadcast routes of an IPv4 address.
+fn insert_v4_address(c: &mut VrControl, connected: NextHopId, a: Ipv4Addr, len: u8) {
+    if let Ok(net) = Prefix4::new_truncating(a, len) {
+        c.fib4.insert(net, connected);
+    }
+    if let Ok(host) = Prefix::new(a, 32) {
+        c.fib4.insert(host, NH_LOCAL);
+    }
+    if len <= 30 {
+        let bcast = Ipv4Addr::from(u32::from(a) | (u32::MAX >> len));
+        if let Ok(b) = Prefix::new(bcast, 32) {
+            c.fib4.insert(b, NH_BROADCAST);
+        }
+    }
+}
+
+/// The connected and local routes of an IPv6 address.
+fn insert_v6_address(c: &mut VrControl, connected: NextHopId, a: Ipv6Addr, len: u8) {
+    if let Ok(net) = Prefix6::new_truncating(a, len) {
+        c.fib6.insert(net, connected);
+    }
+    if let Ok(host) = Prefix::new(a, 128) {
+        c.fib6.insert(host, NH_LOCAL);
+    }
+}
+
+/// Refuses addresses no interface may have.
+fn check_address(iface: &str, addr: IpAddr, len: u8) -> Result<(), BuildError> {
+    let bad = |reason| {
+        Err(BuildError::BadAddress {
+            iface: iface.to_string(),
+            addr,
+            len,
+            reason,
+        })
+    };
+    match addr {
+        IpAddr::V4(a) => {
+            if len > 32 {
+                return bad("prefix length over 32");
+            }
+            if a.is_unspecified() || a.is_multicast() || a.is_loopback() || a.is_broadcast() {
+                return bad("unspecified, loopback, multicast or broadcast");
+            }
+            if len <= 30 {
+                let host = u32::from(a) & (u32::MAX >> len);
+                if host == 0 || host == u32::MAX >> len {
+                    return bad("the subnet's network or broadcast address");
+                }
+            }
+        }
+        IpAddr::V6(a) => {
+            if len > 128 {
+                return bad("prefix length over 128");
+            }
+            if a.is_unspecified() || a.is_multicast() || a.is_loopback() {
+                return bad("unspecified, loopback or multicast");
+            }
+        }
+    }
+    Ok(())
 }

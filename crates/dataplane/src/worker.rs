@@ -21,7 +21,7 @@ use crate::fair::{Clock, Fair};
 use crate::mbuf::{Mbuf, MbufPool};
 use crate::neighbor::{NeighborTable, Probe, HOLD_MAX};
 use crate::spec::Limits;
-use crate::tables::{Control, RouteHop, Shared};
+use crate::tables::{Control, RouteHop, Shared, Tables};
 
 /// Frames to transmit, one queue per port, filled by the pipeline and
 /// drained by the drivers.
@@ -261,8 +261,11 @@ pub struct WorkerCounters {
 
 /// One worker's whole state.
 pub struct Worker {
+    tables: Arc<Tables>,
+    /// The topology this worker runs on (refreshed with the tables).
     pub(crate) shared: Arc<Shared>,
     pub(crate) vrs: Vec<Vr>,
+    n_workers: usize,
     pub(crate) pool: MbufPool,
     pub(crate) counters: Arc<WorkerCounters>,
     pub(crate) probes: Vec<Probe>,
@@ -322,64 +325,35 @@ impl Worker {
         inbox: Receiver<Event>,
         peers: Vec<SyncSender<Event>>,
     ) -> Worker {
-        let shared = control.shared().clone();
-        let vrs = shared
-            .vrs
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let l = s.limits;
-                let mut neighbors = NeighborTable::new(
-                    l.max_neighbors as usize,
-                    (l.arp_hold as usize).min(HOLD_MAX),
-                    l.neighbor_timeout_ms.saturating_mul(1_000_000),
-                );
+        let tables = control.tables().clone();
+        let shared = tables.load();
+        let vrs = (0..shared.vrs.len())
+            .map(|i| {
+                let mut v = vr_state(&shared, i, n_workers);
                 for &(iface, addr, mac) in control.static_neighbors(i) {
-                    neighbors.set_static(iface, addr, mac);
+                    v.neighbors.set_static(iface, addr, mac);
                 }
-                let per_worker = l.icmp_rate.div_ceil(n_workers as u32);
-                let punt_per_worker = l.punt_rate.div_ceil(n_workers as u32);
-                let nexthops = s.nexthops.load_full();
-                Vr {
-                    id: i as u16,
-                    fib4: s.fib4.load_full(),
-                    fib6: s.fib6.load_full(),
-                    gw_slots: vec![u32::MAX; nexthops.len()],
-                    nexthops,
-                    neighbors,
-                    limits: l,
-                    icmp_bucket: TokenBucket::new(per_worker),
-                    punt_bucket: TokenBucket::new(punt_per_worker),
-                    ceiling: Ceiling::new(&l, n_workers as u64),
-                    // Grows on first use, up to `punt_queue`; idle VRs stay small.
-                    punt: VecDeque::new(),
-                }
+                v
             })
             .collect();
+        // Interfaces created at run time need counters too: room for them
+        // is made now, so readers never see this worker's counters move.
         let counters = Arc::new(WorkerCounters {
             ports: (0..shared.ports.len())
                 .map(|_| CounterCells::default())
                 .collect(),
-            ifaces: (0..shared.ifaces.len())
+            ifaces: (0..tables.iface_capacity.max(shared.ifaces.len()))
                 .map(|_| CounterCells::default())
                 .collect(),
         });
-        let shared_vr_count = shared.vrs.len();
-        let weights: Vec<u32> = shared.vrs.iter().map(|v| v.limits.weight).collect();
-        let vr_ports: Vec<Vec<u16>> = shared
-            .vrs
-            .iter()
-            .map(|v| {
-                v.ifaces
-                    .iter()
-                    .map(|&i| shared.ifaces[i as usize].port)
-                    .collect()
-            })
-            .collect();
+        let (weights, vr_ports) = fair_inputs(&shared);
         let fair = Fair::new(&weights, &vr_ports, shared.ports.len());
+        let shared_vr_count = shared.vrs.len();
         let mut w = Worker {
+            tables,
             shared,
             vrs,
+            n_workers,
             pool: MbufPool::new(4096),
             counters,
             probes: Vec::with_capacity(1024),
@@ -401,9 +375,13 @@ impl Worker {
     /// every burst: one atomic load when nothing changed.
     #[inline]
     pub(crate) fn refresh(&mut self) {
-        let g = self.shared.generation.load(Ordering::Acquire);
+        let g = self.tables.generation.load(Ordering::Acquire);
         if g != self.seen_generation {
             self.seen_generation = g;
+            let topo = self.tables.load();
+            if !Arc::ptr_eq(&topo, &self.shared) {
+                self.adopt(topo);
+            }
             for (vr, s) in self.vrs.iter_mut().zip(self.shared.vrs.iter()) {
                 // FIB first, then next hops: next hops are published before the
                 // FIBs that name them, so these next hops cover this FIB.
@@ -417,6 +395,32 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Switches to a new topology: state for VRs created since, and the
+    /// buffers of deleted ones back to the pool. Other VRs keep their
+    /// neighbors, queues and budgets untouched.
+    #[cold]
+    fn adopt(&mut self, topo: Arc<Shared>) {
+        for i in 0..topo.vrs.len() {
+            if i >= self.vrs.len() {
+                self.vrs.push(vr_state(&topo, i, self.n_workers));
+            } else if !topo.vrs[i].alive && self.shared.vr_alive(i) {
+                let dead = std::mem::replace(&mut self.vrs[i], vr_state(&topo, i, self.n_workers));
+                let Vr {
+                    mut neighbors,
+                    punt,
+                    ..
+                } = dead;
+                for m in punt {
+                    self.pool.put(m);
+                }
+                neighbors.clear(|m| self.pool.put(m));
+            }
+        }
+        let (weights, vr_ports) = fair_inputs(&topo);
+        self.fair.set_vrs(&weights, &vr_ports);
+        self.shared = topo;
     }
 
     /// Tells every other worker what this one learned.
@@ -514,4 +518,47 @@ impl Worker {
     pub fn punt_queued(&self) -> usize {
         self.vrs.iter().map(|v| v.punt.len()).sum()
     }
+}
+
+/// A worker's fresh state for VR `i` of `topo`: empty neighbor table and
+/// queues, its limits split over `n_workers`.
+fn vr_state(topo: &Shared, i: usize, n_workers: usize) -> Vr {
+    let s = &topo.vrs[i];
+    let l = s.limits;
+    let n = n_workers.max(1) as u32;
+    let nexthops = s.nexthops.load_full();
+    Vr {
+        id: i as u16,
+        fib4: s.fib4.load_full(),
+        fib6: s.fib6.load_full(),
+        gw_slots: vec![u32::MAX; nexthops.len()],
+        nexthops,
+        neighbors: NeighborTable::new(
+            l.max_neighbors as usize,
+            (l.arp_hold as usize).min(HOLD_MAX),
+            l.neighbor_timeout_ms.saturating_mul(1_000_000),
+        ),
+        limits: l,
+        icmp_bucket: TokenBucket::new(l.icmp_rate.div_ceil(n)),
+        punt_bucket: TokenBucket::new(l.punt_rate.div_ceil(n)),
+        ceiling: Ceiling::new(&l, u64::from(n)),
+        // Grows on first use, up to `punt_queue`; idle VRs stay small.
+        punt: VecDeque::new(),
+    }
+}
+
+/// Weights and ports of every VR, for [`Fair`] (deleted VRs: no ports).
+fn fair_inputs(topo: &Shared) -> (Vec<u32>, Vec<Vec<u16>>) {
+    let weights = topo.vrs.iter().map(|v| v.limits.weight).collect();
+    let ports = topo
+        .vrs
+        .iter()
+        .map(|v| {
+            v.ifaces
+                .iter()
+                .map(|&i| topo.ifaces[i as usize].port)
+                .collect()
+        })
+        .collect();
+    (weights, ports)
 }

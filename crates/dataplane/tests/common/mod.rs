@@ -95,6 +95,11 @@ fn router(
 }
 
 pub fn spec(limits: Limits) -> EngineSpec {
+    spec2(limits, limits)
+}
+
+/// The two-tenant topology with different limits for red and blue.
+pub fn spec2(red: Limits, blue: Limits) -> EngineSpec {
     EngineSpec {
         ports: vec![
             PortSpec {
@@ -111,14 +116,14 @@ pub fn spec(limits: Limits) -> EngineSpec {
             },
         ],
         routers: vec![
-            router("red", (0, 1), 100, (RED0_MAC, RED1_MAC), GW_MAC, limits),
+            router("red", (0, 1), 100, (RED0_MAC, RED1_MAC), GW_MAC, red),
             router(
                 "blue",
                 (2, 1),
                 200,
                 (BLUE0_MAC, BLUE1_MAC),
                 BLUE_GW_MAC,
-                limits,
+                blue,
             ),
         ],
     }
@@ -196,6 +201,20 @@ pub fn send(e: &mut Engine, port: u16, frame: &[u8], now: u64) -> Vec<Out> {
     m.fill(frame);
     m.port = port;
     let mut rx = vec![m];
+    let mut tx = TxBatch::new(e.port_count());
+    e.process_burst(&mut rx, now, &mut tx);
+    collect(e, &mut tx)
+}
+
+/// Feeds `frames` (port, bytes) as one burst at time `now` and returns what left.
+pub fn send_burst(e: &mut Engine, frames: &[(u16, &[u8])], now: u64) -> Vec<Out> {
+    let mut rx = Vec::with_capacity(frames.len());
+    for &(port, frame) in frames {
+        let mut m = e.pool().get();
+        m.fill(frame);
+        m.port = port;
+        rx.push(m);
+    }
     let mut tx = TxBatch::new(e.port_count());
     e.process_burst(&mut rx, now, &mut tx);
     collect(e, &mut tx)
@@ -313,6 +332,19 @@ pub fn udp(len: usize) -> Vec<u8> {
         *b = (i * 7) as u8;
     }
     u
+}
+
+/// A 20-byte TCP SYN from port 40000 to `dport` with sequence number `seq`
+/// (checksum left 0: the data plane punts TCP without looking at it).
+pub fn tcp_syn(dport: u16, seq: u32) -> Vec<u8> {
+    let mut t = vec![0u8; 20];
+    t[0..2].copy_from_slice(&40000u16.to_be_bytes());
+    t[2..4].copy_from_slice(&dport.to_be_bytes());
+    t[4..8].copy_from_slice(&seq.to_be_bytes());
+    t[12] = 5 << 4; // data offset: 5 words
+    t[13] = 0x02; // SYN
+    t[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    t
 }
 
 /// An ICMP echo request.

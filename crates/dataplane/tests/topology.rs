@@ -1,0 +1,204 @@
+//! VRs and addresses created and deleted while traffic flows: the other
+//! VRs keep forwarding every frame, and a refused change changes nothing.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use common::*;
+use vrhost_dataplane::{BuildError, Drop, InterfaceSpec, Limits, RouteTarget, RouterSpec};
+use vrhost_wire::ethernet::{EtherType, EthernetAddress};
+use vrhost_wire::icmpv4::Icmpv4Repr;
+use vrhost_wire::ip::IpProtocol;
+
+const RED: usize = 0;
+const BLUE: usize = 1;
+const GREEN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x03]);
+
+/// A frame from the host behind port `port`'s untagged interface with MAC `mac`.
+fn udp_on(mac: EthernetAddress) -> Vec<u8> {
+    eth(
+        mac,
+        HOST_MAC,
+        None,
+        EtherType::Ipv4,
+        &ipv4(HOST, REMOTE, IpProtocol::Udp, 64, false, &udp(18)),
+    )
+}
+
+/// Forwards one frame and says on which (port, VLAN) it left, if any.
+fn forward(
+    e: &mut vrhost_dataplane::Engine,
+    port: u16,
+    frame: &[u8],
+) -> Option<(u16, Option<u16>)> {
+    let out = send(e, port, frame, SEC);
+    assert!(out.len() <= 1, "{} frames out", out.len());
+    out.first().map(|o| (o.port, o.vlan()))
+}
+
+fn green() -> RouterSpec {
+    RouterSpec {
+        name: "green".into(),
+        interfaces: vec![
+            InterfaceSpec {
+                name: "green0".into(),
+                port: 2,
+                vlan: Some(7),
+                mac: GREEN_MAC,
+                mtu: 1500,
+                addrs4: vec![(RED0, 24)],
+                addrs6: vec![],
+            },
+            InterfaceSpec {
+                name: "green1".into(),
+                port: 1,
+                vlan: Some(300),
+                mac: GREEN_MAC,
+                mtu: 1500,
+                addrs4: vec![(RED1, 24)],
+                addrs6: vec![],
+            },
+        ],
+        routes4: vec![(
+            "192.0.2.0/24".parse().expect("prefix"),
+            RouteTarget::Via(IpAddr::V4(GW)),
+        )],
+        routes6: vec![],
+        neighbors: vec![(IpAddr::V4(GW), GW_MAC)],
+        limits: Limits::default(),
+    }
+}
+
+#[test]
+fn vrs_come_and_go_while_the_others_forward() {
+    let mut e = engine();
+    let red_frame = udp_on(RED0_MAC);
+    let blue_frame = udp_on(BLUE0_MAC);
+    assert_eq!(forward(&mut e, 0, &red_frame), Some((1, Some(100))));
+    assert_eq!(forward(&mut e, 2, &blue_frame), Some((1, Some(200))));
+
+    // Create green (VLAN 7 on blue's port): it forwards at once.
+    let g = e.add_vr(&green()).expect("green");
+    assert_eq!(g, 2);
+    let mut green_frame = udp_on(GREEN_MAC);
+    green_frame = {
+        // Tag it for VLAN 7.
+        let l3 = green_frame[14..].to_vec();
+        eth(GREEN_MAC, HOST_MAC, Some(7), EtherType::Ipv4, &l3)
+    };
+    assert_eq!(forward(&mut e, 2, &green_frame), Some((1, Some(300))));
+    assert_eq!(forward(&mut e, 0, &red_frame), Some((1, Some(100))));
+    assert_eq!(forward(&mut e, 2, &blue_frame), Some((1, Some(200))));
+
+    // Delete blue: its frames now belong to no interface; red and green carry on.
+    e.remove_vr(BLUE).expect("remove blue");
+    assert_eq!(forward(&mut e, 2, &blue_frame), None);
+    assert_eq!(e.port_counters(2).drops[Drop::NoInterface as usize], 1);
+    assert_eq!(forward(&mut e, 0, &red_frame), Some((1, Some(100))));
+    assert_eq!(forward(&mut e, 2, &green_frame), Some((1, Some(300))));
+    assert!(matches!(
+        e.remove_vr(BLUE),
+        Err(BuildError::NoSuchRouter(1))
+    ));
+
+    // Red forwarded every frame it was given, across every change.
+    assert_eq!(e.vr_counters(RED).rx_packets, 3);
+    assert_eq!(e.vr_counters(RED).tx_packets, 3);
+}
+
+#[test]
+fn a_refused_vr_changes_nothing() {
+    let mut e = engine();
+    let count = e.vr_count();
+    // Same name as red.
+    let mut dup = green();
+    dup.name = "red".into();
+    assert_eq!(
+        e.add_vr(&dup),
+        Err(BuildError::DuplicateRouter("red".into()))
+    );
+    // Claims red's port 1 VLAN 100, after a valid first interface.
+    let mut clash = green();
+    clash.interfaces[1].vlan = Some(100);
+    assert!(matches!(
+        e.add_vr(&clash),
+        Err(BuildError::DuplicateDemux { .. })
+    ));
+    // A gateway on no subnet fails after the interfaces were built.
+    let mut off = green();
+    off.routes4[0].1 = RouteTarget::Via(IpAddr::V4(Ipv4Addr::new(172, 16, 0, 1)));
+    assert!(matches!(
+        e.add_vr(&off),
+        Err(BuildError::GatewayOffLink { .. })
+    ));
+    assert_eq!(e.vr_count(), count);
+    // Green's VLAN 7 was not left claimed: green itself can now be created.
+    assert_eq!(e.add_vr(&green()), Ok(count));
+    assert_eq!(forward(&mut e, 0, &udp_on(RED0_MAC)), Some((1, Some(100))));
+}
+
+#[test]
+fn addresses_come_and_go() {
+    let mut e = engine();
+    e.set_static_neighbor(RED, IpAddr::V4(HOST), HOST_MAC)
+        .expect("neighbor");
+    let new = Ipv4Addr::new(10, 9, 0, 1);
+    let ping = |dst| {
+        eth(
+            RED0_MAC,
+            HOST_MAC,
+            None,
+            EtherType::Ipv4,
+            &ipv4(
+                HOST,
+                dst,
+                IpProtocol::Icmp,
+                64,
+                false,
+                &echo4(7, 1, b"hello"),
+            ),
+        )
+    };
+    let reply = |e: &mut vrhost_dataplane::Engine| {
+        let out = send(e, 0, &ping(new), SEC);
+        assert_eq!(out.len(), 1);
+        out[0].icmpv4().clone_type()
+    };
+    // Before: 10.9.0.1 is nobody's: no route, so destination unreachable.
+    assert_eq!(reply(&mut e), "unreachable");
+    assert_eq!(e.add_address(RED, "red0", IpAddr::V4(new), 24), Ok(true));
+    assert_eq!(e.add_address(RED, "red0", IpAddr::V4(new), 24), Ok(false));
+    assert_eq!(reply(&mut e), "echo-reply");
+    assert_eq!(e.remove_address(RED, "red0", IpAddr::V4(new), 24), Ok(true));
+    assert_eq!(reply(&mut e), "unreachable");
+    assert_eq!(
+        e.remove_address(RED, "red0", IpAddr::V4(new), 24),
+        Ok(false)
+    );
+    // Red's original address still answers; blue never noticed.
+    assert_eq!(send(&mut e, 0, &ping(RED0), SEC).len(), 1);
+    assert!(matches!(
+        e.add_address(RED, "nope", IpAddr::V4(new), 24),
+        Err(BuildError::NoSuchInterface { .. })
+    ));
+    assert!(matches!(
+        e.add_address(RED, "red0", IpAddr::V4(Ipv4Addr::new(10, 9, 0, 0)), 24),
+        Err(BuildError::BadAddress { .. })
+    ));
+    assert_eq!(e.vr_counters(BLUE).rx_packets, 0);
+}
+
+trait Kind {
+    fn clone_type(&self) -> &'static str;
+}
+
+impl Kind for Icmpv4Repr<'_> {
+    fn clone_type(&self) -> &'static str {
+        match self {
+            Icmpv4Repr::EchoReply { .. } => "echo-reply",
+            Icmpv4Repr::DstUnreachable { .. } => "unreachable",
+            _ => "other",
+        }
+    }
+}
