@@ -1,7 +1,7 @@
 //! No packet that enters one VR ever leaves on another VR's interface:
 //! forwarded traffic, ICMP errors, echo replies, ARP and NDP answers and
-//! probes, broadcasts. Red and blue use identical addresses and share port
-//! p1 (VLAN 100 vs 200), so any leak would be easy to make.
+//! probes, broadcasts, punts. Red and blue use identical addresses and share
+//! port p1 (VLAN 100 vs 200), so any leak would be easy to make.
 
 mod common;
 
@@ -9,7 +9,7 @@ use common::*;
 use proptest::prelude::*;
 use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::{ipv6_multicast_mac, EtherType, EthernetAddress};
-use vrhost_wire::icmpv6::{Icmpv6Repr, NdiscRepr};
+use vrhost_wire::icmpv6::{Icmpv6Repr, NdiscNeighborFlags, NdiscRepr};
 use vrhost_wire::ip::IpProtocol;
 use vrhost_wire::ipv6::solicited_node;
 
@@ -205,4 +205,189 @@ fn marks_are_visible_on_forwarded_packets_and_icmp_errors() {
         let out = send(&mut e, port, &f, 3);
         assert_eq!(marked(&out[0]), Some(vr));
     }
+}
+
+/// Frames the generator above lacks: packets for the router itself (punted:
+/// UDP and TCP to its own addresses, limited broadcast), directed broadcasts,
+/// echo requests, and ARP replies and Neighbor Advertisements from hosts,
+/// which release whatever the VR held for them. Red and blue hold packets
+/// for the same addresses, so a reply in one must release only its own.
+fn control_frame(vr: usize, uplink: bool, kind: u8, last: u8) -> (u16, Vec<u8>) {
+    let (port, vlan, mac) = match (vr, uplink) {
+        (0, false) => (0, None, RED0_MAC),
+        (0, true) => (1, Some(100), RED1_MAC),
+        (_, false) => (2, None, BLUE0_MAC),
+        (_, true) => (1, Some(200), BLUE1_MAC),
+    };
+    let net = if uplink { 1 } else { 0 };
+    let own = std::net::Ipv4Addr::new(10, net, 0, 1);
+    let peer = std::net::Ipv4Addr::new(10, net, 0, last);
+    let own6: std::net::Ipv6Addr = if uplink {
+        "2001:db8:1::1"
+    } else {
+        "2001:db8::1"
+    }
+    .parse()
+    .unwrap();
+    let peer6 = std::net::Ipv6Addr::new(0x2001, 0xdb8, u16::from(uplink), 0, 0, 0, 0, last.into());
+    let v4 = |dmac, dst, proto, payload: &[u8]| {
+        eth(
+            dmac,
+            HOST_MAC,
+            vlan,
+            EtherType::Ipv4,
+            &ipv4(peer, dst, proto, 64, false, payload),
+        )
+    };
+    let f = match kind % 8 {
+        0 => v4(mac, own, IpProtocol::Udp, &udp(8)),
+        1 => v4(mac, own, IpProtocol::Tcp, &tcp_syn(179, last.into())),
+        2 => v4(
+            EthernetAddress::BROADCAST,
+            std::net::Ipv4Addr::BROADCAST,
+            IpProtocol::Udp,
+            &udp(8),
+        ),
+        3 => v4(
+            EthernetAddress::BROADCAST,
+            std::net::Ipv4Addr::new(10, net, 0, 255),
+            IpProtocol::Udp,
+            &udp(8),
+        ),
+        4 => eth(
+            mac,
+            HOST_MAC,
+            vlan,
+            EtherType::Ipv6,
+            &ipv6(peer6, own6, IpProtocol::Tcp, 64, &tcp_syn(179, 1)),
+        ),
+        5 => arp(Operation::Reply, HOST_MAC, peer, own, mac, vlan),
+        6 => v4(mac, own, IpProtocol::Icmp, &echo4(7, last.into(), b"ping")),
+        _ => {
+            let r = Icmpv6Repr::Ndisc(NdiscRepr::NeighborAdvert {
+                flags: NdiscNeighborFlags::SOLICITED | NdiscNeighborFlags::OVERRIDE,
+                target_addr: peer6,
+                lladdr: Some(HOST_MAC),
+            });
+            eth(
+                mac,
+                HOST_MAC,
+                vlan,
+                EtherType::Ipv6,
+                &icmpv6(peer6, own6, 255, &r),
+            )
+        }
+    };
+    (port, mark(f, vr))
+}
+
+/// Checks that `o` left on one of VR `vr`'s (port, VLAN) pairs, from that
+/// interface's MAC, carrying no other VR's mark.
+fn belongs_to(o: &Out, vr: usize) -> Result<(), TestCaseError> {
+    prop_assert_eq!(
+        owner(o.port, o.vlan()),
+        Some(vr),
+        "left on port {} vlan {:?}",
+        o.port,
+        o.vlan()
+    );
+    let allowed = if vr == 0 {
+        [RED0_MAC, RED1_MAC]
+    } else {
+        [BLUE0_MAC, BLUE1_MAC]
+    };
+    prop_assert!(allowed.contains(&o.eth().src_addr()));
+    if let Some(m) = marked(o) {
+        prop_assert_eq!(m, vr, "a packet of VR {} left on VR {}'s interface", m, vr);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// Stricter than the property above: timers run apart from the input,
+    /// so everything a `send` produces is due to that one frame of one VR,
+    /// and must leave on that VR's interfaces; every punt it causes must land
+    /// on that VR's queue, unchanged, from that VR's interface.
+    #[test]
+    fn each_frame_only_touches_its_own_vr(
+        packets in proptest::collection::vec(
+            (0usize..2, any::<bool>(), proptest::option::of(any::<u8>()), any::<u8>(), 2u8..6, 1u8..4),
+            1..80,
+        ),
+    ) {
+        let mut e = engine();
+        let mut now = 0;
+        for &(vr, uplink, control, kind, last, ttl) in &packets {
+            now += 300_000_000;
+            // Timers first (probes, held packets timing out): any VR's, but
+            // each on its own interfaces, and they punt nothing.
+            for o in &poll(&mut e, now) {
+                let v = owner(o.port, o.vlan());
+                prop_assert!(v.is_some());
+                belongs_to(o, v.unwrap())?;
+            }
+            let (port, f) = match control {
+                Some(c) => control_frame(vr, uplink, c, last),
+                None => frame(vr, uplink, kind, last, ttl),
+            };
+            // The timers just ran, so this burst runs none: its output is the frame's.
+            for o in &send(&mut e, port, &f, now) {
+                belongs_to(o, vr)?;
+            }
+            let mut punts = Vec::new();
+            e.drain_all_punted(|pvr, m| punts.push((pvr, m.iface, m.data().to_vec())));
+            for (pvr, iface, data) in punts {
+                prop_assert_eq!(pvr, vr, "VR {}'s frame punted to VR {}", vr, pvr);
+                prop_assert_eq!(e.ifaces()[iface as usize].vr as usize, vr);
+                prop_assert!(data == f, "the punt is the frame received");
+            }
+        }
+    }
+}
+
+/// The control frames do what the property needs them to: punts land on the
+/// sender's queue, and an ARP reply or NA in one VR releases only the
+/// packets that VR held for an address both VRs are resolving.
+#[test]
+fn control_frames_punt_and_release_per_vr() {
+    let mut e = engine();
+    for kind in [0, 1, 2, 4] {
+        for vr in 0..2 {
+            let (port, f) = control_frame(vr, kind % 2 == 0, kind, 3);
+            assert!(send(&mut e, port, &f, 1).is_empty());
+            let mut punts = Vec::new();
+            e.drain_all_punted(|pvr, m| punts.push((pvr, m.data().to_vec())));
+            assert_eq!(punts, vec![(vr, f)], "kind {kind}");
+        }
+    }
+    // Both VRs hold a packet for 10.0.0.3 and 2001:db8::3 (identical addresses).
+    for vr in 0..2 {
+        let (port, f) = frame(vr, false, 0, 3, 64);
+        let out = send(&mut e, port, &f, 2);
+        assert_eq!(out.len(), 1, "one ARP request");
+        let (port, vlan, mac) = [(1, 100, RED1_MAC), (1, 200, BLUE1_MAC)][vr];
+        let to_host = ipv6(
+            GW6,
+            "2001:db8::3".parse().unwrap(),
+            IpProtocol::Udp,
+            64,
+            &udp(8),
+        );
+        let f = mark(
+            eth(mac, HOST_MAC, Some(vlan), EtherType::Ipv6, &to_host),
+            vr,
+        );
+        let out = send(&mut e, port, &f, 2);
+        assert_eq!(out.len(), 1, "one solicitation");
+    }
+    assert_eq!(e.held(), 4);
+    for (kind, family) in [(5, EtherType::Ipv4), (7, EtherType::Ipv6)] {
+        let (port, f) = control_frame(1, false, kind, 3);
+        let out = send(&mut e, port, &f, 3);
+        let released: Vec<_> = out.iter().filter(|o| o.ethertype() == family).collect();
+        assert_eq!(released.len(), 1, "{out:?}");
+        assert_eq!((released[0].port, marked(released[0])), (2, Some(1)));
+    }
+    assert_eq!(e.held(), 2, "red's two are still held");
 }
