@@ -22,6 +22,12 @@ impl Cell {
         self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
     }
 
+    /// Replaces the value (a gauge; only the owning worker writes it).
+    #[inline]
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Relaxed);
+    }
+
     /// Adds one.
     #[inline]
     pub fn inc(&self) {

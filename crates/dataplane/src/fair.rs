@@ -87,6 +87,8 @@ pub struct Fair {
     refused_bursts: u32,
     /// Rounds so far that enforced budgets (for tests and reports).
     pub rounds_enforced: u64,
+    /// Busy fraction of the last round, in thousandths.
+    pub load_permille: u64,
 }
 
 impl Fair {
@@ -131,6 +133,7 @@ impl Fair {
             port_capped: vec![0; n_ports],
             port_vrs,
             rounds_enforced: 0,
+            load_permille: 0,
         }
     }
 
@@ -275,6 +278,8 @@ impl Fair {
         let backlog = self.vrs.iter().any(|s| s.backlogged);
         let saturated = backlog && self.idle_ticks.saturating_mul(IDLE_FRACTION_DIVISOR) < elapsed;
         let capacity: u64 = self.vrs.iter().map(|s| s.round_used).sum();
+        self.load_permille =
+            1000 - (self.idle_ticks.min(elapsed) * 1000 / elapsed.max(1)).min(1000);
         let was_enforcing = self.enforcing;
         self.enforcing = self.enforce && saturated && capacity > 0;
         if self.enforcing {

@@ -117,6 +117,7 @@ impl Worker {
         }
         let t = self.fair.now();
         self.fair.end_call(t, false);
+        self.counters.load_permille.set(self.fair.load_permille);
     }
 
     /// Between bursts when nothing arrived: picks up tables and neighbor
@@ -129,6 +130,7 @@ impl Worker {
         }
         let t = self.fair.now();
         self.fair.end_call(t, true);
+        self.counters.load_permille.set(self.fair.load_permille);
     }
 
     /// Applies what other workers learned and the control side installed,

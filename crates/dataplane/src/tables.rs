@@ -732,11 +732,12 @@ impl Control {
         target: RouteTarget,
     ) -> Result<(), BuildError> {
         self.vr(vr)?;
-        let nh = self.target(vr, target, true)?;
+        // Room first: a refused route must not leave its next hop behind.
         self.check_room(vr, |c| {
             use vrhost_fib::Lpm;
             (c.fib4.table().len(), c.fib4.table().get(&prefix).is_some())
         })?;
+        let nh = self.target(vr, target, true)?;
         let c = &mut self.vrs[vr];
         c.fib4.insert(prefix, nh);
         c.fib_dirty = true;
@@ -751,11 +752,12 @@ impl Control {
         target: RouteTarget,
     ) -> Result<(), BuildError> {
         self.vr(vr)?;
-        let nh = self.target(vr, target, false)?;
+        // Room first: a refused route must not leave its next hop behind.
         self.check_room(vr, |c| {
             use vrhost_fib::Lpm;
             (c.fib6.table().len(), c.fib6.table().get(&prefix).is_some())
         })?;
+        let nh = self.target(vr, target, false)?;
         let c = &mut self.vrs[vr];
         c.fib6.insert(prefix, nh);
         c.fib_dirty = true;
@@ -891,6 +893,40 @@ impl Control {
         v6.sort_unstable_by_key(|r| (r.0, r.1));
         v4.extend(v6);
         v4
+    }
+
+    /// What the route for exactly `addr/len` in VR `vr` points at, if any.
+    pub fn route(&self, vr: usize, addr: IpAddr, len: u8) -> Option<RouteHop> {
+        use vrhost_fib::Lpm;
+        let c = self.vrs.get(vr)?;
+        let id = match addr {
+            IpAddr::V4(a) => c.fib4.table().get(&Prefix::new(a, len).ok()?)?,
+            IpAddr::V6(a) => c.fib6.table().get(&Prefix::new(a, len).ok()?)?,
+        };
+        c.nexthops.get(id.0 as usize).copied()
+    }
+
+    /// Whether VR `vr` would accept a route to `target` for a prefix of the
+    /// family `v4` (a gateway on one of its subnets, of the same family),
+    /// without changing anything.
+    pub fn check_target(&self, vr: usize, target: RouteTarget, v4: bool) -> Result<(), BuildError> {
+        self.vr(vr)?;
+        if let RouteTarget::Via(via) = target {
+            let router = || self.shared.vrs[vr].name.clone();
+            if via.is_ipv4() != v4 {
+                return Err(BuildError::FamilyMismatch {
+                    router: router(),
+                    via,
+                });
+            }
+            if self.on_link_iface(vr, via).is_none() {
+                return Err(BuildError::GatewayOffLink {
+                    router: router(),
+                    via,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Static neighbors of VR `vr`: (interface, address, MAC).

@@ -141,17 +141,43 @@ impl TokenBucket {
     /// Takes `n` tokens if that many are available.
     #[inline]
     pub fn take_n(&mut self, now: u64, n: u64) -> bool {
-        let elapsed = now.saturating_sub(self.last);
-        let refill = (elapsed as u128 * self.rate_per_s as u128 / 1_000_000_000) as u64;
-        if refill > 0 {
-            self.tokens = self.tokens.saturating_add(refill).min(self.burst);
-            self.last = now;
-        }
+        self.refill(now);
         if self.tokens >= n {
             self.tokens -= n;
             true
         } else {
             false
+        }
+    }
+
+    /// Whether `n` tokens are available now, taking none.
+    #[inline]
+    pub fn has(&mut self, now: u64, n: u64) -> bool {
+        self.refill(now);
+        self.tokens >= n
+    }
+
+    /// Credits the tokens earned since `last`. Only the time turned into
+    /// whole tokens is consumed, so fractions are never lost however the
+    /// packets are spaced; a full bucket earns nothing.
+    #[inline]
+    fn refill(&mut self, now: u64) {
+        let elapsed = now.saturating_sub(self.last);
+        if self.rate_per_s == 0 {
+            self.last = now;
+            return;
+        }
+        let earned = (elapsed as u128 * self.rate_per_s as u128 / 1_000_000_000) as u64;
+        if earned == 0 {
+            return;
+        }
+        if self.tokens.saturating_add(earned) >= self.burst {
+            self.tokens = self.burst;
+            self.last = now;
+        } else {
+            self.tokens += earned;
+            // Advance by exactly the time those tokens took.
+            self.last += (earned as u128 * 1_000_000_000 / self.rate_per_s as u128) as u64;
         }
     }
 }
@@ -182,12 +208,19 @@ impl Ceiling {
     #[inline]
     pub fn admit(&mut self, now: u64, len: usize) -> bool {
         // Check both before taking from either, so a refused frame costs nothing.
-        if let Some(b) = &mut self.bytes {
-            if !b.take_n(now, len as u64) {
-                return false;
-            }
+        let len = len as u64;
+        if !self.bytes.as_mut().is_none_or(|b| b.has(now, len))
+            || !self.pps.as_mut().is_none_or(|p| p.has(now, 1))
+        {
+            return false;
         }
-        self.pps.as_mut().is_none_or(|p| p.take(now))
+        if let Some(b) = &mut self.bytes {
+            b.take_n(now, len);
+        }
+        if let Some(p) = &mut self.pps {
+            p.take(now);
+        }
+        true
     }
 }
 
@@ -257,6 +290,9 @@ pub struct WorkerCounters {
     pub ports: Vec<CounterCells>,
     /// Per interface (global index).
     pub ifaces: Vec<CounterCells>,
+    /// Busy fraction of the worker's last 1 ms round, in thousandths (only
+    /// with a clock; see [`Worker::set_clock`]).
+    pub load_permille: crate::counters::Cell,
 }
 
 /// One worker's whole state.
@@ -345,6 +381,7 @@ impl Worker {
             ifaces: (0..tables.iface_capacity.max(shared.ifaces.len()))
                 .map(|_| CounterCells::default())
                 .collect(),
+            load_permille: crate::counters::Cell::default(),
         });
         let (weights, vr_ports) = fair_inputs(&shared);
         let fair = Fair::new(&weights, &vr_ports, shared.ports.len());

@@ -288,7 +288,6 @@ fn bps_ceiling_counts_bytes_of_large_frames() {
 /// With both ceilings set, a frame the packet ceiling refuses must not use up
 /// the byte ceiling (worker.rs says "check both before taking from either").
 #[test]
-#[ignore = "bug in worker.rs Ceiling::admit: a frame refused by pps still takes its bytes"]
 fn refused_frame_costs_nothing_from_the_other_ceiling() {
     // 1000 pps (burst 64) and 200 kB/s (burst 97 152 B, refill 2 kB per 10 ms).
     let (pps, bps) = (1_000, 1_600_000);
@@ -313,7 +312,6 @@ fn refused_frame_costs_nothing_from_the_other_ceiling() {
 /// The ceiling admits its configured rate whatever the arrival spacing: a
 /// refill that is not yet a whole token must not be thrown away.
 #[test]
-#[ignore = "bug in worker.rs TokenBucket::take_n: the fraction of a token is lost at each refill"]
 fn pps_ceiling_keeps_fractional_refill() {
     let pps = 1_000;
     let mut e = red_limited(Limits {

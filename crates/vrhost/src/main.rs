@@ -6,6 +6,7 @@ mod bench;
 mod demo;
 mod fairness;
 mod lab;
+mod mgmt;
 mod replay;
 mod report;
 mod runtime;
@@ -92,6 +93,10 @@ enum Command {
         #[arg(long, value_enum, default_value = "on")]
         fair_share: OnOff,
     },
+    /// Manage a running vrhost through its API (docs/api.md).
+    Ctl(vrhost_api::CtlArgs),
+    /// Print a new random API token and the SHA-256 to put in the config.
+    Token,
     /// Overload scenarios between two VRs: fair share, weights, slow-path floods (docs/isolation.md).
     Fairness(fairness::Args),
     /// Report the memory an idle VR costs (resident bytes per VR, for N VRs).
@@ -187,6 +192,14 @@ fn main() -> ExitCode {
             fair_share: fair_share == OnOff::On,
         }),
         Command::Fairness(a) => fairness::run(a),
+        Command::Ctl(a) => vrhost_api::ctl_main(a),
+        Command::Token => {
+            let t = vrhost_api::generate_token();
+            println!("token:  {t}");
+            println!("sha256: {}", vrhost_api::hash_token(&t));
+            println!("Give the token to its user (VRHOST_TOKEN or --token); put only the sha256 in the config.");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Run {
             config,
             stats_interval,

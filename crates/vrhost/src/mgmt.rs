@@ -1,0 +1,843 @@
+//! The management API's backend over the running data plane: every call
+//! takes the control lock, changes the working tables, and publishes once
+//! with `commit` (workers never wait on the lock).
+//!
+//! ```text
+//!   vrhost ctl / curl ──HTTP──▶ vrhost-api (auth, parsing, OpenAPI, metrics)
+//!                                  │ Backend
+//!                                  ▼
+//!                       RuntimeBackend ── lock ──▶ Control ── commit ──▶ workers
+//!                                  └──────── counters (read, lock-free) ◀──┘
+//! ```
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use anyhow::Result;
+use vrhost_api::types::{
+    BulkResult, BulkRoutes, CounterSet, IfaceAddr, InterfaceCounters, InterfaceInfo, MacAddr,
+    Neighbor, Outcome, PortInfo, Prefix, ReloadReport, Route, RoutePage, RouteTarget as ApiTarget,
+    VrControl, VrCounters, VrInfo, VrPolicy, VrSpec, WorkerInfo,
+};
+use vrhost_api::{ApiConfig, ApiError, ApiHandle, Backend};
+use vrhost_control::Config;
+use vrhost_dataplane::{
+    sum_ifaces, sum_ports, BuildError, Control, Counters, InterfaceSpec, Limits, RouteHop,
+    RouteTarget, RouterSpec, WorkerCounters,
+};
+use vrhost_fib::{Prefix4, Prefix6};
+use vrhost_wire::ethernet::EthernetAddress;
+
+use crate::runtime::{lock, Assignment, Running};
+
+/// The API's view of a running router.
+pub struct RuntimeBackend {
+    control: Arc<Mutex<Control>>,
+    counters: Vec<Arc<WorkerCounters>>,
+    assignment: Vec<Assignment>,
+    /// The config in force (replaced by a successful reload).
+    config: Mutex<Config>,
+    /// Directory relative paths in a reloaded config resolve against.
+    base_dir: PathBuf,
+    /// Port MACs as the engine uses them (the config's, or the Linux interface's).
+    port_macs: Vec<[u8; 6]>,
+}
+
+/// Starts the API for `cfg` over `running`, if the config has an `[api]` table.
+pub fn start(
+    cfg: &Config,
+    config_path: &std::path::Path,
+    running: &Running,
+) -> Result<Option<ApiHandle>> {
+    let Some(api) = &cfg.api else {
+        return Ok(None);
+    };
+    if let Some(dir) = api.socket.parent() {
+        // The socket is private (0600); its directory too, so no window opens
+        // between bind and chmod.
+        std::fs::create_dir_all(dir)?;
+    }
+    let backend = RuntimeBackend::new(cfg, config_path, running);
+    let handle = vrhost_api::spawn(
+        ApiConfig {
+            socket: api.socket.clone(),
+            listen: api.listen,
+            admin_token_sha256: api.admin_token_sha256.clone(),
+            vr_tokens: cfg
+                .routers
+                .iter()
+                .filter_map(|r| Some((r.name.clone(), r.api_token_sha256.clone()?)))
+                .collect(),
+        },
+        Arc::new(backend),
+    )?;
+    tracing::info!(socket = %api.socket.display(), tcp = ?handle.tcp_addr(), "management API listening");
+    Ok(Some(handle))
+}
+
+impl RuntimeBackend {
+    /// A backend over `running`, whose config is `cfg` (read from `config_path`).
+    pub fn new(cfg: &Config, config_path: &std::path::Path, running: &Running) -> Self {
+        let port_macs = cfg
+            .ports
+            .iter()
+            .map(|p| {
+                p.mac
+                    .or_else(|| {
+                        p.interface
+                            .as_deref()
+                            .and_then(|i| vrhost_io::netdev::mac(i).ok())
+                    })
+                    .unwrap_or([0x02, 0, 0, 0, 0, 0])
+            })
+            .collect();
+        RuntimeBackend {
+            control: running.control.clone(),
+            counters: running.counters.clone(),
+            assignment: running.assignment.clone(),
+            config: Mutex::new(cfg.clone()),
+            base_dir: config_path.parent().map(PathBuf::from).unwrap_or_default(),
+            port_macs,
+        }
+    }
+
+    fn config(&self) -> std::sync::MutexGuard<'_, Config> {
+        self.config.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The index of the live VR `name`, or the nameless 404.
+    fn vr_index(c: &Control, name: &str) -> Result<usize, ApiError> {
+        c.working().vr_index(name).ok_or(ApiError::NoSuchVr)
+    }
+
+    fn info(&self, c: &Control, vr: usize) -> VrInfo {
+        let s = c.working();
+        let cfg = self.config();
+        let name = s.vr_name(vr).to_string();
+        let (routes_v4, routes_v6) = c.routes(vr);
+        let interfaces = s
+            .vr_ifaces(vr)
+            .iter()
+            .map(|&i| {
+                let f = &s.ifaces()[i as usize];
+                InterfaceInfo {
+                    name: f.name.clone(),
+                    port: s.port_name(f.port as usize).to_string(),
+                    vlan: f.vlan,
+                    mac: MacAddr(f.mac.0),
+                    mtu: f.mtu,
+                    addresses: addresses(f),
+                }
+            })
+            .collect();
+        let limits = s.vr_limits(vr).unwrap_or_default();
+        let control = cfg
+            .routers
+            .iter()
+            .find(|r| r.name == name)
+            .and_then(|r| r.control.as_ref())
+            .map(|c| VrControl {
+                netns: Some(c.netns.clone()),
+            });
+        VrInfo {
+            name,
+            interfaces,
+            routes_v4: routes_v4 as u64,
+            routes_v6: routes_v6 as u64,
+            fib_bytes: c.fib_memory(vr) as u64,
+            policy: policy(&limits),
+            control,
+        }
+    }
+
+    fn router_spec(&self, c: &Control, spec: &VrSpec) -> Result<RouterSpec, ApiError> {
+        let s = c.working();
+        let cfg = self.config();
+        let mut interfaces = Vec::new();
+        for (k, i) in spec.interfaces.iter().enumerate() {
+            let field = |f: &str| format!("interfaces[{k}].{f}");
+            let port = (0..s.port_count())
+                .find(|&p| s.port_name(p) == i.port)
+                .ok_or_else(|| bad(&field("port"), format!("no port {:?}", i.port)))?;
+            let port_mtu = cfg.ports.get(port).map_or(1500, |p| p.mtu);
+            let mut addrs4 = Vec::new();
+            let mut addrs6 = Vec::new();
+            for a in &i.addresses {
+                match a.addr() {
+                    IpAddr::V4(v) => addrs4.push((v, a.prefix_len())),
+                    IpAddr::V6(v) => addrs6.push((v, a.prefix_len())),
+                }
+            }
+            interfaces.push(InterfaceSpec {
+                name: i.name.clone(),
+                port: port as u16,
+                vlan: i.vlan,
+                mac: EthernetAddress(
+                    i.mac
+                        .map(|m| m.0)
+                        .or_else(|| self.port_macs.get(port).copied())
+                        .unwrap_or([0x02, 0, 0, 0, 0, 0]),
+                ),
+                mtu: i.mtu.unwrap_or(port_mtu).min(port_mtu),
+                addrs4,
+                addrs6,
+            });
+        }
+        let mut routes4 = Vec::new();
+        let mut routes6 = Vec::new();
+        for (k, r) in spec.routes.iter().enumerate() {
+            let target = target(&r.target).ok_or_else(|| {
+                bad(
+                    &format!("routes[{k}]"),
+                    "only via, blackhole and unreachable routes can be added",
+                )
+            })?;
+            match r.prefix.addr() {
+                IpAddr::V4(a) => routes4.push((prefix4(a, r.prefix.prefix_len())?, target)),
+                IpAddr::V6(a) => routes6.push((prefix6(a, r.prefix.prefix_len())?, target)),
+            }
+        }
+        if spec.control.as_ref().is_some_and(|c| c.netns.is_some()) {
+            return Err(bad(
+                "control.netns",
+                "a control-plane namespace is set in the config file (then reload), not per API call",
+            ));
+        }
+        Ok(RouterSpec {
+            name: spec.name.clone(),
+            interfaces,
+            routes4,
+            routes6,
+            neighbors: spec
+                .neighbors
+                .iter()
+                .map(|n| (n.address, EthernetAddress(n.mac.0)))
+                .collect(),
+            limits: limits(&spec.policy),
+        })
+    }
+}
+
+fn bad(field: &str, message: impl Into<String>) -> ApiError {
+    ApiError::BadRequest {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+/// A data-plane refusal as the API says it. Names of other VRs never appear:
+/// every refusal is about the caller's own VR.
+fn refused(e: BuildError) -> ApiError {
+    match e {
+        BuildError::NoSuchRouter(_) => ApiError::NoSuchVr,
+        BuildError::NoSuchInterface { iface, .. } => {
+            ApiError::NotFound(format!("no interface {iface:?}"))
+        }
+        BuildError::DuplicateRouter(_) => ApiError::Conflict("a VR of that name exists".into()),
+        BuildError::DuplicateDemux { port, vlan, .. } => ApiError::Conflict(format!(
+            "port {port:?} VLAN {vlan} is already an interface's"
+        )),
+        BuildError::RouteLimit { limit, .. } => {
+            ApiError::Conflict(format!("route limit reached ({limit} per family)"))
+        }
+        BuildError::InterfaceCapacity { .. } => ApiError::Conflict(e.to_string()),
+        BuildError::GatewayOffLink { via, .. } => ApiError::BadRequest {
+            field: "via".into(),
+            message: format!("no interface subnet covers gateway {via}"),
+        },
+        BuildError::NeighborOffLink { addr, .. } => ApiError::BadRequest {
+            field: "address".into(),
+            message: format!("no interface subnet covers {addr}"),
+        },
+        BuildError::FamilyMismatch { via, .. } => ApiError::BadRequest {
+            field: "via".into(),
+            message: format!("gateway {via} is not of the prefix's family"),
+        },
+        other => ApiError::BadRequest {
+            field: "body".into(),
+            message: other.to_string(),
+        },
+    }
+}
+
+fn prefix4(a: std::net::Ipv4Addr, len: u8) -> Result<Prefix4, ApiError> {
+    Prefix4::new(a, len).map_err(|e| bad("prefix", e.to_string()))
+}
+
+fn prefix6(a: std::net::Ipv6Addr, len: u8) -> Result<Prefix6, ApiError> {
+    Prefix6::new(a, len).map_err(|e| bad("prefix", e.to_string()))
+}
+
+fn target(t: &ApiTarget) -> Option<RouteTarget> {
+    match t {
+        ApiTarget::Via(gw) => Some(RouteTarget::Via(*gw)),
+        ApiTarget::Blackhole => Some(RouteTarget::Blackhole),
+        ApiTarget::Unreachable => Some(RouteTarget::Unreachable),
+        ApiTarget::Connected(_) | ApiTarget::Local => None,
+    }
+}
+
+fn same(hop: RouteHop, t: RouteTarget) -> bool {
+    match (hop, t) {
+        (RouteHop::Gateway { addr, .. }, RouteTarget::Via(gw)) => addr == gw,
+        (RouteHop::Blackhole, RouteTarget::Blackhole) => true,
+        (RouteHop::Unreachable, RouteTarget::Unreachable) => true,
+        _ => false,
+    }
+}
+
+fn api_route(c: &Control, addr: IpAddr, len: u8, hop: RouteHop) -> Option<Route> {
+    let prefix = Prefix::new(addr, len).ok()?;
+    let target = match hop {
+        RouteHop::Local | RouteHop::Broadcast => ApiTarget::Local,
+        RouteHop::Blackhole => ApiTarget::Blackhole,
+        RouteHop::Unreachable => ApiTarget::Unreachable,
+        RouteHop::Connected { iface } => ApiTarget::Connected(
+            c.working()
+                .ifaces()
+                .get(iface as usize)
+                .map(|i| i.name.clone())
+                .unwrap_or_default(),
+        ),
+        RouteHop::Gateway { addr, .. } => ApiTarget::Via(addr),
+    };
+    Some(Route { prefix, target })
+}
+
+fn addresses(f: &vrhost_dataplane::Iface) -> Vec<IfaceAddr> {
+    f.addrs4
+        .iter()
+        .map(|&(a, l)| (IpAddr::V4(a), l))
+        .chain(f.addrs6.iter().map(|&(a, l)| (IpAddr::V6(a), l)))
+        .filter_map(|(a, l)| IfaceAddr::new(a, l).ok())
+        .collect()
+}
+
+fn policy(l: &Limits) -> VrPolicy {
+    VrPolicy {
+        icmp_rate: Some(l.icmp_rate.into()),
+        punt_queue: Some(l.punt_queue.into()),
+        arp_hold: Some(l.arp_hold.into()),
+        neighbor_timeout_ms: Some(l.neighbor_timeout_ms),
+        max_neighbors: Some(l.max_neighbors.into()),
+        weight: Some(l.weight.into()),
+        pps: Some(l.pps),
+        bps: Some(l.bps),
+        max_routes: Some(l.max_routes.into()),
+        punt_rate: Some(l.punt_rate.into()),
+    }
+}
+
+fn limits(p: &VrPolicy) -> Limits {
+    let d = Limits::default();
+    let u32_of = |v: Option<u64>, d: u32| v.map_or(d, |v| u32::try_from(v).unwrap_or(u32::MAX));
+    Limits {
+        icmp_rate: u32_of(p.icmp_rate, d.icmp_rate),
+        punt_queue: u32_of(p.punt_queue, d.punt_queue).max(1),
+        arp_hold: u32_of(p.arp_hold, d.arp_hold).min(8),
+        neighbor_timeout_ms: p
+            .neighbor_timeout_ms
+            .unwrap_or(d.neighbor_timeout_ms)
+            .max(1),
+        max_neighbors: u32_of(p.max_neighbors, d.max_neighbors).max(1),
+        weight: u32_of(p.weight, d.weight).clamp(1, 10_000),
+        pps: p.pps.unwrap_or(d.pps),
+        bps: p.bps.unwrap_or(d.bps),
+        max_routes: u32_of(p.max_routes, d.max_routes).max(16),
+        punt_rate: u32_of(p.punt_rate, d.punt_rate).max(1),
+        ..d
+    }
+}
+
+fn counter_set(c: &Counters) -> CounterSet {
+    let drops: BTreeMap<String, u64> = c.nonzero_drops().map(|(k, v)| (k.to_string(), v)).collect();
+    CounterSet {
+        rx_packets: c.rx_packets,
+        rx_bytes: c.rx_bytes,
+        tx_packets: c.tx_packets,
+        tx_bytes: c.tx_bytes,
+        forwarded: c.forwarded,
+        local: c.local,
+        punted: c.punted,
+        icmp_errors: c.icmp_errors,
+        icmp_rate_limited: c.icmp_rate_limited,
+        icmp_suppressed: c.icmp_suppressed,
+        icmp_no_source: c.icmp_no_source,
+        drops,
+    }
+}
+
+impl Backend for RuntimeBackend {
+    fn list_vrs(&self) -> Result<Vec<VrInfo>, ApiError> {
+        let c = lock(&self.control);
+        let s = c.working();
+        Ok((0..s.vr_count())
+            .filter(|&v| s.vr_alive(v))
+            .map(|v| self.info(&c, v))
+            .collect())
+    }
+
+    fn get_vr(&self, vr: &str) -> Result<VrInfo, ApiError> {
+        let c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        Ok(self.info(&c, v))
+    }
+
+    fn create_vr(&self, spec: &VrSpec) -> Result<VrInfo, ApiError> {
+        let mut c = lock(&self.control);
+        let r = self.router_spec(&c, spec)?;
+        let v = c.add_vr(&r).map_err(refused)?;
+        c.commit();
+        tracing::info!(vr = spec.name, "VR created through the API");
+        Ok(self.info(&c, v))
+    }
+
+    fn delete_vr(&self, vr: &str) -> Result<(), ApiError> {
+        let mut c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        c.remove_vr(v).map_err(refused)?;
+        c.commit();
+        tracing::info!(vr, "VR deleted through the API");
+        Ok(())
+    }
+
+    fn list_addresses(&self, vr: &str, iface: &str) -> Result<Vec<IfaceAddr>, ApiError> {
+        let c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        let s = c.working();
+        s.vr_ifaces(v)
+            .iter()
+            .map(|&i| &s.ifaces()[i as usize])
+            .find(|f| f.name == iface)
+            .map(addresses)
+            .ok_or_else(|| ApiError::NotFound(format!("no interface {iface:?}")))
+    }
+
+    fn add_address(&self, vr: &str, iface: &str, addr: IfaceAddr) -> Result<Outcome, ApiError> {
+        let mut c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        let added = c
+            .add_address(v, iface, addr.addr(), addr.prefix_len())
+            .map_err(refused)?;
+        c.commit();
+        Ok(if added {
+            Outcome::Created
+        } else {
+            Outcome::Unchanged
+        })
+    }
+
+    fn delete_address(&self, vr: &str, iface: &str, addr: IfaceAddr) -> Result<Outcome, ApiError> {
+        let mut c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        let removed = c
+            .remove_address(v, iface, addr.addr(), addr.prefix_len())
+            .map_err(refused)?;
+        c.commit();
+        Ok(if removed {
+            Outcome::Deleted
+        } else {
+            Outcome::Missing
+        })
+    }
+
+    fn list_routes(&self, vr: &str, offset: u64, limit: u64) -> Result<RoutePage, ApiError> {
+        let c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        let all = c.route_list(v);
+        let routes = all
+            .iter()
+            .skip(offset as usize)
+            .take(limit as usize)
+            .filter_map(|&(a, l, h)| api_route(&c, a, l, h))
+            .collect();
+        Ok(RoutePage {
+            total: all.len() as u64,
+            offset,
+            routes,
+        })
+    }
+
+    fn add_route(&self, vr: &str, route: &Route, replace: bool) -> Result<Outcome, ApiError> {
+        let mut c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        let t = target(&route.target).ok_or_else(|| {
+            bad(
+                "route",
+                "only via, blackhole and unreachable routes can be added",
+            )
+        })?;
+        let (a, l) = (route.prefix.addr(), route.prefix.prefix_len());
+        let outcome = match c.route(v, a, l) {
+            Some(h) if same(h, t) => return Ok(Outcome::Unchanged),
+            Some(RouteHop::Local | RouteHop::Broadcast | RouteHop::Connected { .. }) => {
+                return Err(ApiError::Conflict(format!(
+                    "{} is a connected or local route; change the interface's addresses instead",
+                    route.prefix
+                )))
+            }
+            Some(_) if !replace => {
+                return Err(ApiError::Conflict(format!(
+                    "{} exists with another target; pass replace to change it",
+                    route.prefix
+                )))
+            }
+            Some(_) => Outcome::Replaced,
+            None => Outcome::Created,
+        };
+        match a {
+            IpAddr::V4(x) => c.add_route4(v, prefix4(x, l)?, t),
+            IpAddr::V6(x) => c.add_route6(v, prefix6(x, l)?, t),
+        }
+        .map_err(refused)?;
+        c.commit();
+        Ok(outcome)
+    }
+
+    fn delete_route(&self, vr: &str, prefix: Prefix) -> Result<Outcome, ApiError> {
+        let mut c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        let (a, l) = (prefix.addr(), prefix.prefix_len());
+        match c.route(v, a, l) {
+            None => return Ok(Outcome::Missing),
+            Some(RouteHop::Local | RouteHop::Broadcast | RouteHop::Connected { .. }) => {
+                return Err(ApiError::Conflict(format!(
+                    "{prefix} is a connected or local route; remove the interface address instead"
+                )))
+            }
+            Some(_) => {}
+        }
+        match a {
+            IpAddr::V4(x) => c.remove_route4(v, &prefix4(x, l)?),
+            IpAddr::V6(x) => c.remove_route6(v, &prefix6(x, l)?),
+        };
+        c.commit();
+        Ok(Outcome::Deleted)
+    }
+
+    fn bulk_routes(&self, vr: &str, req: &BulkRoutes) -> Result<BulkResult, ApiError> {
+        let mut c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        // Validate everything first: nothing is applied unless all of it can be.
+        let mut out = BulkResult::default();
+        let mut plan = Vec::with_capacity(req.add.len());
+        let deleting: HashSet<Prefix> = req.delete.iter().copied().collect();
+        let (mut new4, mut new6) = (0usize, 0usize);
+        for (k, r) in req.add.iter().enumerate() {
+            let t = target(&r.target).ok_or_else(|| {
+                bad(
+                    &format!("add[{k}]"),
+                    "only via, blackhole and unreachable routes can be added",
+                )
+            })?;
+            let (a, l) = (r.prefix.addr(), r.prefix.prefix_len());
+            c.check_target(v, t, a.is_ipv4())
+                .map_err(|e| match refused(e) {
+                    ApiError::BadRequest { field, message } => ApiError::BadRequest {
+                        field: format!("add[{k}].{field}"),
+                        message,
+                    },
+                    other => other,
+                })?;
+            match c.route(v, a, l) {
+                Some(h) if same(h, t) && !deleting.contains(&r.prefix) => {
+                    out.unchanged += 1;
+                    continue;
+                }
+                Some(RouteHop::Local | RouteHop::Broadcast | RouteHop::Connected { .. }) => {
+                    return Err(ApiError::Conflict(format!(
+                        "add[{k}]: {} is a connected or local route",
+                        r.prefix
+                    )))
+                }
+                Some(_) if !req.replace && !deleting.contains(&r.prefix) => {
+                    return Err(ApiError::Conflict(format!(
+                        "add[{k}]: {} exists with another target; pass replace",
+                        r.prefix
+                    )))
+                }
+                Some(_) if !deleting.contains(&r.prefix) => out.replaced += 1,
+                _ => {
+                    out.created += 1;
+                    if a.is_ipv4() {
+                        new4 += 1;
+                    } else {
+                        new6 += 1;
+                    }
+                }
+            }
+            plan.push((a, l, t));
+        }
+        let mut dels = Vec::with_capacity(req.delete.len());
+        for (k, p) in req.delete.iter().enumerate() {
+            match c.route(v, p.addr(), p.prefix_len()) {
+                None => out.missing += 1,
+                Some(RouteHop::Local | RouteHop::Broadcast | RouteHop::Connected { .. }) => {
+                    return Err(ApiError::Conflict(format!(
+                        "delete[{k}]: {p} is a connected or local route"
+                    )))
+                }
+                Some(_) => {
+                    out.deleted += 1;
+                    dels.push(*p);
+                }
+            }
+        }
+        let limit = c.working().vr_limits(v).map_or(u32::MAX, |l| l.max_routes) as usize;
+        let (n4, n6) = c.routes(v);
+        let gone4 = dels.iter().filter(|p| p.is_ipv4()).count();
+        let gone6 = dels.len() - gone4;
+        if n4 + new4 > limit + gone4 || n6 + new6 > limit + gone6 {
+            return Err(ApiError::Conflict(format!(
+                "route limit: this request would exceed {limit} routes per family; nothing applied"
+            )));
+        }
+        for p in &dels {
+            match p.addr() {
+                IpAddr::V4(x) => c.remove_route4(v, &prefix4(x, p.prefix_len())?),
+                IpAddr::V6(x) => c.remove_route6(v, &prefix6(x, p.prefix_len())?),
+            };
+        }
+        for (a, l, t) in plan {
+            let r = match a {
+                IpAddr::V4(x) => c.add_route4(v, prefix4(x, l)?, t),
+                IpAddr::V6(x) => c.add_route6(v, prefix6(x, l)?, t),
+            };
+            // Checked above; a failure here is a bug, and what was applied
+            // is published rather than half-hidden.
+            if let Err(e) = r {
+                c.commit();
+                return Err(ApiError::Internal(e.to_string()));
+            }
+        }
+        c.commit();
+        Ok(out)
+    }
+
+    fn list_neighbors(&self, vr: &str) -> Result<Vec<Neighbor>, ApiError> {
+        let c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        let s = c.working();
+        Ok(c.static_neighbor_list(v)
+            .into_iter()
+            .map(|(i, addr, mac)| Neighbor {
+                address: addr,
+                mac: MacAddr(mac.0),
+                interface: s.ifaces().get(i as usize).map(|f| f.name.clone()),
+            })
+            .collect())
+    }
+
+    fn add_neighbor(&self, vr: &str, n: &Neighbor) -> Result<Outcome, ApiError> {
+        let mut c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        let old = c
+            .static_neighbor_list(v)
+            .into_iter()
+            .find(|&(_, a, _)| a == n.address);
+        let outcome = match old {
+            Some((_, _, mac)) if mac.0 == n.mac.0 => return Ok(Outcome::Unchanged),
+            Some(_) => Outcome::Replaced,
+            None => Outcome::Created,
+        };
+        c.set_static_neighbor(v, n.address, EthernetAddress(n.mac.0))
+            .map_err(refused)?;
+        c.commit();
+        Ok(outcome)
+    }
+
+    fn delete_neighbor(&self, vr: &str, addr: IpAddr) -> Result<Outcome, ApiError> {
+        let mut c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        Ok(if c.remove_static_neighbor(v, addr).map_err(refused)? {
+            Outcome::Deleted
+        } else {
+            Outcome::Missing
+        })
+    }
+
+    fn vr_counters(&self, vr: &str) -> Result<VrCounters, ApiError> {
+        let c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        let s = c.working();
+        let ifaces = s.vr_ifaces(v).to_vec();
+        drop(c);
+        let total = sum_ifaces(&self.counters, &ifaces);
+        let c = lock(&self.control);
+        let s = c.working();
+        let interfaces = ifaces
+            .iter()
+            .map(|&i| InterfaceCounters {
+                name: s
+                    .ifaces()
+                    .get(i as usize)
+                    .map(|f| f.name.clone())
+                    .unwrap_or_default(),
+                counters: counter_set(&sum_ifaces(&self.counters, &[i])),
+            })
+            .collect();
+        Ok(VrCounters {
+            vr: vr.to_string(),
+            total: counter_set(&total),
+            interfaces,
+        })
+    }
+
+    fn ports(&self) -> Result<Vec<PortInfo>, ApiError> {
+        let cfg = self.config();
+        Ok(cfg
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PortInfo {
+                name: p.name.clone(),
+                driver: p.driver.to_string(),
+                mac: self.port_macs.get(i).map(|m| MacAddr(*m)),
+                mtu: p.mtu,
+                queues: p.queues,
+                counters: counter_set(&sum_ports(&self.counters, i)),
+            })
+            .collect())
+    }
+
+    fn workers(&self) -> Result<Vec<WorkerInfo>, ApiError> {
+        Ok(self
+            .counters
+            .iter()
+            .enumerate()
+            .map(|(k, w)| WorkerInfo {
+                index: k as u32,
+                core: self
+                    .assignment
+                    .iter()
+                    .find(|a| a.worker == k)
+                    .map(|a| a.core as u32),
+                load: w.load_permille.get() as f64 / 1000.0,
+                packets: w.ports.iter().map(|p| p.rx_packets.get()).sum(),
+            })
+            .collect())
+    }
+
+    fn reload(&self, config_toml: &str) -> Result<ReloadReport, ApiError> {
+        let new = Config::from_toml_str(config_toml, &self.base_dir).map_err(|errs| {
+            ApiError::Config(
+                errs.0
+                    .iter()
+                    .map(|e| vrhost_api::ConfigIssue {
+                        key: e.key.clone(),
+                        reason: e.reason.clone(),
+                    })
+                    .collect(),
+            )
+        })?;
+        let mut cfg = self.config();
+        reload_into(&self.control, &mut cfg, new, &self.port_macs)
+    }
+}
+
+/// Applies a validated config to the running tables: VRs that appeared are
+/// created, VRs that went are deleted, VRs whose routes alone changed get
+/// the route difference, and any other changed VR is rebuilt. Ports, the
+/// API and worker placement need a restart. The new tables are built in
+/// full first (a throwaway `Control`), so a config the data plane would
+/// refuse changes nothing.
+fn reload_into(
+    control: &Mutex<Control>,
+    cfg: &mut Config,
+    new: Config,
+    port_macs: &[[u8; 6]],
+) -> Result<ReloadReport, ApiError> {
+    let issue = |key: &str, reason: &str| {
+        ApiError::Config(vec![vrhost_api::ConfigIssue {
+            key: key.into(),
+            reason: reason.into(),
+        }])
+    };
+    if new.ports != cfg.ports {
+        return Err(issue(
+            "port",
+            "ports cannot change while running; restart vrhost",
+        ));
+    }
+    if new.dataplane != cfg.dataplane {
+        return Err(issue(
+            "dataplane",
+            "worker placement cannot change while running; restart vrhost",
+        ));
+    }
+    if new.api != cfg.api {
+        return Err(issue(
+            "api",
+            "the API settings cannot change while running; restart vrhost",
+        ));
+    }
+    let mac_of = |p: usize| port_macs.get(p).copied().unwrap_or([0x02, 0, 0, 0, 0, 0]);
+    let spec = vrhost_control::engine_spec(&new, mac_of);
+    // Dry run: everything the data plane checks, on a copy.
+    Control::new(&spec).map_err(|e| issue("router", &e.to_string()))?;
+    let mut c = lock(control);
+    let mut report = ReloadReport::default();
+    for old in &cfg.routers {
+        if !new.routers.iter().any(|r| r.name == old.name) {
+            if let Some(v) = c.working().vr_index(&old.name) {
+                c.remove_vr(v).map_err(refused)?;
+                report.deleted.push(old.name.clone());
+            }
+        }
+    }
+    for (k, r) in new.routers.iter().enumerate() {
+        let rspec = &spec.routers[k];
+        match cfg.routers.iter().find(|o| o.name == r.name) {
+            None => {
+                c.add_vr(rspec).map_err(refused)?;
+                report.created.push(r.name.clone());
+            }
+            Some(old) if old == r => {}
+            Some(old) => {
+                let Some(v) = c.working().vr_index(&r.name) else {
+                    continue;
+                };
+                let only_routes = old.interfaces == r.interfaces
+                    && old.neighbors == r.neighbors
+                    && old.limits == r.limits
+                    && old.control == r.control;
+                if only_routes {
+                    let old_spec = vrhost_control::engine_spec(
+                        &Config {
+                            routers: vec![old.clone()],
+                            ..cfg.clone()
+                        },
+                        mac_of,
+                    );
+                    let o = &old_spec.routers[0];
+                    for (p, _) in &o.routes4 {
+                        if !rspec.routes4.iter().any(|(q, _)| q == p) {
+                            c.remove_route4(v, p);
+                        }
+                    }
+                    for (p, _) in &o.routes6 {
+                        if !rspec.routes6.iter().any(|(q, _)| q == p) {
+                            c.remove_route6(v, p);
+                        }
+                    }
+                    for &(p, t) in &rspec.routes4 {
+                        c.add_route4(v, p, t).map_err(refused)?;
+                    }
+                    for &(p, t) in &rspec.routes6 {
+                        c.add_route6(v, p, t).map_err(refused)?;
+                    }
+                } else {
+                    c.remove_vr(v).map_err(refused)?;
+                    c.add_vr(rspec).map_err(refused)?;
+                }
+                report.changed.push(r.name.clone());
+            }
+        }
+    }
+    c.commit();
+    *cfg = new;
+    tracing::info!(?report.created, ?report.deleted, ?report.changed, "config reloaded");
+    Ok(report)
+}

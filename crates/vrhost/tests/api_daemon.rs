@@ -1,0 +1,373 @@
+//! The management API of a real `vrhost run`: every resource through the
+//! real data plane's backend, tenant tokens confined to their own VR, config
+//! reload, and `vrhost ctl` as a user runs it.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use pcap_file::pcap::{PcapPacket, PcapWriter};
+use vrhost_api::types::{
+    BulkRoutes, IfaceAddr, InterfaceSpec, MacAddr, Neighbor, Outcome, Prefix, Route, VrSpec,
+};
+use vrhost_api::{hash_token, ApiError, Client};
+
+const VRHOST: &str = env!("CARGO_BIN_EXE_vrhost");
+const ADMIN: &str = "admin-secret-token";
+const RED: &str = "red-secret-token";
+const BLUE: &str = "blue-secret-token";
+
+/// Kills the daemon even when the test fails.
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+fn config(blue_extra: &str) -> String {
+    format!(
+        r#"
+[api]
+socket = "api.sock"
+admin_token_sha256 = "{admin}"
+
+[[port]]
+name = "p0"
+driver = "memory"
+rx = "in.pcap"
+mac = "02:00:00:00:00:01"
+
+[[port]]
+name = "p1"
+driver = "memory"
+rx = "in.pcap"
+mac = "02:00:00:00:00:02"
+
+[[router]]
+name = "red"
+api_token_sha256 = "{red}"
+  [[router.interface]]
+  name = "red0"
+  port = "p0"
+  addresses = ["10.0.0.1/24"]
+
+[[router]]
+name = "blue"
+api_token_sha256 = "{blue}"
+  [[router.interface]]
+  name = "blue0"
+  port = "p1"
+  addresses = ["10.0.0.1/24"]
+{blue_extra}"#,
+        admin = hash_token(ADMIN),
+        red = hash_token(RED),
+        blue = hash_token(BLUE),
+    )
+}
+
+/// One UDP frame from 10.0.0.2 to 10.0.0.1's subnet, to each port's MAC.
+fn write_pcap(path: &Path) {
+    let mut w = PcapWriter::new(std::fs::File::create(path).expect("pcap")).expect("pcap");
+    let mut f = vec![0u8; 60];
+    f[0..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x01]);
+    f[6..12].copy_from_slice(&[0x02, 0xaa, 0, 0, 0, 0x02]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    let ip = [
+        0x45, 0, 0, 46, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 2, 10, 0, 0, 9,
+    ];
+    f[14..34].copy_from_slice(&ip);
+    let sum = !ip
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum::<u32>()
+        .wrapping_add(0);
+    let folded = ((sum & 0xffff) + (sum >> 16)) as u16;
+    f[24..26].copy_from_slice(&folded.to_be_bytes());
+    w.write_packet(&PcapPacket::new(Duration::ZERO, 60, &f))
+        .expect("write");
+}
+
+fn start(dir: &Path) -> (Daemon, std::path::PathBuf) {
+    write_pcap(&dir.join("in.pcap"));
+    let cfg = dir.join("vrhost.toml");
+    std::fs::write(&cfg, config("")).expect("config");
+    let child = Command::new(VRHOST)
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .spawn()
+        .expect("start vrhost run");
+    let daemon = Daemon(child);
+    let socket = dir.join("api.sock");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Client::unix(&socket, Some(ADMIN.into())).vrs().is_err() {
+        assert!(Instant::now() < deadline, "the API never came up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (daemon, socket)
+}
+
+fn api_err<T: std::fmt::Debug>(r: Result<T, vrhost_api::ClientError>) -> ApiError {
+    r.expect_err("should fail")
+        .api()
+        .cloned()
+        .expect("an API error, not a transport one")
+}
+
+#[test]
+fn every_resource_through_the_running_router() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_d, socket) = start(dir.path());
+    let admin = Client::unix(&socket, Some(ADMIN.into()));
+    let red = Client::unix(&socket, Some(RED.into()));
+
+    let names: Vec<String> = admin
+        .vrs()
+        .expect("vrs")
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(names, ["red", "blue"]);
+
+    // Routes: single, idempotent, bulk, paged, deleted.
+    let p: Prefix = "192.0.2.0/24".parse().expect("prefix");
+    let gw = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+    assert_eq!(
+        red.add_route("red", &Route::via(p, gw), false)
+            .expect("add"),
+        Outcome::Created
+    );
+    assert_eq!(
+        red.add_route("red", &Route::via(p, gw), false)
+            .expect("add"),
+        Outcome::Unchanged
+    );
+    let other = Route::via(p, IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)));
+    assert!(matches!(
+        api_err(red.add_route("red", &other, false)),
+        ApiError::Conflict(_)
+    ));
+    assert_eq!(
+        red.add_route("red", &other, true).expect("replace"),
+        Outcome::Replaced
+    );
+    let off_link = Route::via(p, IpAddr::V4(Ipv4Addr::new(172, 16, 0, 1)));
+    assert!(matches!(
+        api_err(red.add_route("red", &off_link, true)),
+        ApiError::BadRequest { .. }
+    ));
+    let bulk = BulkRoutes {
+        add: (0..1000u32)
+            .map(|i| {
+                let a = Ipv4Addr::from(0x6400_0000 + (i << 8));
+                Route::via(Prefix::new(IpAddr::V4(a), 24).expect("prefix"), gw)
+            })
+            .collect(),
+        ..BulkRoutes::default()
+    };
+    let r = red.bulk_routes("red", &bulk).expect("bulk");
+    assert_eq!((r.created, r.unchanged), (1000, 0));
+    let r = red.bulk_routes("red", &bulk).expect("bulk again");
+    assert_eq!((r.created, r.unchanged), (0, 1000), "idempotent");
+    let page = red.routes("red", 0, 10).expect("page");
+    assert_eq!(page.routes.len(), 10);
+    // 1000 + 192.0.2.0/24 + connected, local and broadcast of 10.0.0.1/24.
+    assert_eq!(page.total, 1004);
+    assert_eq!(
+        red.delete_route("red", p, false).expect("del"),
+        Outcome::Deleted
+    );
+    assert_eq!(
+        red.delete_route("red", p, true).expect("del"),
+        Outcome::Missing
+    );
+    let connected: Prefix = "10.0.0.0/24".parse().expect("prefix");
+    assert!(matches!(
+        api_err(red.delete_route("red", connected, false)),
+        ApiError::Conflict(_)
+    ));
+
+    // Addresses and neighbours.
+    let a: IfaceAddr = "10.5.0.1/24".parse().expect("addr");
+    assert_eq!(
+        red.add_address("red", "red0", a).expect("addr"),
+        Outcome::Created
+    );
+    assert!(red.addresses("red", "red0").expect("list").contains(&a));
+    assert_eq!(
+        red.delete_address("red", "red0", a, false).expect("del"),
+        Outcome::Deleted
+    );
+    let n = Neighbor {
+        address: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+        mac: MacAddr([0x02, 0xaa, 0, 0, 0, 0x02]),
+        interface: None,
+    };
+    assert_eq!(
+        red.add_neighbor("red", &n).expect("neigh"),
+        Outcome::Created
+    );
+    assert_eq!(
+        red.add_neighbor("red", &n).expect("neigh"),
+        Outcome::Unchanged
+    );
+    let listed = red.neighbors("red").expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].interface.as_deref(), Some("red0"));
+    assert_eq!(
+        red.delete_neighbor("red", n.address, false).expect("del"),
+        Outcome::Deleted
+    );
+
+    // Counters move: the memory port replays frames into red.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while red.vr_counters("red").expect("counters").total.rx_packets == 0 {
+        assert!(Instant::now() < deadline, "no traffic counted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(admin.ports().expect("ports").len(), 2);
+    assert_eq!(admin.workers().expect("workers").len(), 1);
+
+    // A VR created and deleted at run time while red forwards.
+    let spec = VrSpec {
+        name: "green".into(),
+        interfaces: vec![InterfaceSpec {
+            name: "green0".into(),
+            port: "p0".into(),
+            vlan: Some(10),
+            mac: None,
+            mtu: None,
+            addresses: vec!["10.0.0.1/24".parse().expect("addr")],
+        }],
+        routes: vec![Route::via(p, gw)],
+        neighbors: vec![],
+        policy: Default::default(),
+        control: None,
+    };
+    let g = admin.create_vr(&spec).expect("create green");
+    assert_eq!(g.routes_v4, 4);
+    assert!(matches!(
+        api_err(admin.create_vr(&spec)),
+        ApiError::Conflict(_)
+    ));
+    let before = red.vr_counters("red").expect("c").total.rx_packets;
+    admin.delete_vr("green").expect("delete green");
+    assert!(matches!(api_err(admin.vr("green")), ApiError::NoSuchVr));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        red.vr_counters("red").expect("c").total.rx_packets > before,
+        "red kept forwarding"
+    );
+
+    // Reload: a bad config changes nothing and names the key; a good one applies.
+    let bad = config("  [[router.route]]\n  prefix = \"10.99.0.0/16\"\n  via = \"192.168.0.1\"\n");
+    match api_err(admin.reload(&bad)) {
+        ApiError::Config(issues) => assert!(
+            issues
+                .iter()
+                .any(|i| i.key.contains("blue") && i.key.contains("route")),
+            "{issues:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    let good = config("  [[router.route]]\n  prefix = \"10.99.0.0/16\"\n  via = \"10.0.0.254\"\n");
+    let report = admin.reload(&good).expect("reload");
+    assert_eq!(report.changed, ["blue"]);
+    let blue = Client::unix(&socket, Some(BLUE.into()));
+    let routes = blue.all_routes("blue").expect("routes");
+    assert!(routes
+        .iter()
+        .any(|r| r.prefix.to_string() == "10.99.0.0/16"));
+
+    // The CLI, as a user types it.
+    let out = Command::new(VRHOST)
+        .args(["ctl", "--socket"])
+        .arg(&socket)
+        .args(["--token", RED, "vrs"])
+        .output()
+        .expect("ctl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("red") && !text.contains("blue"), "{text}");
+}
+
+#[test]
+fn a_tenant_token_never_sees_another_tenant() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_d, socket) = start(dir.path());
+    let red = Client::unix(&socket, Some(RED.into()));
+    let names: Vec<String> = red
+        .vrs()
+        .expect("vrs")
+        .into_iter()
+        .map(|v| v.name)
+        .collect();
+    assert_eq!(names, ["red"]);
+    // Blue and a VR that does not exist answer byte for byte the same.
+    for path in [
+        "",
+        "/routes",
+        "/neighbors",
+        "/counters",
+        "/interfaces/blue0/addresses",
+    ] {
+        let theirs = red
+            .raw("GET", &format!("/v1/vrs/blue{path}"), None)
+            .expect("raw");
+        let nobody = red
+            .raw("GET", &format!("/v1/vrs/nosuch{path}"), None)
+            .expect("raw");
+        assert_eq!(theirs.status, 404, "{path}");
+        assert_eq!(
+            (theirs.status, &theirs.body),
+            (nobody.status, &nobody.body),
+            "{path}"
+        );
+        assert!(!String::from_utf8_lossy(&theirs.body).contains("blue"));
+    }
+    let body = br#"{"prefix":"192.0.2.0/24","blackhole":true}"#;
+    let post = red
+        .raw(
+            "POST",
+            "/v1/vrs/blue/routes",
+            Some(("application/json", body)),
+        )
+        .expect("raw");
+    assert_eq!(post.status, 404);
+    // Deleting VRs is the operator's: refused alike for blue and for nobody.
+    let del = red.raw("DELETE", "/v1/vrs/blue", None).expect("raw");
+    let del_nobody = red.raw("DELETE", "/v1/vrs/nosuch", None).expect("raw");
+    assert_eq!(del.status, 403);
+    assert_eq!(
+        (del.status, &del.body),
+        (del_nobody.status, &del_nobody.body)
+    );
+    for global in ["/v1/ports", "/v1/workers"] {
+        assert_eq!(
+            red.raw("GET", global, None).expect("raw").status,
+            403,
+            "{global}"
+        );
+    }
+    let metrics = red.metrics().expect("metrics");
+    assert!(metrics.contains("vr=\"red\""));
+    assert!(!metrics.contains("blue"), "metrics leak another VR");
+    // Blue's routes are untouched by anything red tried.
+    let blue = Client::unix(&socket, Some(BLUE.into()));
+    assert!(blue
+        .all_routes("blue")
+        .expect("routes")
+        .iter()
+        .all(|r| r.prefix.to_string() != "192.0.2.0/24"));
+    assert_eq!(
+        Client::unix(&socket, Some("wrong".into()))
+            .raw("GET", "/v1/vrs", None)
+            .expect("raw")
+            .status,
+        401
+    );
+}
