@@ -3,6 +3,7 @@
 //! This binary is the command line only; the work lives in the library crates.
 
 mod bench;
+mod cplane;
 mod demo;
 mod fairness;
 mod lab;

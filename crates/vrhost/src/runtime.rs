@@ -68,6 +68,8 @@ pub struct Plan {
     pub rx: Vec<(u16, usize)>,
     /// Per port, the index into `queues` this worker transmits with.
     pub tx: Vec<usize>,
+    /// This worker's queue of every TAP mirror (VRs with a control plane).
+    pub taps: Vec<crate::cplane::TapQueue>,
 }
 
 /// Workers ready to start.
@@ -94,6 +96,8 @@ pub struct WorkerReport {
     pub ticks: u64,
     /// Rounds in which fair-share budgets were enforced.
     pub rounds_enforced: u64,
+    /// Punts and TAP traffic of the control planes.
+    pub cp: crate::cplane::CpStats,
 }
 
 /// Started workers.
@@ -166,6 +170,7 @@ impl Runtime {
                 queues: Vec::new(),
                 rx: Vec::new(),
                 tx: Vec::new(),
+                taps: Vec::new(),
             })
             .collect();
         let mut assignment = Vec::new();
@@ -317,7 +322,29 @@ impl Runtime {
             };
             ports.push(queues);
         }
-        Runtime::new(&spec, ports, cores, mode)
+        let mut rt = Runtime::new(&spec, ports, cores, mode)?;
+        if cfg.routers.iter().any(|r| r.control.is_some()) {
+            rt.attach_mirrors(cfg)?;
+        }
+        Ok(rt)
+    }
+
+    /// Creates the control-plane namespaces and TAP mirrors of `cfg` and
+    /// gives every worker one queue of each TAP.
+    pub fn attach_mirrors(&mut self, cfg: &Config) -> Result<()> {
+        if self.mode == Mode::Pipeline {
+            bail!("control-plane namespaces ([router.control]) need --mode rtc");
+        }
+        let shared = self.control.shared().clone();
+        let n = self.plans.len();
+        let mirrors =
+            crate::cplane::mirror_all(cfg, shared.ifaces(), |vr| shared.vr_ifaces(vr).to_vec(), n)?;
+        for (iface, queues) in mirrors.ifaces {
+            for (plan, port) in self.plans.iter_mut().zip(queues) {
+                plan.taps.push(crate::cplane::TapQueue { iface, port });
+            }
+        }
+        Ok(())
     }
 
     /// Starts one thread per worker (two per pair in pipeline mode).
@@ -473,8 +500,6 @@ fn flush(
             }
         }
     }
-    // Nothing consumes punted packets until a control plane is attached.
-    w.drain_all_punted(|_, _| {});
 }
 
 fn rx_stats(rx: &[(u16, usize)], queues: &[Box<dyn Port>]) -> Vec<(u16, PortStats)> {
@@ -503,6 +528,8 @@ fn run_to_completion(
     let mut rx = Vec::with_capacity(BURST);
     let mut tx = TxBatch::new(plan.tx.len());
     let mut idle_polls = 0u32;
+    let counters = w.counters();
+    let mut taps = crate::cplane::WorkerTaps::new(std::mem::take(&mut plan.taps));
     while !stop.load(Ordering::Relaxed) {
         let now = start.elapsed().as_nanos() as u64;
         let mut got = 0;
@@ -523,13 +550,18 @@ fn run_to_completion(
             // Only over-budget VRs have work: refill the budgets by weight
             // and go round again rather than idle (work-conserving).
             w.replenish_shares();
+            taps.inject(&mut w, &mut tx, &counters, now, false);
             flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
+            taps.punted(&mut w, now);
             continue;
         }
         if got == 0 {
             w.idle(now, &mut tx);
         }
+        // What the tenants' kernels sent leaves with this worker's packets.
+        taps.inject(&mut w, &mut tx, &counters, now, got == 0);
         flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
+        taps.punted(&mut w, now);
         idle_polls = if got == 0 { idle_polls + 1 } else { 0 };
         if idle_polls > 1024 {
             // Idle for a while: give the core back briefly instead of spinning.
@@ -540,6 +572,7 @@ fn run_to_completion(
         queues: rx_stats(&plan.rx, &plan.queues),
         ticks: w.fair().now().saturating_sub(t0),
         rounds_enforced: w.fair().rounds_enforced,
+        cp: taps.stats,
     }
 }
 
@@ -603,6 +636,7 @@ fn forward_thread(
     start_clock(&mut w, clock);
     let start = Instant::now();
     let mut tx = TxBatch::new(tx_ports.len());
+    let mut cp = crate::cplane::CpStats::default();
     while !stop.load(Ordering::Relaxed) {
         let now = start.elapsed().as_nanos() as u64;
         match from_rx.try_recv() {
@@ -610,6 +644,7 @@ fn forward_thread(
                 let n = batch.len();
                 w.process_burst(&mut batch, now, &mut tx);
                 flush(&mut w, &mut tx, &mut tx_ports, None, now);
+                discard_punted(&mut w, &mut cp);
                 // Hand as many buffers back as arrived, so both pools stay level.
                 for _ in 0..n {
                     batch.push(w.pool().get());
@@ -619,6 +654,7 @@ fn forward_thread(
             Err(_) => {
                 w.idle(now, &mut tx);
                 flush(&mut w, &mut tx, &mut tx_ports, None, now);
+                discard_punted(&mut w, &mut cp);
                 std::hint::spin_loop();
             }
         }
@@ -626,8 +662,15 @@ fn forward_thread(
     // The rx thread reports the receive queues.
     WorkerReport {
         rounds_enforced: w.fair().rounds_enforced,
+        cp,
         ..WorkerReport::default()
     }
+}
+
+/// Pipeline mode has no control-plane mirrors: punted packets are counted
+/// and recycled.
+fn discard_punted(w: &mut Worker, cp: &mut crate::cplane::CpStats) {
+    w.drain_all_punted(|_, _| cp.punt_discarded += 1);
 }
 
 /// `vrhost run`: forward until SIGINT or SIGTERM.
@@ -639,15 +682,6 @@ pub fn run_foreground(
     let Some(cfg) = crate::load_config(path) else {
         return Ok(std::process::ExitCode::FAILURE);
     };
-    for r in &cfg.routers {
-        if let Some(c) = &r.control {
-            tracing::warn!(
-                router = r.name,
-                netns = c.netns,
-                "control-plane namespaces are not implemented yet; ignored"
-            );
-        }
-    }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
@@ -663,6 +697,9 @@ pub fn run_foreground(
         );
     }
     let running = rt.start();
+    let _api = crate::mgmt::start(&cfg, path, &running)?;
+    // Routes and addresses from the tenants' namespaces and FPM streams.
+    let planes = crate::cplane::start(&cfg, &running.control)?;
     tracing::info!(
         ports = cfg.ports.len(),
         routers = cfg.routers.len(),
@@ -687,7 +724,20 @@ pub fn run_foreground(
     let names: Vec<String> = (0..running.shared.port_count())
         .map(|p| running.shared.port_name(p).to_string())
         .collect();
-    let stats = running.stop_with_stats();
+    drop(planes);
+    let reports = running.stop_with_reports();
+    let mut cp = crate::cplane::CpStats::default();
+    for r in &reports {
+        cp.add(&r.cp);
+    }
+    if cfg.routers.iter().any(|r| r.control.is_some()) || cp.punt_discarded > 0 {
+        println!(
+            "control planes: {} punted to TAPs, {} punts discarded (no control plane), {} TAP writes failed, \
+             {} injected from TAPs, {} duplicate ARP/NA answers dropped, {} bad frames from TAPs",
+            cp.to_tap, cp.punt_discarded, cp.tap_write_failed, cp.injected, cp.duplicate_answers, cp.bad_from_tap
+        );
+    }
+    let stats: Vec<(u16, PortStats)> = reports.into_iter().flat_map(|r| r.queues).collect();
     println!("driver receive queues (port, received, dropped by the ring):");
     for (p, st) in stats {
         let name = names.get(p as usize).map_or("?", String::as_str);
