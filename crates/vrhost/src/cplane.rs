@@ -739,6 +739,194 @@ mod tests {
         f
     }
 
+    const CFG: &str = r#"
+[[port]]
+name = "p0"
+driver = "memory"
+mac = "02:00:00:00:00:01"
+
+[[router]]
+name = "red"
+
+  [router.control]
+  netns = "vr-red"
+
+  [[router.interface]]
+  name = "r0"
+  port = "p0"
+  addresses = ["10.0.0.1/24", "2001:db8::1/64"]
+
+  [[router.route]]
+  prefix = "10.9.0.0/16"
+  via = "10.0.0.9"
+"#;
+
+    fn setup() -> (RouteSync, Control) {
+        let cfg = Config::from_toml_str(CFG, std::path::Path::new(".")).expect("config");
+        let control = Control::new(&vrhost_control::engine_spec(&cfg, |_| [2, 0, 0, 0, 0, 1]))
+            .expect("tables");
+        let mut s = RouteSync::new(&cfg, 0);
+        s.source = "test".into();
+        (s, control)
+    }
+
+    fn p(s: &str) -> Prefix {
+        s.parse().unwrap()
+    }
+
+    fn via(gw: &str) -> RouteTarget {
+        RouteTarget::Via {
+            gw: gw.parse().unwrap(),
+            ifname: Some("r0".into()),
+        }
+    }
+
+    fn hop(c: &Control, prefix: &str) -> Option<vrhost_dataplane::RouteHop> {
+        let p = p(prefix);
+        c.route(0, p.addr(), p.len())
+    }
+
+    fn resync(routes: Vec<(Prefix, RouteTarget)>, addrs: Vec<vrhost_cp::Addr>) -> CpEvent {
+        CpEvent::Resync { routes, addrs }
+    }
+
+    fn addr(a: &str, len: u8) -> vrhost_cp::Addr {
+        vrhost_cp::Addr {
+            ifname: "r0".into(),
+            addr: a.parse().unwrap(),
+            len,
+        }
+    }
+
+    fn config_addrs() -> Vec<vrhost_cp::Addr> {
+        vec![addr("10.0.0.1", 24), addr("2001:db8::1", 64)]
+    }
+
+    #[test]
+    fn resync_replaces_exactly_what_the_sync_installed() {
+        let (mut s, mut c) = setup();
+        let gw = vrhost_dataplane::RouteHop::Gateway {
+            iface: 0,
+            addr: "10.0.0.2".parse().unwrap(),
+        };
+        let n = s.apply(
+            &mut c,
+            resync(
+                vec![
+                    (p("10.1.0.0/16"), via("10.0.0.2")),
+                    (p("10.2.0.0/16"), RouteTarget::Blackhole),
+                    (p("2001:db8:5::/48"), RouteTarget::Prohibit),
+                    // The config's static route wins over the namespace's.
+                    (p("10.9.0.0/16"), via("10.0.0.2")),
+                    // Connected routes are the VR's own already.
+                    (
+                        p("10.0.0.0/24"),
+                        RouteTarget::Connected {
+                            ifname: "r0".into(),
+                        },
+                    ),
+                ],
+                config_addrs(),
+            ),
+        );
+        assert_eq!(n, 3);
+        assert_eq!(hop(&c, "10.1.0.0/16"), Some(gw));
+        assert_eq!(
+            hop(&c, "10.2.0.0/16"),
+            Some(vrhost_dataplane::RouteHop::Blackhole)
+        );
+        assert_eq!(
+            hop(&c, "2001:db8:5::/48"),
+            Some(vrhost_dataplane::RouteHop::Unreachable)
+        );
+        let config_route = hop(&c, "10.9.0.0/16");
+        assert!(
+            matches!(config_route, Some(vrhost_dataplane::RouteHop::Gateway { addr, .. }) if addr.to_string() == "10.0.0.9")
+        );
+        assert!(matches!(
+            hop(&c, "10.0.0.0/24"),
+            Some(vrhost_dataplane::RouteHop::Connected { .. })
+        ));
+        // A Del for the config's prefix leaves it alone.
+        s.apply(
+            &mut c,
+            CpEvent::Route {
+                op: Op::Del,
+                prefix: p("10.9.0.0/16"),
+                target: via("10.0.0.2"),
+            },
+        );
+        assert_eq!(hop(&c, "10.9.0.0/16"), config_route);
+        // A second snapshot: one route stays, one changes, the rest go.
+        s.apply(
+            &mut c,
+            resync(
+                vec![
+                    (p("10.1.0.0/16"), via("10.0.0.2")),
+                    (p("10.3.0.0/16"), RouteTarget::Unreachable),
+                ],
+                config_addrs(),
+            ),
+        );
+        assert_eq!(hop(&c, "10.1.0.0/16"), Some(gw));
+        assert_eq!(hop(&c, "10.2.0.0/16"), None);
+        assert_eq!(hop(&c, "2001:db8:5::/48"), None);
+        assert_eq!(
+            hop(&c, "10.3.0.0/16"),
+            Some(vrhost_dataplane::RouteHop::Unreachable)
+        );
+        assert_eq!(hop(&c, "10.9.0.0/16"), config_route);
+        // A route whose gateway is off-link replaces nothing with garbage:
+        // the old route goes, the new one is not installed.
+        s.apply(
+            &mut c,
+            CpEvent::Route {
+                op: Op::Add,
+                prefix: p("10.1.0.0/16"),
+                target: via("192.0.2.1"),
+            },
+        );
+        assert_eq!(hop(&c, "10.1.0.0/16"), None);
+    }
+
+    #[test]
+    fn namespace_addresses_become_the_vrs() {
+        let (mut s, mut c) = setup();
+        let ev = |op, a: &str, len| CpEvent::Addr {
+            op,
+            ifname: "r0".into(),
+            addr: a.parse().unwrap(),
+            len,
+        };
+        assert_eq!(s.apply(&mut c, ev(Op::Add, "10.5.0.1", 24)), 1);
+        assert_eq!(
+            hop(&c, "10.5.0.1/32"),
+            Some(vrhost_dataplane::RouteHop::Local)
+        );
+        // Unknown interfaces and link-local addresses are not the VR's business.
+        let other = CpEvent::Addr {
+            op: Op::Add,
+            ifname: "lo".into(),
+            addr: "10.6.0.1".parse().unwrap(),
+            len: 8,
+        };
+        assert_eq!(s.apply(&mut c, other), 0);
+        assert_eq!(s.apply(&mut c, ev(Op::Add, "fe80::1", 64)), 0);
+        // A snapshot without 10.5.0.1 and without the config's IPv6 address.
+        s.apply(&mut c, resync(vec![], vec![addr("10.0.0.1", 24)]));
+        assert_eq!(hop(&c, "10.5.0.1/32"), None);
+        assert_eq!(hop(&c, "2001:db8::1/128"), None);
+        assert_eq!(
+            hop(&c, "10.0.0.1/32"),
+            Some(vrhost_dataplane::RouteHop::Local)
+        );
+        assert_eq!(s.apply(&mut c, ev(Op::Add, "2001:db8::1", 64)), 1);
+        assert_eq!(
+            hop(&c, "2001:db8::1/128"),
+            Some(vrhost_dataplane::RouteHop::Local)
+        );
+    }
+
     #[test]
     fn duplicate_answers_for_own_addresses_are_dropped() {
         let i = iface(None);

@@ -4,7 +4,8 @@
 //! become red's FIB, through the namespace's kernel table
 //! (`routes_from_the_namespace`) or zebra's FPM stream
 //! (`routes_over_fpm`). VR blue uses the very same addresses on its own
-//! ports and keeps forwarding throughout.
+//! ports and keeps forwarding throughout. An address added in the
+//! namespace becomes the VR's, and goes with it.
 //!
 //! ```text
 //!   <lab>-h1  10.0.0.2 ── red "r-h1" 10.0.0.1 ═╗                 ╔═ red "r-bp" 10.1.0.1 ── <lab>-bp 10.1.0.2, BIRD AS 65002
@@ -500,6 +501,14 @@ fn bgp_drives_red(tag: &str, fpm: bool) {
     // Before: no route in red; blue forwards.
     s.wait_unreachable("h1", "198.51.100.1", "10.0.0.1", READY);
     s.assert_ping("b1", "10.1.0.2");
+
+    // Addresses the tenant adds in the namespace become the VR's, and go
+    // again with it.
+    s.wait_unreachable("h1", "10.0.5.1", "10.0.0.1", READY);
+    ip(&["-n", &s.ctl, "addr", "add", "10.0.5.1/24", "dev", "r-h1"]);
+    s.wait_ping("h1", "10.0.5.1", Duration::from_secs(10));
+    ip(&["-n", &s.ctl, "addr", "del", "10.0.5.1/24", "dev", "r-h1"]);
+    s.wait_unreachable("h1", "10.0.5.1", "10.0.0.1", Duration::from_secs(10));
 
     let zebra = match port {
         Some(p) => {
