@@ -10,6 +10,7 @@ mod lab;
 mod mgmt;
 mod replay;
 mod report;
+mod route_bench;
 mod runtime;
 mod sweep;
 mod tools_cli;
@@ -94,6 +95,8 @@ enum Command {
         #[arg(long, value_enum, default_value = "on")]
         fair_share: OnOff,
     },
+    /// Route-update throughput: bulk load through the API, and churn while forwarding.
+    BenchRoutes(route_bench::Args),
     /// Manage a running vrhost through its API (docs/api.md).
     Ctl(vrhost_api::CtlArgs),
     /// Print a new random API token and the SHA-256 to put in the config.
@@ -194,6 +197,7 @@ fn main() -> ExitCode {
         }),
         Command::Fairness(a) => fairness::run(a),
         Command::Ctl(a) => vrhost_api::ctl_main(a),
+        Command::BenchRoutes(a) => route_bench::run(a),
         Command::Token => {
             let t = vrhost_api::generate_token();
             println!("token:  {t}");
