@@ -1,6 +1,6 @@
 //! Demux: (port, VLAN) → interface → VR, then the L2 accept check.
 
-use vrhost_wire::ethernet::{EtherType, EthernetFrame};
+use vrhost_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame};
 use vrhost_wire::vlan::VlanHeader;
 
 use crate::drop_reason::Drop;
@@ -48,7 +48,10 @@ pub(crate) fn process(ports: &[Port], ifaces: &[Iface], m: &mut Mbuf) -> Next {
     m.iface = iface;
     m.l3_off = l3_off;
     let i = &ifaces[iface as usize];
-    if dst != i.mac && !dst.is_broadcast() && !(dst.is_multicast() && i.mcast.contains(&dst)) {
+    let group_ok = |d: EthernetAddress| {
+        i.mcast.contains(&d) || (i.control_mcast && crate::iface::control_group_mac(d))
+    };
+    if dst != i.mac && !dst.is_broadcast() && !(dst.is_multicast() && group_ok(dst)) {
         return Next::Drop(Drop::NotForUs);
     }
     match ethertype {

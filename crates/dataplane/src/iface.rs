@@ -26,6 +26,17 @@ pub struct Iface {
     pub addrs6: Vec<(Ipv6Addr, u8)>,
     /// Multicast MACs accepted (IPv6 all-nodes, all-routers, solicited-node groups).
     pub mcast: Vec<EthernetAddress>,
+    /// The VR has a control plane: also accept the link-local control groups
+    /// (224.0.0.0/24 and ff02::/112: OSPF, RIP, VRRP, PIM, MLD), which are punted to it.
+    pub control_mcast: bool,
+}
+
+/// A MAC of a link-local control group: 01:00:5e:00:00:xx (224.0.0.0/24,
+/// RFC 1112 §6.4) or 33:33:00:00:xx:xx (ff02::/112, RFC 2464 §7).
+#[inline]
+pub(crate) fn control_group_mac(m: EthernetAddress) -> bool {
+    let b = m.0;
+    (b[..5] == [0x01, 0x00, 0x5e, 0x00, 0x00]) || (b[..4] == [0x33, 0x33, 0x00, 0x00])
 }
 
 impl Iface {

@@ -609,6 +609,7 @@ impl Control {
                 addrs4: i.addrs4.clone(),
                 addrs6,
                 mcast,
+                control_mcast: r.limits.control_plane,
             });
         }
         self.shared.vrs.push(VrShared {

@@ -202,3 +202,45 @@ impl Kind for Icmpv4Repr<'_> {
         }
     }
 }
+
+#[test]
+fn link_local_control_groups_reach_only_vrs_with_a_control_plane() {
+    // Red has a control plane, blue has none; both get an OSPF hello.
+    let mut e = vrhost_dataplane::Engine::new(&spec2(
+        Limits {
+            control_plane: true,
+            ..Limits::default()
+        },
+        Limits::default(),
+    ))
+    .expect("engine");
+    let ospf_mac = EthernetAddress([0x01, 0x00, 0x5e, 0x00, 0x00, 0x05]);
+    let hello = || {
+        eth(
+            ospf_mac,
+            HOST_MAC,
+            None,
+            EtherType::Ipv4,
+            &ipv4(
+                HOST,
+                Ipv4Addr::new(224, 0, 0, 5),
+                IpProtocol::Unknown(89),
+                1,
+                false,
+                &[0u8; 44],
+            ),
+        )
+    };
+    assert!(send(&mut e, 0, &hello(), SEC).is_empty());
+    assert!(send(&mut e, 2, &hello(), SEC).is_empty());
+    let mut punted = Vec::new();
+    e.drain_all_punted(|vr, m| punted.push((vr, m.data().to_vec())));
+    assert_eq!(punted.len(), 1, "only red's hello is punted");
+    assert_eq!(punted[0].0, RED);
+    assert_eq!(punted[0].1, hello());
+    assert_eq!(
+        e.vr_counters(BLUE).drops[Drop::NotForUs as usize],
+        1,
+        "a VR without a control plane does not join the groups"
+    );
+}
