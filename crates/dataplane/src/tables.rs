@@ -765,6 +765,66 @@ impl Control {
         Ok(())
     }
 
+    /// Adds or replaces many routes at once; workers see them after
+    /// [`Control::commit`]. Every target is checked, and the route limit
+    /// for the whole batch, before anything changes. A batch large against
+    /// the table rebuilds it with one bulk load (several million routes a
+    /// second) instead of inserting route by route.
+    pub fn add_routes(
+        &mut self,
+        vr: usize,
+        routes4: &[(Prefix4, RouteTarget)],
+        routes6: &[(Prefix6, RouteTarget)],
+    ) -> Result<(), BuildError> {
+        use vrhost_fib::Lpm;
+        self.vr(vr)?;
+        for &(_, t) in routes4 {
+            self.check_target(vr, t, true)?;
+        }
+        for &(_, t) in routes6 {
+            self.check_target(vr, t, false)?;
+        }
+        let limit = self.shared.vrs[vr].limits.max_routes as usize;
+        let c = &self.vrs[vr];
+        let new4 = routes4
+            .iter()
+            .filter(|(p, _)| c.fib4.table().get(p).is_none())
+            .count();
+        let new6 = routes6
+            .iter()
+            .filter(|(p, _)| c.fib6.table().get(p).is_none())
+            .count();
+        if c.fib4.table().len() + new4 > limit || c.fib6.table().len() + new6 > limit {
+            return Err(BuildError::RouteLimit {
+                router: self.shared.vrs[vr].name.clone(),
+                limit: limit as u32,
+            });
+        }
+        let mut ids4 = Vec::with_capacity(routes4.len());
+        for &(p, t) in routes4 {
+            ids4.push((p, self.target(vr, t, true)?));
+        }
+        let mut ids6 = Vec::with_capacity(routes6.len());
+        for &(p, t) in routes6 {
+            ids6.push((p, self.target(vr, t, false)?));
+        }
+        let c = &mut self.vrs[vr];
+        bulk_insert(&mut c.fib4, ids4);
+        bulk_insert(&mut c.fib6, ids6);
+        c.fib_dirty = true;
+        Ok(())
+    }
+
+    /// Removes many routes at once (missing ones are ignored); returns how
+    /// many existed. Visible after [`Control::commit`].
+    pub fn remove_routes(&mut self, vr: usize, routes4: &[Prefix4], routes6: &[Prefix6]) -> usize {
+        let Some(c) = self.vrs.get_mut(vr) else {
+            return 0;
+        };
+        c.fib_dirty = true;
+        bulk_remove(&mut c.fib4, routes4) + bulk_remove(&mut c.fib6, routes6)
+    }
+
     /// Removes an IPv4 route; true if it existed. Visible after [`Control::commit`].
     pub fn remove_route4(&mut self, vr: usize, prefix: &Prefix4) -> bool {
         match self.vrs.get_mut(vr) {
@@ -1039,4 +1099,47 @@ fn check_address(iface: &str, addr: IpAddr, len: u8) -> Result<(), BuildError> {
         }
     }
     Ok(())
+}
+
+/// Inserts `routes`, rebuilding the table in one bulk load when they are
+/// many against its size (later routes win over earlier and existing ones).
+fn bulk_insert<A: vrhost_fib::FibAddr>(
+    fib: &mut FibHandle<A>,
+    routes: Vec<(Prefix<A>, NextHopId)>,
+) {
+    use vrhost_fib::Lpm;
+    let len = fib.table().len();
+    // A bulk load costs ~0.1 µs per route in the table, an insert ~3 µs:
+    // rebuild when the table is under ~24 times the batch.
+    if routes.len() >= 4096 && routes.len() * 24 >= len {
+        let mut all = Vec::with_capacity(len + routes.len());
+        fib.table().for_each(&mut |p, nh| all.push((p, nh)));
+        all.extend(routes);
+        fib.replace_all(all);
+    } else {
+        for (p, nh) in routes {
+            fib.insert(p, nh);
+        }
+    }
+}
+
+/// Removes `prefixes`, rebuilding the table in one bulk load when they are
+/// many against its size. Returns how many existed.
+fn bulk_remove<A: vrhost_fib::FibAddr>(fib: &mut FibHandle<A>, prefixes: &[Prefix<A>]) -> usize {
+    use vrhost_fib::Lpm;
+    let len = fib.table().len();
+    if prefixes.len() >= 4096 && prefixes.len() * 24 >= len {
+        let gone: std::collections::HashSet<Prefix<A>> = prefixes.iter().copied().collect();
+        let mut keep = Vec::with_capacity(len);
+        fib.table().for_each(&mut |p, nh| {
+            if !gone.contains(&p) {
+                keep.push((p, nh));
+            }
+        });
+        let removed = len - keep.len();
+        fib.replace_all(keep);
+        removed
+    } else {
+        prefixes.iter().filter(|p| fib.remove(p).is_some()).count()
+    }
 }

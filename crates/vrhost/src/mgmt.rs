@@ -594,23 +594,26 @@ impl Backend for RuntimeBackend {
                 "route limit: this request would exceed {limit} routes per family; nothing applied"
             )));
         }
+        let (mut d4, mut d6) = (Vec::new(), Vec::new());
         for p in &dels {
             match p.addr() {
-                IpAddr::V4(x) => c.remove_route4(v, &prefix4(x, p.prefix_len())?),
-                IpAddr::V6(x) => c.remove_route6(v, &prefix6(x, p.prefix_len())?),
-            };
-        }
-        for (a, l, t) in plan {
-            let r = match a {
-                IpAddr::V4(x) => c.add_route4(v, prefix4(x, l)?, t),
-                IpAddr::V6(x) => c.add_route6(v, prefix6(x, l)?, t),
-            };
-            // Checked above; a failure here is a bug, and what was applied
-            // is published rather than half-hidden.
-            if let Err(e) = r {
-                c.commit();
-                return Err(ApiError::Internal(e.to_string()));
+                IpAddr::V4(x) => d4.push(prefix4(x, p.prefix_len())?),
+                IpAddr::V6(x) => d6.push(prefix6(x, p.prefix_len())?),
             }
+        }
+        let (mut a4, mut a6) = (Vec::new(), Vec::new());
+        for (a, l, t) in plan {
+            match a {
+                IpAddr::V4(x) => a4.push((prefix4(x, l)?, t)),
+                IpAddr::V6(x) => a6.push((prefix6(x, l)?, t)),
+            }
+        }
+        c.remove_routes(v, &d4, &d6);
+        // Checked above; a refusal here would be a bug, and the deletions
+        // already made are published rather than half-hidden.
+        if let Err(e) = c.add_routes(v, &a4, &a6) {
+            c.commit();
+            return Err(ApiError::Internal(e.to_string()));
         }
         c.commit();
         Ok(out)

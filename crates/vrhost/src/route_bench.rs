@@ -4,7 +4,7 @@
 //! On a config made by `vrhost workload` (one VR, memory ports, forwarding
 //! flat out the whole time):
 //! 1. **Bulk load through the API**: N new /24 routes in bulk requests of
-//!    50,000 over the Unix socket (HTTP, JSON, auth, validation, one commit
+//!    250,000 over the Unix socket (HTTP, JSON, auth, validation, one commit
 //!    per request), then the same N deleted in bulk.
 //! 2. **Bulk load into `Control` directly** (no HTTP): the same N routes,
 //!    one commit, as the baseline for the API's overhead.
@@ -43,7 +43,7 @@ pub struct Args {
     pub json: bool,
 }
 
-const CHUNK: usize = 50_000;
+const CHUNK: usize = 250_000;
 const CHURN_BATCH: usize = 1_000;
 
 /// Runs `vrhost bench-routes`.
@@ -130,27 +130,24 @@ pub fn run(a: Args) -> Result<ExitCode> {
     // 2. The same load straight into Control, one commit.
     let via = RouteTarget::Via(gw[0]);
     let t = Instant::now();
+    let v4: Vec<Prefix4> = prefixes
+        .iter()
+        .filter_map(|p| match p.addr() {
+            IpAddr::V4(x) => Prefix4::new(x, p.prefix_len()).ok(),
+            IpAddr::V6(_) => None,
+        })
+        .collect();
+    let batch: Vec<(Prefix4, RouteTarget)> = v4.iter().map(|&p| (p, via)).collect();
     {
         let mut c = lock(&running.control);
-        for p in &prefixes {
-            if let IpAddr::V4(x) = p.addr() {
-                let p4 = Prefix4::new(x, p.prefix_len()).context("prefix")?;
-                c.add_route4(0, p4, via)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-            }
-        }
+        c.add_routes(0, &batch, &[])
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         c.commit();
     }
     let direct_load = t.elapsed().as_secs_f64();
     {
         let mut c = lock(&running.control);
-        for p in &prefixes {
-            if let IpAddr::V4(x) = p.addr() {
-                if let Ok(p4) = Prefix4::new(x, p.prefix_len()) {
-                    c.remove_route4(0, &p4);
-                }
-            }
-        }
+        c.remove_routes(0, &v4, &[]);
         c.commit();
     }
 
