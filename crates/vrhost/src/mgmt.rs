@@ -776,6 +776,26 @@ fn reload_into(
             "the API settings cannot change while running; restart vrhost",
         ));
     }
+    // Control-plane namespaces, TAP mirrors and their sync threads are set
+    // up at start; a reload that would need new ones says so instead of
+    // leaving a VR without its control plane.
+    for (k, r) in new.routers.iter().enumerate() {
+        let old = cfg.routers.iter().find(|o| o.name == r.name);
+        if r.control.is_some()
+            && old.is_none_or(|o| o.control != r.control || o.interfaces != r.interfaces)
+        {
+            return Err(issue(
+                &format!("router[{k}].control"),
+                "a new or changed control-plane binding (or interfaces of a VR that has one) needs a restart of vrhost",
+            ));
+        }
+        if r.control.is_none() && old.is_some_and(|o| o.control.is_some()) {
+            return Err(issue(
+                &format!("router[{k}].control"),
+                "removing a control-plane binding needs a restart of vrhost",
+            ));
+        }
+    }
     let mac_of = |p: usize| port_macs.get(p).copied().unwrap_or([0x02, 0, 0, 0, 0, 0]);
     let spec = vrhost_control::engine_spec(&new, mac_of);
     // Dry run: everything the data plane checks, on a copy.
