@@ -715,6 +715,7 @@ mod tests {
             addrs4: vec![("10.0.0.1".parse().unwrap(), 24)],
             addrs6: vec![("2001:db8::1".parse().unwrap(), 64)],
             mcast: vec![],
+            control_mcast: true,
         }
     }
 

@@ -21,6 +21,9 @@
 //! (`/usr/lib/frr/{zebra,bgpd}`, vtysh) and BIRD 2 (`bird`, `birdc`). The
 //! tests fail without them; they never skip.
 
+mod common;
+
+use common::{in_ns, run, stop, text};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -68,27 +71,6 @@ fn require_environment() {
     }
 }
 
-fn run(cmd: &str, args: &[&str]) -> Output {
-    Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd}: {e}"))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn in_ns(ns: &str, cmd: &str, args: &[&str]) -> Output {
-    let mut all = vec!["netns", "exec", ns, cmd];
-    all.extend_from_slice(args);
-    run("ip", &all)
-}
-
 /// `ip ARGS` that must succeed.
 fn ip(args: &[&str]) {
     let out = run("ip", args);
@@ -98,21 +80,6 @@ fn ip(args: &[&str]) {
 /// One `ping -c 1 -W 1` from `ns`.
 fn ping(ns: &str, dst: &str) -> Output {
     in_ns(ns, "ping", &["-n", "-c", "1", "-W", "1", dst])
-}
-
-fn stop(child: &mut Child) {
-    if let Ok(None) = child.try_wait() {
-        run("sh", &["-c", &format!("kill -TERM {}", child.id())]);
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-    }
-    let _ = child.wait();
 }
 
 // -------------------------------------------------------------- the scene --

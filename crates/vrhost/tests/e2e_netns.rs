@@ -19,6 +19,9 @@
 //! `tcpdump` and `sha256sum` on the PATH. Without them the tests fail, they
 //! never skip.
 
+mod common;
+
+use common::{in_ns, run, signal, stop, text};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -61,28 +64,6 @@ fn require_environment() {
         missing.is_empty(),
         "missing tools {missing:?}: install iproute2 iputils-ping ethtool tcpdump coreutils"
     );
-}
-
-fn run(cmd: &str, args: &[&str]) -> Output {
-    Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("running {cmd}: {e}"))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// `ip netns exec NS CMD ARGS...`
-fn in_ns(ns: &str, cmd: &str, args: &[&str]) -> Output {
-    let mut all = vec!["netns", "exec", ns, cmd];
-    all.extend_from_slice(args);
-    run("ip", &all)
 }
 
 /// `ping -c 1` from `ns` with extra arguments.
@@ -337,28 +318,6 @@ impl Lab {
 struct Capture {
     index: usize,
     err: PathBuf,
-}
-
-/// Sends a signal by name, through the shell's built-in `kill` (minimal
-/// images lack the `kill` binary).
-fn signal(child: &Child, name: &str) {
-    run("sh", &["-c", &format!("kill -{name} {}", child.id())]);
-}
-
-fn stop(child: &mut Child) {
-    if let Ok(None) = child.try_wait() {
-        // SIGTERM first: vrhost detaches its XDP programs on the way out.
-        signal(child, "TERM");
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-    }
-    let _ = child.wait();
 }
 
 impl Drop for Lab {
