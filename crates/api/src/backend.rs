@@ -21,8 +21,8 @@ use std::net::IpAddr;
 
 use crate::error::ApiError;
 use crate::types::{
-    BulkResult, BulkRoutes, IfaceAddr, Neighbor, Outcome, PortInfo, Prefix, ReloadReport, Route,
-    RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
+    BulkResult, BulkRoutes, IfaceAddr, InterfaceSpec, Neighbor, Outcome, PortInfo, Prefix,
+    ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
 };
 
 /// The router as the management API sees it. Object safe: the server holds an
@@ -40,6 +40,15 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Deletes a VR and everything in it.
     fn delete_vr(&self, vr: &str) -> Result<(), ApiError>;
+
+    /// Adds an interface to a running VR (operator only): `Created`, or
+    /// `Unchanged` when an identical one exists; 409 when its port and VLAN
+    /// are taken or a different interface has the name.
+    fn add_interface(&self, vr: &str, iface: &InterfaceSpec) -> Result<Outcome, ApiError>;
+
+    /// Removes an interface with its addresses and static neighbours
+    /// (`Deleted` or `Missing`); 409 while routes go through it.
+    fn delete_interface(&self, vr: &str, iface: &str) -> Result<Outcome, ApiError>;
 
     /// An interface's addresses.
     fn list_addresses(&self, vr: &str, iface: &str) -> Result<Vec<IfaceAddr>, ApiError>;

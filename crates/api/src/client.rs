@@ -18,6 +18,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::error::{ApiError, ErrorBody};
+use crate::types::InterfaceSpec;
 use crate::types::{
     AddressBody, BulkResult, BulkRoutes, IfaceAddr, InterfaceInfo, Neighbor, Outcome, OutcomeBody,
     PortInfo, Prefix, ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
@@ -306,6 +307,26 @@ impl Client {
         let q = if missing_ok { "?missing_ok=true" } else { "" };
         let body: OutcomeBody = self.call("DELETE", &format!("{path}{q}"), None)?;
         Ok(body.result)
+    }
+
+    /// `POST /v1/vrs/{vr}/interfaces`.
+    pub fn add_interface(&self, vr: &str, iface: &InterfaceSpec) -> Result<Outcome, ClientError> {
+        let body: OutcomeBody =
+            self.send("POST", &format!("/v1/vrs/{}/interfaces", seg(vr)), iface)?;
+        Ok(body.result)
+    }
+
+    /// `DELETE /v1/vrs/{vr}/interfaces/{iface}`.
+    pub fn delete_interface(
+        &self,
+        vr: &str,
+        iface: &str,
+        missing_ok: bool,
+    ) -> Result<Outcome, ClientError> {
+        self.delete(
+            &format!("/v1/vrs/{}/interfaces/{}", seg(vr), seg(iface)),
+            missing_ok,
+        )
     }
 
     /// `GET /v1/vrs`.

@@ -12,7 +12,8 @@ use crate::client::{Client, ClientError};
 use crate::error::ApiError;
 use crate::table;
 use crate::types::{
-    BulkRoutes, IfaceAddr, MacAddr, Neighbor, Outcome, Prefix, Route, RouteTarget, VrSpec,
+    BulkRoutes, IfaceAddr, InterfaceSpec, MacAddr, Neighbor, Outcome, Prefix, Route, RouteTarget,
+    VrSpec,
 };
 
 /// Where `vrhost ctl` looks for the API when neither `--socket` nor `--url` is given.
@@ -49,6 +50,9 @@ pub enum CtlCommand {
     /// List, add or delete routes.
     #[command(subcommand)]
     Routes(RoutesCommand),
+    /// Add or delete interfaces of a running VR (operator).
+    #[command(subcommand)]
+    Iface(IfaceCommand),
     /// List, add or delete interface addresses.
     #[command(subcommand)]
     Addr(AddrCommand),
@@ -141,6 +145,43 @@ pub enum RoutesCommand {
         /// Replace existing routes of the same prefixes.
         #[arg(long)]
         replace: bool,
+    },
+}
+
+/// `vrhost ctl iface ...`.
+#[derive(Subcommand, Debug)]
+pub enum IfaceCommand {
+    /// Add an interface.
+    Add {
+        /// VR name.
+        vr: String,
+        /// Interface name.
+        name: String,
+        /// Port it attaches to.
+        #[arg(long)]
+        port: String,
+        /// 802.1Q VLAN; untagged when absent.
+        #[arg(long)]
+        vlan: Option<u16>,
+        /// MAC; the port's when absent.
+        #[arg(long)]
+        mac: Option<MacAddr>,
+        /// IP MTU; the port's when absent.
+        #[arg(long)]
+        mtu: Option<u16>,
+        /// ADDRESS/LENGTH, repeatable.
+        #[arg(long = "address")]
+        addresses: Vec<IfaceAddr>,
+    },
+    /// Delete an interface (refused while routes go through it).
+    Del {
+        /// VR name.
+        vr: String,
+        /// Interface name.
+        name: String,
+        /// Succeed if it is not there.
+        #[arg(long)]
+        missing_ok: bool,
     },
 }
 
@@ -340,6 +381,34 @@ fn execute(client: &Client, cmd: CtlCommand) -> anyhow::Result<Result<Shown, Cli
                 .bulk_routes(&vr, &req)
                 .map(|r| shown(&r, table::bulk(&r)))
         }
+        C::Iface(IfaceCommand::Add {
+            vr,
+            name,
+            port,
+            vlan,
+            mac,
+            mtu,
+            addresses,
+        }) => client
+            .add_interface(
+                &vr,
+                &InterfaceSpec {
+                    name,
+                    port,
+                    vlan,
+                    mac,
+                    mtu,
+                    addresses,
+                },
+            )
+            .map(shown_outcome),
+        C::Iface(IfaceCommand::Del {
+            vr,
+            name,
+            missing_ok,
+        }) => client
+            .delete_interface(&vr, &name, missing_ok)
+            .map(shown_outcome),
         C::Addr(AddrCommand::List { vr, iface }) => client
             .addresses(&vr, &iface)
             .map(|a| shown(&a, table::addresses(&a))),

@@ -14,8 +14,8 @@ use serde_json::{json, Map, Value};
 use crate::error::ErrorBody;
 use crate::server::Access;
 use crate::types::{
-    AddressBody, BulkResult, BulkRoutes, IfaceAddr, InterfaceInfo, Neighbor, OutcomeBody, PortInfo,
-    ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
+    AddressBody, BulkResult, BulkRoutes, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor,
+    OutcomeBody, PortInfo, ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
 };
 
 /// A query parameter: name, JSON type, description.
@@ -75,6 +75,8 @@ fn ops(g: &mut SchemaGenerator) -> Vec<Op> {
         op(Method::GET, "/v1/vrs/{vr}", Vr, "Show a VR", &[], None, (200, schema::<VrInfo>(g))),
         op(Method::DELETE, "/v1/vrs/{vr}", Admin, "Delete a VR", &[], None, (200, schema::<OutcomeBody>(g))),
         op(Method::GET, "/v1/vrs/{vr}/interfaces", Vr, "List a VR's interfaces", &[], None, (200, schema::<Vec<InterfaceInfo>>(g))),
+        op(Method::POST, "/v1/vrs/{vr}/interfaces", Admin, "Add an interface to a running VR (idempotent)", &[], json_body::<InterfaceSpec>(g), (201, schema::<OutcomeBody>(g))),
+        op(Method::DELETE, "/v1/vrs/{vr}/interfaces/{iface}", Admin, "Remove an interface, its addresses and static neighbours (409 while routes use it)", &[MISSING_OK], None, (200, schema::<OutcomeBody>(g))),
         op(Method::GET, "/v1/vrs/{vr}/interfaces/{iface}/addresses", Vr, "List an interface's addresses", &[], None, (200, schema::<Vec<IfaceAddr>>(g))),
         op(Method::POST, "/v1/vrs/{vr}/interfaces/{iface}/addresses", Vr, "Add an address (idempotent)", &[], json_body::<AddressBody>(g), (201, schema::<OutcomeBody>(g))),
         op(Method::DELETE, "/v1/vrs/{vr}/interfaces/{iface}/addresses/{addr}/{len}", Vr, "Remove an address", &[MISSING_OK], None, (200, schema::<OutcomeBody>(g))),

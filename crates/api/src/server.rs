@@ -41,8 +41,8 @@ use crate::auth::{Auth, Principal};
 use crate::backend::Backend;
 use crate::error::ApiError;
 use crate::types::{
-    AddressBody, BulkRoutes, IfaceAddr, InterfaceInfo, Neighbor, Outcome, OutcomeBody, PageQuery,
-    Prefix, Route, VrSpec,
+    AddressBody, BulkRoutes, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor, Outcome,
+    OutcomeBody, PageQuery, Prefix, Route, VrSpec,
 };
 
 /// Routes per page when the client gives no `limit`.
@@ -148,6 +148,14 @@ fn table() -> Table {
     let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}", get_vr);
     let t = endpoint!(t, Admin, DELETE, "/v1/vrs/{vr}", delete_vr);
     let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/interfaces", list_interfaces);
+    let t = endpoint!(t, Admin, POST, "/v1/vrs/{vr}/interfaces", add_interface);
+    let t = endpoint!(
+        t,
+        Admin,
+        DELETE,
+        "/v1/vrs/{vr}/interfaces/{iface}",
+        delete_interface
+    );
     let t = endpoint!(
         t,
         Vr,
@@ -486,6 +494,24 @@ async fn list_interfaces(
     let info = call(&st, move |b| b.get_vr(&vr)).await?;
     let ifaces: Vec<InterfaceInfo> = info.interfaces;
     Ok(json(StatusCode::OK, &ifaces))
+}
+
+async fn add_interface(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+    JsonBody(body): JsonBody<InterfaceSpec>,
+) -> Result<Response, ApiError> {
+    let result = call(&st, move |b| b.add_interface(&vr, &body)).await?;
+    outcome(result, false, "interface")
+}
+
+async fn delete_interface(
+    State(st): State<AppState>,
+    PathParams((vr, iface)): PathParams<(String, String)>,
+    QueryParams(q): QueryParams<MissingOk>,
+) -> Result<Response, ApiError> {
+    let result = call(&st, move |b| b.delete_interface(&vr, &iface)).await?;
+    outcome(result, q.missing_ok, "interface")
 }
 
 async fn list_addresses(

@@ -30,6 +30,9 @@ fn request_for(e: &Endpoint, vr: &str) -> (String, Option<(&'static str, Vec<u8>
     let body = match (e.method.as_str(), e.path) {
         ("POST", "/v1/vrs") => json_body(serde_json::to_value(spec("new-vr", "p0")).unwrap()),
         ("POST", p) if p.ends_with("/addresses") => json_body(json!({"address": "10.0.0.9/24"})),
+        ("POST", p) if p.ends_with("/interfaces") => json_body(
+            json!({"name": "x9", "port": "p0", "vlan": 9, "addresses": ["10.9.0.1/24"]}),
+        ),
         ("POST", p) if p.ends_with("/routes") => {
             json_body(json!({"prefix": "10.99.0.0/16", "via": "10.0.0.254"}))
         }

@@ -113,6 +113,24 @@ impl Engine {
         Ok(())
     }
 
+    /// Adds an interface to VR `vr`, published at once.
+    pub fn add_interface(
+        &mut self,
+        vr: usize,
+        iface: &crate::spec::InterfaceSpec,
+    ) -> Result<bool, BuildError> {
+        let added = self.control.add_interface(vr, iface)?;
+        self.control.commit();
+        Ok(added)
+    }
+
+    /// Removes an interface of VR `vr`, published at once.
+    pub fn remove_interface(&mut self, vr: usize, iface: &str) -> Result<bool, BuildError> {
+        let removed = self.control.remove_interface(vr, iface)?;
+        self.control.commit();
+        Ok(removed)
+    }
+
     /// Adds an address to an interface of VR `vr`, published at once.
     pub fn add_address(
         &mut self,

@@ -29,7 +29,7 @@ use vrhost_wire::ethernet::{self, EthernetAddress};
 use vrhost_wire::ipv6 as wire6;
 
 use crate::iface::{link_local_from_mac, Iface, Port};
-use crate::spec::{EngineSpec, Limits, RouteTarget, RouterSpec};
+use crate::spec::{EngineSpec, InterfaceSpec, Limits, RouteTarget, RouterSpec};
 use crate::worker::Event;
 
 /// Marks "no interface" in a port's VLAN demux table.
@@ -183,6 +183,22 @@ pub enum BuildError {
         len: u8,
         /// Why.
         reason: &'static str,
+    },
+    /// An interface of that name, but different, exists in the VR.
+    #[error("router {router:?} already has a different interface {iface:?}")]
+    DuplicateInterface {
+        /// VR name.
+        router: String,
+        /// Interface name.
+        iface: String,
+    },
+    /// Routes still go through the interface.
+    #[error("interface {iface:?}: {routes} routes go through it; delete them first")]
+    InterfaceInUse {
+        /// Interface name.
+        iface: String,
+        /// How many.
+        routes: usize,
     },
     /// No room for more interfaces without a restart.
     #[error(
@@ -523,6 +539,89 @@ impl Control {
         Ok(true)
     }
 
+    /// Adds interface `i` to VR `vr` while it runs; `Ok(false)` when an
+    /// identical one is there. Visible after [`Control::commit`]; nothing
+    /// changes when it fails.
+    pub fn add_interface(&mut self, vr: usize, i: &InterfaceSpec) -> Result<bool, BuildError> {
+        self.vr(vr)?;
+        if let Ok(gi) = self.iface_index(vr, &i.name) {
+            let f = &self.shared.ifaces[gi as usize];
+            let same = f.port == i.port && f.vlan == i.vlan && f.mac == i.mac;
+            return if same {
+                Ok(false)
+            } else {
+                Err(BuildError::DuplicateInterface {
+                    router: self.shared.vrs[vr].name.clone(),
+                    iface: i.name.clone(),
+                })
+            };
+        }
+        if self.shared.ifaces.len() + 1 > self.tables.iface_capacity {
+            return Err(BuildError::InterfaceCapacity {
+                wanted: 1,
+                headroom: IFACE_HEADROOM,
+            });
+        }
+        for &(a, len) in &i.addrs4 {
+            check_address(&i.name, IpAddr::V4(a), len)?;
+        }
+        for &(a, len) in &i.addrs6 {
+            check_address(&i.name, IpAddr::V6(a), len)?;
+        }
+        let name = self.shared.vrs[vr].name.clone();
+        let cp = self.shared.vrs[vr].limits.control_plane;
+        let gi = build_iface(&mut self.shared, &mut self.vrs[vr], vr, &name, cp, i)?;
+        self.shared.vrs[vr].ifaces.push(gi);
+        self.vrs[vr].fib_dirty = true;
+        self.topology_dirty = true;
+        Ok(true)
+    }
+
+    /// Removes interface `iface` of VR `vr` with its addresses and static
+    /// neighbours; refused while routes of the VR go through it.
+    /// `Ok(false)` when there is no such interface.
+    pub fn remove_interface(&mut self, vr: usize, iface: &str) -> Result<bool, BuildError> {
+        self.vr(vr)?;
+        let Ok(gi) = self.iface_index(vr, iface) else {
+            return Ok(false);
+        };
+        let users = self
+            .route_list(vr)
+            .iter()
+            .filter(|(_, _, h)| matches!(h, RouteHop::Gateway { iface, .. } if *iface == gi))
+            .count();
+        if users > 0 {
+            return Err(BuildError::InterfaceInUse {
+                iface: iface.to_string(),
+                routes: users,
+            });
+        }
+        let f = &self.shared.ifaces[gi as usize];
+        let addrs: Vec<(IpAddr, u8)> = f
+            .addrs4
+            .iter()
+            .map(|&(a, l)| (IpAddr::V4(a), l))
+            .chain(f.addrs6.iter().map(|&(a, l)| (IpAddr::V6(a), l)))
+            .collect();
+        for (a, l) in addrs {
+            self.remove_address(vr, iface, a, l)?;
+        }
+        let f = &mut self.shared.ifaces[gi as usize];
+        if let Some(port) = self.shared.ports.get_mut(f.port as usize) {
+            let slot = &mut port.demux[f.vlan.unwrap_or(0) as usize];
+            if *slot == gi {
+                *slot = NO_IFACE;
+            }
+        }
+        // The slot stays (indices never move); its name is free again.
+        f.name.clear();
+        f.mcast.clear();
+        self.shared.vrs[vr].ifaces.retain(|&i| i != gi);
+        self.static_neighbors[vr].retain(|&(i, _, _)| i != gi);
+        self.topology_dirty = true;
+        Ok(true)
+    }
+
     fn iface_index(&self, vr: usize, name: &str) -> Result<u16, BuildError> {
         self.vr(vr)?;
         self.shared.vrs[vr]
@@ -559,58 +658,15 @@ impl Control {
         }
         let mut vr_ifaces = Vec::new();
         for i in &r.interfaces {
-            let gi = self.shared.ifaces.len() as u16;
-            let Some(port) = self.shared.ports.get_mut(i.port as usize) else {
-                return Err(BuildError::NoSuchPort {
-                    router: r.name.clone(),
-                    iface: i.name.clone(),
-                    port: i.port,
-                });
-            };
-            let vlan = match i.vlan {
-                Some(v) if !(1..=4094).contains(&v) => {
-                    return Err(BuildError::BadVlan {
-                        iface: i.name.clone(),
-                        vlan: v,
-                    })
-                }
-                Some(v) => v,
-                None => 0,
-            };
-            let slot = &mut port.demux[vlan as usize];
-            if *slot != NO_IFACE {
-                return Err(BuildError::DuplicateDemux {
-                    first: self.shared.ifaces[*slot as usize].name.clone(),
-                    second: i.name.clone(),
-                    port: port.name.clone(),
-                    vlan,
-                });
-            }
-            *slot = gi;
-            // An interface never sends more than its port carries.
-            let mtu = i.mtu.min(port.mtu);
-            let (addrs6, mcast) = l3_config(i.mac, &i.addrs4, &i.addrs6);
-            // Connected, local and broadcast routes.
-            let connected = c.nexthop(RouteHop::Connected { iface: gi });
-            for &(a, len) in &i.addrs4 {
-                insert_v4_address(&mut c, connected, a, len);
-            }
-            for &(a, len) in &addrs6 {
-                insert_v6_address(&mut c, connected, a, len);
-            }
-            vr_ifaces.push(gi);
-            self.shared.ifaces.push(Iface {
-                name: i.name.clone(),
-                vr: vr_idx as u16,
-                port: i.port,
-                vlan: i.vlan,
-                mac: i.mac,
-                mtu,
-                addrs4: i.addrs4.clone(),
-                addrs6,
-                mcast,
-                control_mcast: r.limits.control_plane,
-            });
+            let cp = r.limits.control_plane;
+            vr_ifaces.push(build_iface(
+                &mut self.shared,
+                &mut c,
+                vr_idx,
+                &r.name,
+                cp,
+                i,
+            )?);
         }
         self.shared.vrs.push(VrShared {
             name: r.name.clone(),
@@ -1142,4 +1198,70 @@ fn bulk_remove<A: vrhost_fib::FibAddr>(fib: &mut FibHandle<A>, prefixes: &[Prefi
     } else {
         prefixes.iter().filter(|p| fib.remove(p).is_some()).count()
     }
+}
+
+/// Builds interface `i` of VR `vr_idx` (`router` by name; `control_mcast`
+/// when it has a control plane) into `shared`:
+/// its demux entry, its connected, local and broadcast routes in `c`.
+/// Returns its global index.
+fn build_iface(
+    shared: &mut Shared,
+    c: &mut VrControl,
+    vr_idx: usize,
+    router: &str,
+    control_mcast: bool,
+    i: &InterfaceSpec,
+) -> Result<u16, BuildError> {
+    let gi = shared.ifaces.len() as u16;
+    let Some(port) = shared.ports.get_mut(i.port as usize) else {
+        return Err(BuildError::NoSuchPort {
+            router: router.to_string(),
+            iface: i.name.clone(),
+            port: i.port,
+        });
+    };
+    let vlan = match i.vlan {
+        Some(v) if !(1..=4094).contains(&v) => {
+            return Err(BuildError::BadVlan {
+                iface: i.name.clone(),
+                vlan: v,
+            })
+        }
+        Some(v) => v,
+        None => 0,
+    };
+    let slot = &mut port.demux[vlan as usize];
+    if *slot != NO_IFACE {
+        return Err(BuildError::DuplicateDemux {
+            first: shared.ifaces[*slot as usize].name.clone(),
+            second: i.name.clone(),
+            port: port.name.clone(),
+            vlan,
+        });
+    }
+    *slot = gi;
+    // An interface never sends more than its port carries.
+    let mtu = i.mtu.min(port.mtu);
+    let (addrs6, mcast) = l3_config(i.mac, &i.addrs4, &i.addrs6);
+    // Connected, local and broadcast routes.
+    let connected = c.nexthop(RouteHop::Connected { iface: gi });
+    for &(a, len) in &i.addrs4 {
+        insert_v4_address(c, connected, a, len);
+    }
+    for &(a, len) in &addrs6 {
+        insert_v6_address(c, connected, a, len);
+    }
+    shared.ifaces.push(Iface {
+        name: i.name.clone(),
+        vr: vr_idx as u16,
+        port: i.port,
+        vlan: i.vlan,
+        mac: i.mac,
+        mtu,
+        addrs4: i.addrs4.clone(),
+        addrs6,
+        mcast,
+        control_mcast,
+    });
+    Ok(gi)
 }

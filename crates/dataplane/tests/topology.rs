@@ -244,3 +244,70 @@ fn link_local_control_groups_reach_only_vrs_with_a_control_plane() {
         "a VR without a control plane does not join the groups"
     );
 }
+
+#[test]
+fn interfaces_come_and_go_while_the_vr_forwards() {
+    let mut e = engine();
+    let red_frame = udp_on(RED0_MAC);
+    let extra = InterfaceSpec {
+        name: "red9".into(),
+        port: 2,
+        vlan: Some(9),
+        mac: RED0_MAC,
+        mtu: 1500,
+        addrs4: vec![(Ipv4Addr::new(10, 9, 0, 1), 24)],
+        addrs6: vec![],
+    };
+    assert_eq!(e.add_interface(RED, &extra), Ok(true));
+    assert_eq!(e.add_interface(RED, &extra), Ok(false), "idempotent");
+    // Blue's port 2 untagged stays blue's; VLAN 9 of it is red's now.
+    let mut clash = extra.clone();
+    clash.name = "red10".into();
+    assert!(matches!(
+        e.add_interface(RED, &clash),
+        Err(BuildError::DuplicateDemux { .. })
+    ));
+    // A route through the new interface, with its gateway's MAC.
+    let gw9 = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2));
+    e.set_static_neighbor(RED, gw9, GW_MAC).expect("neighbor");
+    e.add_route4(
+        RED,
+        "198.18.0.0/15".parse().expect("prefix"),
+        RouteTarget::Via(gw9),
+    )
+    .expect("route");
+    let to_new = eth(
+        RED0_MAC,
+        HOST_MAC,
+        None,
+        EtherType::Ipv4,
+        &ipv4(
+            HOST,
+            Ipv4Addr::new(198, 18, 0, 1),
+            IpProtocol::Udp,
+            64,
+            false,
+            &udp(18),
+        ),
+    );
+    assert_eq!(forward(&mut e, 0, &to_new), Some((2, Some(9))));
+    assert!(matches!(
+        e.remove_interface(RED, "red9"),
+        Err(BuildError::InterfaceInUse { routes: 1, .. })
+    ));
+    assert!(e.remove_route4(RED, &"198.18.0.0/15".parse().expect("prefix")));
+    assert_eq!(e.remove_interface(RED, "red9"), Ok(true));
+    assert_eq!(e.remove_interface(RED, "red9"), Ok(false));
+    // Frames on VLAN 9 of port 2 now belong to nobody; red forwards on.
+    let tagged = eth(
+        RED0_MAC,
+        HOST_MAC,
+        Some(9),
+        EtherType::Ipv4,
+        &red_frame[14..],
+    );
+    assert_eq!(forward(&mut e, 2, &tagged), None);
+    assert_eq!(forward(&mut e, 0, &red_frame), Some((1, Some(100))));
+    // The name is free again.
+    assert_eq!(e.add_interface(RED, &extra), Ok(true));
+}

@@ -242,7 +242,9 @@ fn refused(e: BuildError) -> ApiError {
         BuildError::RouteLimit { limit, .. } => {
             ApiError::Conflict(format!("route limit reached ({limit} per family)"))
         }
-        BuildError::InterfaceCapacity { .. } => ApiError::Conflict(e.to_string()),
+        BuildError::InterfaceCapacity { .. }
+        | BuildError::InterfaceInUse { .. }
+        | BuildError::DuplicateInterface { .. } => ApiError::Conflict(e.to_string()),
         BuildError::GatewayOffLink { via, .. } => ApiError::BadRequest {
             field: "via".into(),
             message: format!("no interface subnet covers gateway {via}"),
@@ -401,6 +403,49 @@ impl Backend for RuntimeBackend {
         c.commit();
         tracing::info!(vr, "VR deleted through the API");
         Ok(())
+    }
+
+    fn add_interface(
+        &self,
+        vr: &str,
+        iface: &vrhost_api::types::InterfaceSpec,
+    ) -> Result<Outcome, ApiError> {
+        let mut c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        // The same conversion as a VR's interfaces at creation.
+        let spec = self.router_spec(
+            &c,
+            &VrSpec {
+                name: String::new(),
+                interfaces: vec![iface.clone()],
+                routes: vec![],
+                neighbors: vec![],
+                policy: Default::default(),
+                control: None,
+            },
+        )?;
+        let Some(i) = spec.interfaces.first() else {
+            return Err(bad("interfaces", "no interface"));
+        };
+        let added = c.add_interface(v, i).map_err(refused)?;
+        c.commit();
+        Ok(if added {
+            Outcome::Created
+        } else {
+            Outcome::Unchanged
+        })
+    }
+
+    fn delete_interface(&self, vr: &str, iface: &str) -> Result<Outcome, ApiError> {
+        let mut c = lock(&self.control);
+        let v = Self::vr_index(&c, vr)?;
+        let removed = c.remove_interface(v, iface).map_err(refused)?;
+        c.commit();
+        Ok(if removed {
+            Outcome::Deleted
+        } else {
+            Outcome::Missing
+        })
     }
 
     fn list_addresses(&self, vr: &str, iface: &str) -> Result<Vec<IfaceAddr>, ApiError> {

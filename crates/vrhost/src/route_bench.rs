@@ -179,7 +179,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             let mut c = lock(&running.control);
             for &(p, orig) in batch {
                 // Alternate each route between its own gateway and another.
-                let to = if flip % 2 == 0 {
+                let to = if flip.is_multiple_of(2) {
                     if orig == gw[0] {
                         gw[1]
                     } else {

@@ -223,6 +223,57 @@ fn every_resource_through_the_running_router() {
         Outcome::Deleted
     );
 
+    // An interface added to red while it runs, used by a route, then removed.
+    let extra = InterfaceSpec {
+        name: "red9".into(),
+        port: "p1".into(),
+        vlan: Some(9),
+        mac: None,
+        mtu: None,
+        addresses: vec!["10.9.0.1/24".parse().expect("addr")],
+    };
+    assert_eq!(
+        admin.add_interface("red", &extra).expect("iface"),
+        Outcome::Created
+    );
+    assert_eq!(
+        admin.add_interface("red", &extra).expect("iface"),
+        Outcome::Unchanged
+    );
+    assert!(red
+        .vr("red")
+        .expect("red")
+        .interfaces
+        .iter()
+        .any(|i| i.name == "red9"));
+    let via9 = Route::via(
+        "198.18.0.0/15".parse().expect("prefix"),
+        "10.9.0.2".parse().expect("gw"),
+    );
+    assert_eq!(
+        red.add_route("red", &via9, false).expect("route"),
+        Outcome::Created
+    );
+    assert!(matches!(
+        api_err(admin.delete_interface("red", "red9", false)),
+        ApiError::Conflict(_)
+    ));
+    // A tenant cannot add or remove interfaces, even on its own VR.
+    assert!(matches!(
+        api_err(red.add_interface("red", &extra)),
+        ApiError::Forbidden
+    ));
+    red.delete_route("red", via9.prefix, false)
+        .expect("del route");
+    assert_eq!(
+        admin.delete_interface("red", "red9", false).expect("del"),
+        Outcome::Deleted
+    );
+    assert_eq!(
+        admin.delete_interface("red", "red9", true).expect("del"),
+        Outcome::Missing
+    );
+
     // Counters move: the memory port replays frames into red.
     let deadline = Instant::now() + Duration::from_secs(10);
     while red.vr_counters("red").expect("counters").total.rx_packets == 0 {

@@ -221,6 +221,46 @@ impl Backend for FixtureBackend {
         self.lock().remove(vr).map(|_| ()).ok_or(ApiError::NoSuchVr)
     }
 
+    fn add_interface(
+        &self,
+        vr: &str,
+        iface: &vrhost_api::types::InterfaceSpec,
+    ) -> Result<Outcome, ApiError> {
+        self.with(vr, |v| {
+            if let Some(old) = v.interfaces.iter().find(|i| i.name == iface.name) {
+                return if old.port == iface.port && old.vlan == iface.vlan {
+                    Ok(Outcome::Unchanged)
+                } else {
+                    Err(ApiError::Conflict(format!(
+                        "a different interface '{}' exists",
+                        iface.name
+                    )))
+                };
+            }
+            v.interfaces.push(InterfaceInfo {
+                name: iface.name.clone(),
+                port: iface.port.clone(),
+                vlan: iface.vlan,
+                mac: iface.mac.unwrap_or(MacAddr([2, 0, 0, 0, 0, 9])),
+                mtu: iface.mtu.unwrap_or(1500),
+                addresses: iface.addresses.clone(),
+            });
+            Ok(Outcome::Created)
+        })
+    }
+
+    fn delete_interface(&self, vr: &str, iface: &str) -> Result<Outcome, ApiError> {
+        self.with(vr, |v| {
+            let before = v.interfaces.len();
+            v.interfaces.retain(|i| i.name != iface);
+            Ok(if v.interfaces.len() < before {
+                Outcome::Deleted
+            } else {
+                Outcome::Missing
+            })
+        })
+    }
+
     fn list_addresses(&self, vr: &str, iface: &str) -> Result<Vec<IfaceAddr>, ApiError> {
         self.with(vr, |v| Ok(v.iface(iface)?.addresses.clone()))
     }
