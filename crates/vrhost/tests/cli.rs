@@ -374,7 +374,14 @@ fn bench_sweeps_write_csv_and_plots() {
     assert_eq!(rows.len(), 4, "2 modes x 2 VR counts");
     for r in &rows {
         assert!(r["tx_pps"].as_f64().unwrap() > 0.0, "{r}");
-        assert!(r["drops"].as_object().unwrap().is_empty(), "{r}");
+        // Nothing is lost to an error. With several VRs flooding one
+        // saturated worker, the fair share may drop a VR's excess right
+        // after demux (`over-share`, docs/isolation.md); one VR alone never.
+        let drops = r["drops"].as_object().unwrap();
+        assert!(drops.keys().all(|k| k == "over-share"), "{r}");
+        if r["vrs"] == 1 {
+            assert!(drops.is_empty(), "{r}");
+        }
         assert!(
             !r["assignment"].as_array().unwrap().is_empty(),
             "the queue-to-core assignment is reported"
