@@ -186,8 +186,8 @@ impl Fair {
     /// batch that arrives anyway, on a queue shared with VRs still under
     /// budget, is admitted up to one more quantum: VRs whose demand is about
     /// their share drift in and out of their budgets by less than that, and
-    /// dropping them would only waste what was already read. The excess is
-    /// a deficit carried into the next refill, so the long-run share holds.
+    /// dropping what was already read and demuxed only wastes it. The excess
+    /// is a deficit carried into the next refill, so the long-run share holds.
     #[inline]
     pub fn admit(&self, vr: usize) -> bool {
         !self.enforcing
