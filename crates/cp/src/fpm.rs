@@ -585,6 +585,12 @@ fn sweep(shared: &Shared, generation: u64) {
         .filter(|(_, (_, g))| *g < generation)
         .map(|(p, _)| *p)
         .collect();
+    // Counted before the events go out, so whoever sees a withdrawal also
+    // sees it in the statistics.
+    shared
+        .c
+        .swept
+        .fetch_add(stale.len() as u64, Ordering::Relaxed);
     for p in &stale {
         if let Some((old, _)) = t.routes.remove(p) {
             let _ = shared.tx.send(CpEvent::Route {
@@ -600,10 +606,6 @@ fn sweep(shared: &Shared, generation: u64) {
             "FPM sweep: withdrew routes zebra did not resend"
         );
     }
-    shared
-        .c
-        .swept
-        .fetch_add(stale.len() as u64, Ordering::Relaxed);
 }
 
 #[cfg(test)]
