@@ -546,9 +546,12 @@ fn run_to_completion(
                 w.process_burst(&mut rx, now, &mut tx);
             }
         }
-        if got == 0 && skipped {
-            // Only over-budget VRs have work: refill the budgets by weight
-            // and go round again rather than idle (work-conserving).
+        if skipped && got < BURST {
+            // The VRs still under budget are not backlogged (their queues
+            // gave less than a full burst): holding the others back would
+            // only idle the core or spend it on tiny bursts. Refill by
+            // weight and go round again (work-conserving); policing bites
+            // while an under-budget VR has a full queue waiting.
             w.replenish_shares();
             taps.inject(&mut w, &mut tx, &counters, now, false);
             flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
