@@ -94,23 +94,28 @@ impl Engine {
         prefix: Prefix4,
         target: RouteTarget,
     ) -> Result<(), BuildError> {
-        self.control.add_route4(vr, prefix, target)?;
+        self.commit(|c| c.add_route4(vr, prefix, target))
+    }
+
+    /// Applies one change to the tables and publishes it at once (a refused
+    /// change publishes nothing new).
+    fn commit<T>(
+        &mut self,
+        change: impl FnOnce(&mut Control) -> Result<T, BuildError>,
+    ) -> Result<T, BuildError> {
+        let out = change(&mut self.control)?;
         self.control.commit();
-        Ok(())
+        Ok(out)
     }
 
     /// Creates a VR at run time, published at once; returns its index.
     pub fn add_vr(&mut self, spec: &crate::spec::RouterSpec) -> Result<usize, BuildError> {
-        let vr = self.control.add_vr(spec)?;
-        self.control.commit();
-        Ok(vr)
+        self.commit(|c| c.add_vr(spec))
     }
 
     /// Deletes VR `vr`, published at once.
     pub fn remove_vr(&mut self, vr: usize) -> Result<(), BuildError> {
-        self.control.remove_vr(vr)?;
-        self.control.commit();
-        Ok(())
+        self.commit(|c| c.remove_vr(vr))
     }
 
     /// Adds an interface to VR `vr`, published at once.
@@ -119,16 +124,12 @@ impl Engine {
         vr: usize,
         iface: &crate::spec::InterfaceSpec,
     ) -> Result<bool, BuildError> {
-        let added = self.control.add_interface(vr, iface)?;
-        self.control.commit();
-        Ok(added)
+        self.commit(|c| c.add_interface(vr, iface))
     }
 
     /// Removes an interface of VR `vr`, published at once.
     pub fn remove_interface(&mut self, vr: usize, iface: &str) -> Result<bool, BuildError> {
-        let removed = self.control.remove_interface(vr, iface)?;
-        self.control.commit();
-        Ok(removed)
+        self.commit(|c| c.remove_interface(vr, iface))
     }
 
     /// Adds an address to an interface of VR `vr`, published at once.
@@ -139,9 +140,7 @@ impl Engine {
         addr: std::net::IpAddr,
         len: u8,
     ) -> Result<bool, BuildError> {
-        let added = self.control.add_address(vr, iface, addr, len)?;
-        self.control.commit();
-        Ok(added)
+        self.commit(|c| c.add_address(vr, iface, addr, len))
     }
 
     /// Removes an address from an interface of VR `vr`, published at once.
@@ -152,9 +151,7 @@ impl Engine {
         addr: std::net::IpAddr,
         len: u8,
     ) -> Result<bool, BuildError> {
-        let removed = self.control.remove_address(vr, iface, addr, len)?;
-        self.control.commit();
-        Ok(removed)
+        self.commit(|c| c.remove_address(vr, iface, addr, len))
     }
 
     /// Adds or replaces an IPv6 route in VR `vr`, published at once.
@@ -164,9 +161,7 @@ impl Engine {
         prefix: Prefix6,
         target: RouteTarget,
     ) -> Result<(), BuildError> {
-        self.control.add_route6(vr, prefix, target)?;
-        self.control.commit();
-        Ok(())
+        self.commit(|c| c.add_route6(vr, prefix, target))
     }
 
     /// Removes an IPv4 route; true if it existed.
@@ -190,9 +185,7 @@ impl Engine {
         addr: IpAddr,
         mac: EthernetAddress,
     ) -> Result<(), BuildError> {
-        self.control.set_static_neighbor(vr, addr, mac)?;
-        self.control.commit();
-        Ok(())
+        self.commit(|c| c.set_static_neighbor(vr, addr, mac))
     }
 
     /// The buffer pool drivers take receive buffers from and return sent ones to.

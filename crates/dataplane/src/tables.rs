@@ -733,25 +733,12 @@ impl Control {
         target: RouteTarget,
         v4: bool,
     ) -> Result<NextHopId, BuildError> {
-        Ok(match target {
-            RouteTarget::Blackhole => NH_BLACKHOLE,
-            RouteTarget::Unreachable => NH_UNREACHABLE,
-            RouteTarget::Via(via) => {
-                let name = || self.shared.vrs[vr].name.clone();
-                if via.is_ipv4() != v4 {
-                    return Err(BuildError::FamilyMismatch {
-                        router: name(),
-                        via,
-                    });
-                }
-                let iface =
-                    self.on_link_iface(vr, via)
-                        .ok_or_else(|| BuildError::GatewayOffLink {
-                            router: name(),
-                            via,
-                        })?;
-                self.vrs[vr].nexthop(RouteHop::Gateway { iface, addr: via })
+        Ok(match (target, self.gateway_iface(vr, target, v4)?) {
+            (RouteTarget::Via(addr), Some(iface)) => {
+                self.vrs[vr].nexthop(RouteHop::Gateway { iface, addr })
             }
+            (RouteTarget::Unreachable, _) => NH_UNREACHABLE,
+            _ => NH_BLACKHOLE,
         })
     }
 
@@ -1027,23 +1014,34 @@ impl Control {
     /// family `v4` (a gateway on one of its subnets, of the same family),
     /// without changing anything.
     pub fn check_target(&self, vr: usize, target: RouteTarget, v4: bool) -> Result<(), BuildError> {
+        self.gateway_iface(vr, target, v4).map(|_| ())
+    }
+
+    /// The egress interface of a gateway target (`None` for blackhole and
+    /// unreachable), or why the VR refuses it.
+    fn gateway_iface(
+        &self,
+        vr: usize,
+        target: RouteTarget,
+        v4: bool,
+    ) -> Result<Option<u16>, BuildError> {
         self.vr(vr)?;
-        if let RouteTarget::Via(via) = target {
-            let router = || self.shared.vrs[vr].name.clone();
-            if via.is_ipv4() != v4 {
-                return Err(BuildError::FamilyMismatch {
-                    router: router(),
-                    via,
-                });
-            }
-            if self.on_link_iface(vr, via).is_none() {
-                return Err(BuildError::GatewayOffLink {
-                    router: router(),
-                    via,
-                });
-            }
+        let RouteTarget::Via(via) = target else {
+            return Ok(None);
+        };
+        let router = || self.shared.vrs[vr].name.clone();
+        if via.is_ipv4() != v4 {
+            return Err(BuildError::FamilyMismatch {
+                router: router(),
+                via,
+            });
         }
-        Ok(())
+        self.on_link_iface(vr, via)
+            .map(Some)
+            .ok_or_else(|| BuildError::GatewayOffLink {
+                router: router(),
+                via,
+            })
     }
 
     /// Static neighbors of VR `vr`: (interface, address, MAC).

@@ -707,29 +707,27 @@ impl Backend for RuntimeBackend {
     }
 
     fn vr_counters(&self, vr: &str) -> Result<VrCounters, ApiError> {
-        let c = lock(&self.control);
-        let v = Self::vr_index(&c, vr)?;
-        let s = c.working();
-        let ifaces = s.vr_ifaces(v).to_vec();
-        drop(c);
-        let total = sum_ifaces(&self.counters, &ifaces);
-        let c = lock(&self.control);
-        let s = c.working();
-        let interfaces = ifaces
-            .iter()
-            .map(|&i| InterfaceCounters {
-                name: s
-                    .ifaces()
-                    .get(i as usize)
-                    .map(|f| f.name.clone())
-                    .unwrap_or_default(),
-                counters: counter_set(&sum_ifaces(&self.counters, &[i])),
-            })
-            .collect();
+        // Names under the lock; the counters themselves are read lock-free.
+        let ifaces: Vec<(u16, String)> = {
+            let c = lock(&self.control);
+            let v = Self::vr_index(&c, vr)?;
+            let s = c.working();
+            s.vr_ifaces(v)
+                .iter()
+                .map(|&i| (i, s.ifaces()[i as usize].name.clone()))
+                .collect()
+        };
+        let ids: Vec<u16> = ifaces.iter().map(|(i, _)| *i).collect();
         Ok(VrCounters {
             vr: vr.to_string(),
-            total: counter_set(&total),
-            interfaces,
+            total: counter_set(&sum_ifaces(&self.counters, &ids)),
+            interfaces: ifaces
+                .into_iter()
+                .map(|(i, name)| InterfaceCounters {
+                    name,
+                    counters: counter_set(&sum_ifaces(&self.counters, &[i])),
+                })
+                .collect(),
         })
     }
 
