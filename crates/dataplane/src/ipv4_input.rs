@@ -34,7 +34,9 @@ fn link_local_multicast(a: Ipv4Addr) -> bool {
 }
 
 #[inline]
-pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf) -> Next {
+/// `route` is the FIB's answer for the destination when the burst's batch
+/// lookup already has it ([`crate::worker::Staged::route`]).
+pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: u32) -> Next {
     let l3_off = m.l3_off as usize;
     let pkt = match Ipv4Packet::new_checked(m.l3()) {
         Ok(p) => p,
@@ -91,7 +93,7 @@ pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf) -> Next {
     }
     // Drop Ethernet padding so later stages see exactly the IP packet.
     m.truncate(l3_off + total_len);
-    match vr.lookup4(dst) {
+    match vr.lookup4_or(dst, route) {
         Some(NextHop::Local) => Next::Local,
         Some(nh @ (NextHop::Connected { .. } | NextHop::Gateway { .. })) => Next::Forward(nh),
         Some(NextHop::Broadcast) => Next::Drop(Drop::DirectedBroadcast),

@@ -22,7 +22,7 @@ use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
 use crate::tables::NO_IFACE;
-use crate::worker::{Event, Staged, TxBatch, Vr, Worker};
+use crate::worker::{Event, Staged, TxBatch, Vr, Worker, NOT_LOOKED_UP};
 use crate::{arp_input, icmp_error};
 
 /// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
@@ -55,62 +55,68 @@ impl Worker {
         self.refresh();
         self.apply_events(now, tx);
         let mut ctx = ctx!(self, now, tx, &self.peers);
-        if !self.fair.active() {
-            // No clock: nothing to measure or police; the shortest path.
-            for m in rx.drain(..) {
-                if let Some((next, m)) = classify(&mut ctx, &mut self.vrs, m) {
-                    dispatch(&mut ctx, &mut self.vrs, next, m);
-                }
+        let fair_share = self.fair.active();
+        let full = self.full_burst > 0 && rx.len() >= self.full_burst;
+        // Demux the whole burst first. With a clock, each VR's frames then run
+        // together, so each VR's cost is one clock difference and an
+        // over-budget VR costs only its demux.
+        for (i, m) in rx.drain(..).enumerate() {
+            if let Some((next, m)) = classify(&mut ctx, &mut self.vrs, m) {
+                let vr = ctx.ifaces[m.iface as usize].vr;
+                self.staged.push(Staged {
+                    key: (u64::from(vr) << 32) | i as u64,
+                    next,
+                    m: Some(m),
+                    route: NOT_LOOKED_UP,
+                });
             }
-        } else {
-            let full = self.full_burst > 0 && rx.len() >= self.full_burst;
-            // Demux the whole burst, then run it VR by VR so each VR's cost is
-            // one clock difference and an over-budget VR costs only its demux.
-            for (i, m) in rx.drain(..).enumerate() {
-                if let Some((next, m)) = classify(&mut ctx, &mut self.vrs, m) {
-                    let vr = ctx.ifaces[m.iface as usize].vr;
-                    self.staged.push(Staged {
-                        key: (u64::from(vr) << 32) | i as u64,
-                        next,
-                        m,
-                    });
-                }
-            }
+        }
+        if fair_share {
             self.staged.sort_unstable_by_key(|s| s.key);
-            let fair = &mut self.fair;
-            let mut cur = usize::MAX;
-            let mut admitted = false;
-            let (mut any_admitted, mut any_refused) = (false, false);
-            let mut t0 = 0;
-            for s in self.staged.drain(..) {
-                let vr = (s.key >> 32) as usize;
-                if vr != cur {
-                    let t = fair.now();
-                    if admitted {
-                        fair.charge(cur, t.saturating_sub(t0));
-                    }
-                    t0 = t;
-                    cur = vr;
-                    if full {
-                        fair.note_backlog(vr);
-                    }
-                    admitted = fair.admit(vr);
-                    any_admitted |= admitted;
-                    any_refused |= !admitted;
+        }
+        // Run by run of one VR's frames: admit (with a clock), look the run's
+        // IPv4 destinations up in one FIB batch, then each frame to completion.
+        let fair = &mut self.fair;
+        let (mut any_admitted, mut any_refused) = (false, false);
+        let mut start = 0;
+        while let Some(first) = self.staged.get(start) {
+            let vr = (first.key >> 32) as usize;
+            let end = self.staged[start..]
+                .iter()
+                .position(|s| (s.key >> 32) as usize != vr)
+                .map_or(self.staged.len(), |n| start + n);
+            let run = &mut self.staged[start..end];
+            start = end;
+            let t0 = fair.now();
+            let admitted = !fair_share || {
+                if full {
+                    fair.note_backlog(vr);
                 }
-                if admitted {
-                    dispatch(&mut ctx, &mut self.vrs, s.next, s.m);
-                } else {
-                    ctx.drop(s.m, Drop::OverShare);
-                }
-            }
+                fair.admit(vr)
+            };
+            any_admitted |= admitted;
+            any_refused |= !admitted;
             if admitted {
+                if let Some(v) = self.vrs.get(vr) {
+                    v.lookup4_batch(run);
+                }
+            }
+            for s in run.iter_mut() {
+                let Some(m) = s.m.take() else { continue };
+                if admitted {
+                    dispatch(&mut ctx, &mut self.vrs, s.next, m, s.route);
+                } else {
+                    ctx.drop(m, Drop::OverShare);
+                }
+            }
+            if fair_share && admitted {
                 let t = fair.now();
-                fair.charge(cur, t.saturating_sub(t0));
+                fair.charge(vr, t.saturating_sub(t0));
             }
-            if any_refused || any_admitted {
-                fair.note_refused_burst(any_refused && !any_admitted);
-            }
+        }
+        self.staged.clear();
+        if fair_share && (any_refused || any_admitted) {
+            fair.note_refused_burst(any_refused && !any_admitted);
         }
         if now >= self.next_poll {
             self.poll(now, tx);
@@ -220,14 +226,15 @@ fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Ne
     Some((next, m))
 }
 
-/// Runs a classified frame through its VR's stages.
+/// Runs a classified frame through its VR's stages; `route` is its IPv4
+/// FIB answer when the burst's batch lookup found it ([`Staged::route`]).
 #[inline]
-fn dispatch(ctx: &mut Ctx<'_>, vrs: &mut [Vr], next: demux::Next, mut m: Mbuf) {
+fn dispatch(ctx: &mut Ctx<'_>, vrs: &mut [Vr], next: demux::Next, mut m: Mbuf, route: u32) {
     let iface = &ctx.ifaces[m.iface as usize];
     let vr = &mut vrs[iface.vr as usize];
     match next {
         demux::Next::Arp => arp_input::process(ctx, vr, m),
-        demux::Next::Ipv4 => match ipv4_input::process(vr, &mut m) {
+        demux::Next::Ipv4 => match ipv4_input::process(vr, &mut m, route) {
             ipv4_input::Next::Forward(nh) => ip_forward::v4(ctx, vr, m, nh),
             ipv4_input::Next::Local => local::v4(ctx, vr, m),
             ipv4_input::Next::Punt => local::punt(ctx, vr, m),

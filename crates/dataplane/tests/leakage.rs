@@ -207,6 +207,55 @@ fn marks_are_visible_on_forwarded_packets_and_icmp_errors() {
     }
 }
 
+/// Both VRs' frames in one burst. The pipeline looks each burst's IPv4
+/// destinations up in one FIB batch per run of a VR's frames (alternating
+/// frames make runs of one; 70 in a row make a run longer than a batch);
+/// every frame must still be answered from its own VR's table, and a frame
+/// too short for an IPv4 header in the middle of a run changes nothing.
+#[test]
+fn one_burst_of_both_vrs_is_routed_per_vr() {
+    let mut e = engine();
+    let mut frames = Vec::new();
+    // [vr][forwarded, ICMP error]; all frames come from the uplinks, whose
+    // gateways are resolved, so nothing waits for ARP.
+    let mut expect = [[0usize; 2]; 2];
+    for i in 0..40usize {
+        let (vr, kind) = (i % 2, 2 + (i / 2 % 2) as u8); // 2: via the gateway, 3: no route
+        frames.push(frame(vr, true, kind, 9 + i as u8, 64));
+        expect[vr][kind as usize - 2] += 1;
+    }
+    for i in 0..140usize {
+        let (vr, kind) = (i / 70, 2 + (i % 3 == 0) as u8);
+        frames.push(frame(vr, true, kind, 100 + (i % 70) as u8, 64));
+        expect[vr][kind as usize - 2] += 1;
+        if i == 35 {
+            // Ethernet + the first 10 bytes of an IPv4 header.
+            let (port, mut short) = frame(0, true, 2, 1, 64);
+            short.truncate(18 + 10);
+            frames.push((port, short));
+        }
+    }
+    let burst: Vec<(u16, &[u8])> = frames.iter().map(|(p, f)| (*p, &f[..])).collect();
+    let out = send_burst(&mut e, &burst, 1);
+    let mut seen = [[0usize; 2]; 2];
+    for o in &out {
+        let vr = owner(o.port, o.vlan()).expect("left on a VR's interface");
+        assert_eq!(marked(o), Some(vr), "{o:?}");
+        let kind = match o.ipv4().protocol() {
+            IpProtocol::Udp => 0,
+            IpProtocol::Icmp => 1,
+            p => panic!("unexpected {p:?}"),
+        };
+        seen[vr][kind] += 1;
+    }
+    assert_eq!(seen, expect);
+    assert_eq!(
+        e.port_counters(1)
+            .drop_count(vrhost_dataplane::Drop::Ipv4Truncated),
+        1
+    );
+}
+
 /// Frames the generator above lacks: packets for the router itself (punted:
 /// UDP and TCP to its own addresses, limited broadcast), directed broadcasts,
 /// echo requests, and ARP replies and Neighbor Advertisements from hosts,
