@@ -34,8 +34,6 @@ mod field {
     pub const FLG_OFF: Field = 6..8;
     pub const TTL: usize = 8;
     pub const PROTOCOL: usize = 9;
-    /// TTL and protocol form one 16-bit word of the checksum.
-    pub const TTL_PROTOCOL: Field = 8..10;
     pub const CHECKSUM: Field = 10..12;
     pub const SRC_ADDR: Field = 12..16;
     pub const DST_ADDR: Field = 16..20;
@@ -322,23 +320,30 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         self.set_checksum(c);
     }
 
-    /// Decrements the TTL and updates the checksum incrementally with
-    /// RFC 1624 eqn. 3 (RFC 1812 §5.3.1, §5.2.2 note on incremental
-    /// update), as one 16-bit word change: `ttl:protocol`.
+    /// Decrements the TTL and updates the checksum incrementally (RFC 1812
+    /// §5.3.1, and its §5.2.2 note on incremental update; RFC 1624).
     ///
     /// The caller checks `ttl() > 1` first (RFC 1812 §5.3.1: a router
     /// drops the packet and sends Time Exceeded instead). With a TTL of 0
     /// this does nothing rather than wrap to 255.
+    #[inline]
     pub fn decrement_ttl(&mut self) {
-        let ttl = self.ttl();
+        let b = self.buffer.as_mut();
+        let (Some(&ttl), Some(&[c0, c1])) = (b.get(field::TTL), b.get(field::CHECKSUM)) else {
+            return;
+        };
         if ttl == 0 {
             return;
         }
-        let old_word = crate::be16(&self.buffer.as_ref()[field::TTL_PROTOCOL]);
-        self.set_ttl(ttl - 1);
-        let new_word = crate::be16(&self.buffer.as_ref()[field::TTL_PROTOCOL]);
-        let c = checksum::update_u16(self.checksum(), old_word, new_word);
-        self.set_checksum(c);
+        b[field::TTL] = ttl - 1;
+        // RFC 1624 for this one change: the TTL is the high byte of its
+        // 16-bit word, so the header's one's-complement sum drops by 0x0100
+        // and the checksum rises by it, with the end-around carry. A sum that
+        // reaches 0xffff becomes 0 as a full recomputation gives it (as
+        // Linux's ip_decrease_ttl does).
+        let c = u32::from(u16::from_be_bytes([c0, c1])) + 0x0100;
+        let c = (c + u32::from(c >= 0xffff)) as u16;
+        b[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
     }
 
     /// The options, mutably.
@@ -779,6 +784,28 @@ mod tests {
         p.decrement_ttl();
         assert_eq!(p.ttl(), 0);
         assert!(p.verify_checksum());
+    }
+
+    /// Every checksum value the header can have (the ident sweeps all
+    /// 65,536 values, so the checksum does too, 0xff00..=0xffff included):
+    /// the incremental update equals a full recomputation.
+    #[test]
+    fn decrement_ttl_every_checksum() {
+        let mut seen = vec![false; 1 << 16];
+        for ident in 0..=u16::MAX {
+            let mut buf = ECHO_HEADER;
+            buf[2..4].copy_from_slice(&20u16.to_be_bytes());
+            buf[4..6].copy_from_slice(&ident.to_be_bytes());
+            let mut p = Ipv4Packet::new_checked(&mut buf[..]).unwrap();
+            p.fill_checksum();
+            seen[usize::from(p.checksum())] = true;
+            p.decrement_ttl();
+            let incremental = p.checksum();
+            p.fill_checksum();
+            assert_eq!(incremental, p.checksum(), "ident {ident:#06x}");
+        }
+        // A nonzero header's checksum is never 0xffff; every other value occurs.
+        assert_eq!(seen.iter().filter(|s| !**s).count(), 1);
     }
 
     proptest! {
