@@ -161,6 +161,6 @@ for n in "${SIZES[@]}"; do
 done
 
 echo
-echo "| routes | run | l3fwd-lpm Mpps | vrhost Mpps | vrhost / l3fwd | vrhost FIB |"
+echo "| routes | run | l3fwd-lpm Mpps | vrhost Mpps | vrhost / l3fwd | vrhost FIB + route map |"
 echo "|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${ROWS[@]}"
