@@ -51,6 +51,7 @@ fn split(nh: NextHop, dst: IpAddr) -> Option<(u16, Via)> {
 }
 
 /// Forwards an IPv4 packet that input sent to `nh`.
+#[inline]
 pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, nh: NextHop) {
     let pkt = Ipv4Packet::new_unchecked(m.l3());
     let Some((egress, via)) = split(nh, IpAddr::V4(pkt.dst_addr())) else {

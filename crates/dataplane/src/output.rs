@@ -74,6 +74,7 @@ impl Ctx<'_> {
 
     /// Writes the egress interface's L2 header in front of the L3 packet and
     /// queues the frame on its port.
+    #[inline]
     pub fn send(&mut self, mut m: Mbuf, egress: u16, dst: EthernetAddress, ethertype: EtherType) {
         let e = &self.ifaces[egress as usize];
         let l2_len: usize = if e.vlan.is_some() { 18 } else { 14 };
@@ -125,6 +126,7 @@ impl Ctx<'_> {
     }
 
     /// Sends an L3 packet through neighbor slot `neigh`.
+    #[inline]
     pub fn output_neigh(
         &mut self,
         vr: &mut Vr,
