@@ -32,7 +32,8 @@
 #      WORK=dir (default /tmp/vrhost-l3fwd; the l3fwd build is kept there).
 # Output: CSV on stdout (header first, one line per trial), then a markdown
 # table; logs on stderr.
-# Needs: gcc, make, pkg-config, libdpdk-dev, dpdk-doc, libpcap-dev, python3;
+# Needs: gcc, make, pkg-config, libdpdk-dev, dpdk-doc, libpcap-dev, python3,
+# taskset;
 # root (DPDK's EAL). Runs without hugepages or a NIC (--no-huge --no-pci).
 set -euo pipefail
 
@@ -132,7 +133,8 @@ run_l3fwd() {
 
 # Prints "forwarded_pps rx_pps fib_bytes" of vrhost bench on table directory $1.
 run_vrhost() {
-    "$VRHOST" bench --config "$1/bench.toml" --seconds "$SECONDS_PER" --json 2>>"$WORK/vrhost.log" \
+    # taskset: vrhost pins its worker to the last core it may use, i.e. CORE.
+    taskset -c "$CORE" "$VRHOST" bench --config "$1/bench.toml" --seconds "$SECONDS_PER" --json 2>>"$WORK/vrhost.log" \
         | python3 -c 'import json,sys; r=json.loads(sys.stdin.readline()); print("%.0f %.0f %d" % (r["tx_pps"], r["rx_pps"], r["fib_bytes"]))'
 }
 
