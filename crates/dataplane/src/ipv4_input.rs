@@ -5,6 +5,7 @@
 
 use std::net::Ipv4Addr;
 
+use vrhost_fib::NextHopId;
 use vrhost_wire::ipv4::{Ipv4OptionKind, Ipv4Packet};
 use vrhost_wire::Error as WireError;
 
@@ -33,10 +34,10 @@ fn link_local_multicast(a: Ipv4Addr) -> bool {
     a.octets()[..3] == [224, 0, 0]
 }
 
-#[inline]
 /// `route` is the FIB's answer for the destination when the burst's batch
 /// lookup already has it ([`crate::worker::Staged::route`]).
-pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: u32) -> Next {
+#[inline]
+pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: Option<Option<NextHopId>>) -> Next {
     let l3_off = m.l3_off as usize;
     let pkt = match Ipv4Packet::new_checked(m.l3()) {
         Ok(p) => p,

@@ -13,6 +13,8 @@
 //!                                └─ Icmp ────▶ icmp_error::send_v6
 //! ```
 
+use vrhost_fib::NextHopId;
+
 use crate::demux;
 use crate::drop_reason::Drop;
 use crate::ip_forward;
@@ -22,7 +24,7 @@ use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
 use crate::tables::NO_IFACE;
-use crate::worker::{Event, Staged, TxBatch, Vr, Worker, NOT_LOOKED_UP};
+use crate::worker::{Event, Staged, TxBatch, Vr, Worker};
 use crate::{arp_input, icmp_error};
 
 /// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
@@ -67,7 +69,7 @@ impl Worker {
                     key: (u64::from(vr) << 32) | i as u64,
                     next,
                     m: Some(m),
-                    route: NOT_LOOKED_UP,
+                    route: None,
                 });
             }
         }
@@ -78,15 +80,8 @@ impl Worker {
         // IPv4 destinations up in one FIB batch, then each frame to completion.
         let fair = &mut self.fair;
         let (mut any_admitted, mut any_refused) = (false, false);
-        let mut start = 0;
-        while let Some(first) = self.staged.get(start) {
-            let vr = (first.key >> 32) as usize;
-            let end = self.staged[start..]
-                .iter()
-                .position(|s| (s.key >> 32) as usize != vr)
-                .map_or(self.staged.len(), |n| start + n);
-            let run = &mut self.staged[start..end];
-            start = end;
+        for run in self.staged.chunk_by_mut(|a, b| a.key >> 32 == b.key >> 32) {
+            let vr = (run[0].key >> 32) as usize;
             let t0 = fair.now();
             let admitted = !fair_share || {
                 if full {
@@ -229,7 +224,13 @@ fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Ne
 /// Runs a classified frame through its VR's stages; `route` is its IPv4
 /// FIB answer when the burst's batch lookup found it ([`Staged::route`]).
 #[inline]
-fn dispatch(ctx: &mut Ctx<'_>, vrs: &mut [Vr], next: demux::Next, mut m: Mbuf, route: u32) {
+fn dispatch(
+    ctx: &mut Ctx<'_>,
+    vrs: &mut [Vr],
+    next: demux::Next,
+    mut m: Mbuf,
+    route: Option<Option<NextHopId>>,
+) {
     let iface = &ctx.ifaces[m.iface as usize];
     let vr = &mut vrs[iface.vr as usize];
     match next {

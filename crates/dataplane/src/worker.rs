@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
-use vrhost_fib::FibSnapshot;
+use vrhost_fib::{FibSnapshot, NextHopId};
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::counters::CounterCells;
@@ -270,51 +270,52 @@ impl Vr {
         self.resolve(id.0)
     }
 
-    /// Longest-prefix match for IPv4, or the answer already looked up for
-    /// this destination in this burst ([`Staged::route`]).
+    /// Longest-prefix match for IPv4, or the answer the burst's batch lookup
+    /// already found for this destination ([`Staged::route`]).
     #[inline]
-    pub(crate) fn lookup4_or(&mut self, dst: Ipv4Addr, route: u32) -> Option<NextHop> {
+    pub(crate) fn lookup4_or(
+        &mut self,
+        dst: Ipv4Addr,
+        route: Option<Option<NextHopId>>,
+    ) -> Option<NextHop> {
         match route {
-            NOT_LOOKED_UP => self.lookup4(dst),
-            0 => None,
-            id => self.resolve(id - 1),
+            Some(found) => self.resolve(found?.0),
+            None => self.lookup4(dst),
         }
     }
 
-    /// Looks up the IPv4 destinations of `frames` (all of this VR) in one
-    /// batch, so the FIB's cache misses overlap instead of each stalling its
-    /// own packet; each answer lands in the frame's [`Staged::route`].
+    /// Looks up the IPv4 destinations of `frames` (all of this VR) in
+    /// batches, so the FIB's cache misses overlap instead of each stalling
+    /// its own packet; each answer lands in the frame's [`Staged::route`].
     /// Frames too short to hold an IPv4 header are left to the per-packet path.
     pub(crate) fn lookup4_batch(&self, frames: &mut [Staged]) {
         const LANES: usize = 64;
         let mut addrs = [Ipv4Addr::UNSPECIFIED; LANES];
         let mut out = [None; LANES];
         let mut at = [0usize; LANES];
-        let mut n = 0;
-        let mut flush = |n: usize, frames: &mut [Staged], addrs: &[Ipv4Addr], at: &[usize]| {
+        let mut next = 0;
+        loop {
+            let mut n = 0;
+            while n < LANES && next < frames.len() {
+                let s = &frames[next];
+                let dst = match (&s.next, &s.m) {
+                    (crate::demux::Next::Ipv4, Some(m)) => m.l3().get(16..20),
+                    _ => None,
+                };
+                if let Some(&[a, b, c, d]) = dst {
+                    addrs[n] = Ipv4Addr::new(a, b, c, d);
+                    at[n] = next;
+                    n += 1;
+                }
+                next += 1;
+            }
+            if n == 0 {
+                return;
+            }
             self.fib4.lookup_batch(&addrs[..n], &mut out[..n]);
-            for (o, &i) in out[..n].iter().zip(&at[..n]) {
-                frames[i].route = o.map_or(0, |id| id.0 + 1);
+            for (&found, &i) in out[..n].iter().zip(&at[..n]) {
+                frames[i].route = Some(found);
             }
-        };
-        for i in 0..frames.len() {
-            let s = &frames[i];
-            if s.next != crate::demux::Next::Ipv4 {
-                continue;
-            }
-            let Some(d) = s.m.as_ref().and_then(|m| m.l3().get(16..20)) else {
-                continue;
-            };
-            addrs[n] = Ipv4Addr::new(d[0], d[1], d[2], d[3]);
-            at[n] = i;
-            n += 1;
-            if n == LANES {
-                flush(n, frames, &addrs, &at);
-                n = 0;
-            }
-        }
-        if n > 0 {
-            flush(n, frames, &addrs, &at);
         }
     }
 
@@ -378,13 +379,9 @@ pub(crate) struct Staged {
     /// Taken when the frame is dispatched or dropped.
     pub m: Option<Mbuf>,
     /// The VR's IPv4 FIB answer for the frame's destination, looked up for
-    /// the whole burst at once ([`Vr::lookup4_batch`]): [`NOT_LOOKED_UP`],
-    /// 0 for no route, or next hop + 1.
-    pub route: u32,
+    /// the whole run at once ([`Vr::lookup4_batch`]); `None` when it was not.
+    pub route: Option<Option<NextHopId>>,
 }
-
-/// [`Staged::route`] of a frame whose destination was not looked up ahead.
-pub(crate) const NOT_LOOKED_UP: u32 = u32::MAX;
 
 impl Worker {
     /// Creates `n` workers reading `control`'s tables, wired to each other
