@@ -657,8 +657,8 @@ impl Control {
             c.nexthop(nh);
         }
         let mut vr_ifaces = Vec::new();
+        let cp = r.limits.control_plane;
         for i in &r.interfaces {
-            let cp = r.limits.control_plane;
             vr_ifaces.push(build_iface(
                 &mut self.shared,
                 &mut c,
@@ -733,13 +733,20 @@ impl Control {
         target: RouteTarget,
         v4: bool,
     ) -> Result<NextHopId, BuildError> {
-        Ok(match (target, self.gateway_iface(vr, target, v4)?) {
+        let iface = self.gateway_iface(vr, target, v4)?;
+        Ok(self.hop_id(vr, target, iface))
+    }
+
+    /// The next hop of `target`, whose gateway (if any) leaves by `iface`
+    /// ([`Control::gateway_iface`]).
+    fn hop_id(&mut self, vr: usize, target: RouteTarget, iface: Option<u16>) -> NextHopId {
+        match (target, iface) {
             (RouteTarget::Via(addr), Some(iface)) => {
                 self.vrs[vr].nexthop(RouteHop::Gateway { iface, addr })
             }
             (RouteTarget::Unreachable, _) => NH_UNREACHABLE,
             _ => NH_BLACKHOLE,
-        })
+        }
     }
 
     fn vr(&self, vr: usize) -> Result<(), BuildError> {
@@ -821,12 +828,15 @@ impl Control {
     ) -> Result<(), BuildError> {
         use vrhost_fib::Lpm;
         self.vr(vr)?;
-        for &(_, t) in routes4 {
-            self.check_target(vr, t, true)?;
-        }
-        for &(_, t) in routes6 {
-            self.check_target(vr, t, false)?;
-        }
+        // Every gateway's interface, or the first refusal, before anything changes.
+        let ifaces4 = routes4
+            .iter()
+            .map(|&(_, t)| self.gateway_iface(vr, t, true))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ifaces6 = routes6
+            .iter()
+            .map(|&(_, t)| self.gateway_iface(vr, t, false))
+            .collect::<Result<Vec<_>, _>>()?;
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
         let new4 = routes4
@@ -843,14 +853,16 @@ impl Control {
                 limit: limit as u32,
             });
         }
-        let mut ids4 = Vec::with_capacity(routes4.len());
-        for &(p, t) in routes4 {
-            ids4.push((p, self.target(vr, t, true)?));
-        }
-        let mut ids6 = Vec::with_capacity(routes6.len());
-        for &(p, t) in routes6 {
-            ids6.push((p, self.target(vr, t, false)?));
-        }
+        let ids4: Vec<_> = routes4
+            .iter()
+            .zip(ifaces4)
+            .map(|(&(p, t), i)| (p, self.hop_id(vr, t, i)))
+            .collect();
+        let ids6: Vec<_> = routes6
+            .iter()
+            .zip(ifaces6)
+            .map(|(&(p, t), i)| (p, self.hop_id(vr, t, i)))
+            .collect();
         let c = &mut self.vrs[vr];
         bulk_insert(&mut c.fib4, ids4);
         bulk_insert(&mut c.fib6, ids6);
@@ -1155,6 +1167,14 @@ fn check_address(iface: &str, addr: IpAddr, len: u8) -> Result<(), BuildError> {
     Ok(())
 }
 
+/// Whether changing `batch` routes of a table of `len` is cheaper as one
+/// bulk load of the whole table than route by route: a bulk load costs
+/// ~0.1 µs per route in the table, an insert or remove ~3 µs, so rebuild
+/// when the table is under ~24 times the batch (and the batch is not tiny).
+fn rebuild_pays(batch: usize, len: usize) -> bool {
+    batch >= 4096 && batch * 24 >= len
+}
+
 /// Inserts `routes`, rebuilding the table in one bulk load when they are
 /// many against its size (later routes win over earlier and existing ones).
 fn bulk_insert<A: vrhost_fib::FibAddr>(
@@ -1163,9 +1183,7 @@ fn bulk_insert<A: vrhost_fib::FibAddr>(
 ) {
     use vrhost_fib::Lpm;
     let len = fib.table().len();
-    // A bulk load costs ~0.1 µs per route in the table, an insert ~3 µs:
-    // rebuild when the table is under ~24 times the batch.
-    if routes.len() >= 4096 && routes.len() * 24 >= len {
+    if rebuild_pays(routes.len(), len) {
         let mut all = Vec::with_capacity(len + routes.len());
         fib.table().for_each(&mut |p, nh| all.push((p, nh)));
         all.extend(routes);
@@ -1182,7 +1200,7 @@ fn bulk_insert<A: vrhost_fib::FibAddr>(
 fn bulk_remove<A: vrhost_fib::FibAddr>(fib: &mut FibHandle<A>, prefixes: &[Prefix<A>]) -> usize {
     use vrhost_fib::Lpm;
     let len = fib.table().len();
-    if prefixes.len() >= 4096 && prefixes.len() * 24 >= len {
+    if rebuild_pays(prefixes.len(), len) {
         let gone: std::collections::HashSet<Prefix<A>> = prefixes.iter().copied().collect();
         let mut keep = Vec::with_capacity(len);
         fib.table().for_each(&mut |p, nh| {
