@@ -18,10 +18,10 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::error::{ApiError, ErrorBody};
-use crate::types::InterfaceSpec;
 use crate::types::{
-    AddressBody, BulkResult, BulkRoutes, IfaceAddr, InterfaceInfo, Neighbor, Outcome, OutcomeBody,
-    PortInfo, Prefix, ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
+    AddressBody, BulkResult, BulkRoutes, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor,
+    Outcome, OutcomeBody, PortInfo, Prefix, ReloadReport, Route, RoutePage, VrCounters, VrInfo,
+    VrSpec, WorkerInfo,
 };
 
 /// Why a call failed.

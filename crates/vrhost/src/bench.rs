@@ -143,15 +143,11 @@ pub fn measure(
     cores: &[usize],
 ) -> serde_json::Value {
     std::thread::sleep(Duration::from_millis(250));
-    let (rx0, tx0) = running.totals();
+    let before = running.all_ports();
     let start = Instant::now();
     std::thread::sleep(span);
-    let (rx1, tx1) = running.totals();
+    let all = running.all_ports();
     let secs = start.elapsed().as_secs_f64();
-    let mut all = vrhost_dataplane::Counters::default();
-    for p in 0..running.shared.port_count() {
-        all.add(&running.port_counters(p));
-    }
     let drops: serde_json::Map<String, serde_json::Value> = all
         .nonzero_drops()
         .map(|(k, v)| (k.to_string(), json!(v)))
@@ -164,8 +160,8 @@ pub fn measure(
         .sum();
     let assignment = serde_json::to_value(&running.assignment).unwrap_or_default();
     running.stop();
-    let rx_pps = (rx1 - rx0) as f64 / secs;
-    let tx_pps = (tx1 - tx0) as f64 / secs;
+    let rx_pps = (all.rx_packets - before.rx_packets) as f64 / secs;
+    let tx_pps = (all.tx_packets - before.tx_packets) as f64 / secs;
     json!({
         "rx_pps": rx_pps,
         "tx_pps": tx_pps,

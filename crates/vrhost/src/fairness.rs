@@ -503,6 +503,7 @@ fn table(capacity: f64, outcomes: &[Outcome], checks: &[serde_json::Value]) -> S
     );
     for o in outcomes {
         for v in &o.vrs {
+            let flood = v.offered_pps >= FLOOD_PPS / 2.0;
             let _ = writeln!(
                 out,
                 "{:<20} {:<5} {:>7} {:>3} {:>10} {:>10.3} {:>8} {:>10} {:>10}",
@@ -510,13 +511,13 @@ fn table(capacity: f64, outcomes: &[Outcome], checks: &[serde_json::Value]) -> S
                 if o.fair_share { "on" } else { "off" },
                 o.rounds_enforced,
                 format!("{}:{}", v.vr, v.weight),
-                if v.offered_pps >= FLOOD_PPS / 2.0 {
+                if flood {
                     "flood".to_string()
                 } else {
                     format!("{:.3}", v.offered_pps / 1e6)
                 },
                 v.forwarded_pps / 1e6,
-                if v.offered_pps >= FLOOD_PPS / 2.0 {
+                if flood {
                     "-".to_string()
                 } else {
                     format!("{:.1}%", v.delivered * 100.0)

@@ -220,6 +220,26 @@ impl RuntimeBackend {
     }
 }
 
+/// The answer to an add that changed the tables (`Created`) or found the
+/// same entry there (`Unchanged`).
+fn add_outcome(changed: bool) -> Outcome {
+    if changed {
+        Outcome::Created
+    } else {
+        Outcome::Unchanged
+    }
+}
+
+/// The answer to a delete that removed something (`Deleted`) or found
+/// nothing (`Missing`).
+fn delete_outcome(changed: bool) -> Outcome {
+    if changed {
+        Outcome::Deleted
+    } else {
+        Outcome::Missing
+    }
+}
+
 fn bad(field: &str, message: impl Into<String>) -> ApiError {
     ApiError::BadRequest {
         field: field.to_string(),
@@ -429,11 +449,7 @@ impl Backend for RuntimeBackend {
         };
         let added = c.add_interface(v, i).map_err(refused)?;
         c.commit();
-        Ok(if added {
-            Outcome::Created
-        } else {
-            Outcome::Unchanged
-        })
+        Ok(add_outcome(added))
     }
 
     fn delete_interface(&self, vr: &str, iface: &str) -> Result<Outcome, ApiError> {
@@ -441,11 +457,7 @@ impl Backend for RuntimeBackend {
         let v = Self::vr_index(&c, vr)?;
         let removed = c.remove_interface(v, iface).map_err(refused)?;
         c.commit();
-        Ok(if removed {
-            Outcome::Deleted
-        } else {
-            Outcome::Missing
-        })
+        Ok(delete_outcome(removed))
     }
 
     fn list_addresses(&self, vr: &str, iface: &str) -> Result<Vec<IfaceAddr>, ApiError> {
@@ -467,11 +479,7 @@ impl Backend for RuntimeBackend {
             .add_address(v, iface, addr.addr(), addr.prefix_len())
             .map_err(refused)?;
         c.commit();
-        Ok(if added {
-            Outcome::Created
-        } else {
-            Outcome::Unchanged
-        })
+        Ok(add_outcome(added))
     }
 
     fn delete_address(&self, vr: &str, iface: &str, addr: IfaceAddr) -> Result<Outcome, ApiError> {
@@ -481,11 +489,7 @@ impl Backend for RuntimeBackend {
             .remove_address(v, iface, addr.addr(), addr.prefix_len())
             .map_err(refused)?;
         c.commit();
-        Ok(if removed {
-            Outcome::Deleted
-        } else {
-            Outcome::Missing
-        })
+        Ok(delete_outcome(removed))
     }
 
     fn list_routes(&self, vr: &str, offset: u64, limit: u64) -> Result<RoutePage, ApiError> {
@@ -699,11 +703,9 @@ impl Backend for RuntimeBackend {
     fn delete_neighbor(&self, vr: &str, addr: IpAddr) -> Result<Outcome, ApiError> {
         let mut c = lock(&self.control);
         let v = Self::vr_index(&c, vr)?;
-        Ok(if c.remove_static_neighbor(v, addr).map_err(refused)? {
-            Outcome::Deleted
-        } else {
-            Outcome::Missing
-        })
+        Ok(delete_outcome(
+            c.remove_static_neighbor(v, addr).map_err(refused)?,
+        ))
     }
 
     fn vr_counters(&self, vr: &str) -> Result<VrCounters, ApiError> {

@@ -162,14 +162,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             _ => None,
         })
         .collect();
-    let totals = |r: &crate::runtime::Running| {
-        let mut all = vrhost_dataplane::Counters::default();
-        for p in 0..r.shared.port_count() {
-            all.add(&r.port_counters(p));
-        }
-        all
-    };
-    let before = totals(&running);
+    let before = running.all_ports();
     let t = Instant::now();
     let span = Duration::from_secs_f64(a.seconds);
     let mut updates = 0u64;
@@ -179,15 +172,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
             let mut c = lock(&running.control);
             for &(p, orig) in batch {
                 // Alternate each route between its own gateway and another.
-                let to = if flip.is_multiple_of(2) {
-                    if orig == gw[0] {
-                        gw[1]
-                    } else {
-                        gw[0]
-                    }
-                } else {
-                    orig
-                };
+                let other = if orig == gw[0] { gw[1] } else { gw[0] };
+                let to = if flip.is_multiple_of(2) { other } else { orig };
                 c.add_route4(0, p, RouteTarget::Via(to))
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
@@ -200,7 +186,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         flip += 1;
     }
     let churn_secs = t.elapsed().as_secs_f64();
-    let after = totals(&running);
+    let after = running.all_ports();
     drop(api);
     running.stop();
 

@@ -422,12 +422,13 @@ impl Running {
         sum_ifaces(&self.counters, self.shared.vr_ifaces(vr))
     }
 
-    /// Totals over all ports: (received, sent).
-    pub fn totals(&self) -> (u64, u64) {
-        (0..self.shared.port_count()).fold((0, 0), |(rx, tx), p| {
-            let c = self.port_counters(p);
-            (rx + c.rx_packets, tx + c.tx_packets)
-        })
+    /// Counters summed over every port and worker.
+    pub fn all_ports(&self) -> Counters {
+        let mut all = Counters::default();
+        for p in 0..self.shared.port_count() {
+            all.add(&self.port_counters(p));
+        }
+        all
     }
 
     /// Stops every worker and waits for it.
