@@ -633,6 +633,9 @@ pub struct CounterSet {
     pub tx_bytes: u64,
     /// Packets forwarded toward another interface (counted on ingress).
     pub forwarded: u64,
+    /// Of `forwarded`, the IPv4 packets the data plane's fast path took.
+    #[serde(default)]
+    pub fast_path: u64,
     /// Packets for the router answered in the data plane or learned from.
     pub local: u64,
     /// Packets for the router put on the VR's punt queue.
@@ -652,12 +655,16 @@ pub struct CounterSet {
 
 impl CounterSet {
     /// Name and description of each scalar counter, in [`CounterSet::values`] order.
-    pub const FIELDS: [(&'static str, &'static str); 11] = [
+    pub const FIELDS: [(&'static str, &'static str); 12] = [
         ("rx_packets", "Frames received"),
         ("rx_bytes", "Bytes received (whole frames)"),
         ("tx_packets", "Frames transmitted"),
         ("tx_bytes", "Bytes transmitted (whole frames)"),
         ("forwarded", "Packets forwarded toward another interface"),
+        (
+            "fast_path",
+            "Forwarded IPv4 packets that took the fast path",
+        ),
         ("local", "Packets for the router answered in the data plane"),
         ("punted", "Packets put on the VR's punt queue"),
         ("icmp_errors", "ICMP errors generated"),
@@ -670,13 +677,14 @@ impl CounterSet {
     ];
 
     /// The scalar counters in [`CounterSet::FIELDS`] order.
-    pub fn values(&self) -> [u64; 11] {
+    pub fn values(&self) -> [u64; 12] {
         [
             self.rx_packets,
             self.rx_bytes,
             self.tx_packets,
             self.tx_bytes,
             self.forwarded,
+            self.fast_path,
             self.local,
             self.punted,
             self.icmp_errors,

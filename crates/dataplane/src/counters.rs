@@ -90,6 +90,8 @@ cells! {
     tx_bytes,
     /// Packets forwarded toward another interface (counted on ingress).
     forwarded,
+    /// Of `forwarded`, the IPv4 packets the fast path took (counted on ingress).
+    fast_path,
     /// Packets for the router answered in the data plane (echo, ARP, NDP) or learned from.
     local,
     /// Packets for the router put on the VR's punt queue.
@@ -118,6 +120,9 @@ pub struct Counters {
     pub tx_bytes: u64,
     /// Packets forwarded toward another interface (counted on ingress).
     pub forwarded: u64,
+    /// Of `forwarded`, the IPv4 packets the fast path took (counted on
+    /// ingress): every check passed and nothing but a plain forward was due.
+    pub fast_path: u64,
     /// Packets for the router answered in the data plane (echo, ARP, NDP) or learned from.
     pub local: u64,
     /// Packets for the router put on the VR's punt queue.
@@ -143,6 +148,7 @@ impl Default for Counters {
             tx_packets: 0,
             tx_bytes: 0,
             forwarded: 0,
+            fast_path: 0,
             local: 0,
             punted: 0,
             icmp_errors: 0,
@@ -162,6 +168,7 @@ impl Counters {
         self.tx_packets += other.tx_packets;
         self.tx_bytes += other.tx_bytes;
         self.forwarded += other.forwarded;
+        self.fast_path += other.fast_path;
         self.local += other.local;
         self.punted += other.punted;
         self.icmp_errors += other.icmp_errors;

@@ -77,6 +77,11 @@ impl Engine {
         Ok(Engine { control, worker })
     }
 
+    /// Turns the IPv4 fast path on or off; see [`Worker::set_fast_path`].
+    pub fn set_fast_path(&mut self, on: bool) {
+        self.worker.set_fast_path(on);
+    }
+
     /// Processes a burst; see [`Worker::process_burst`].
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         self.worker.process_burst(rx, now, tx);

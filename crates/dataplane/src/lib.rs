@@ -24,6 +24,7 @@ pub mod worker;
 
 mod arp_input;
 mod demux;
+mod fast;
 mod fragment;
 mod icmp_error;
 mod ip_forward;

@@ -223,17 +223,31 @@ impl NeighborTable {
         Some(i)
     }
 
+    /// The MAC of neighbor `i` when it is usable as it is: static, or
+    /// reachable and confirmed within the reachable time, so no probe is
+    /// due. Marks the entry used, as [`NeighborTable::resolve`] does.
+    #[inline(always)]
+    pub fn usable_mac(&mut self, i: u32, now: u64) -> Option<EthernetAddress> {
+        let reachable_ns = self.reachable_ns;
+        let n = self.slots.get_mut(i as usize)?;
+        let usable = match n.state {
+            State::Static => true,
+            State::Reachable => now.saturating_sub(n.confirmed) < reachable_ns,
+            _ => false,
+        };
+        n.used = now;
+        usable.then_some(n.mac)
+    }
+
     /// Asks for the MAC of neighbor `i`. See [`Resolve`].
     #[inline]
     pub fn resolve(&mut self, i: u32, now: u64) -> Resolve {
-        let reachable_ns = self.reachable_ns;
+        if let Some(mac) = self.usable_mac(i, now) {
+            return Resolve::Ready(mac);
+        }
         let n = &mut self.slots[i as usize];
-        n.used = now;
         match n.state {
             State::Static => Resolve::Ready(n.mac),
-            State::Reachable if now.saturating_sub(n.confirmed) < reachable_ns => {
-                Resolve::Ready(n.mac)
-            }
             State::Reachable | State::Stale => {
                 // RFC 4861 §7.3.3: a stale entry is still used; confirm it with
                 // unicast probes, at most one per PROBE_INTERVAL.

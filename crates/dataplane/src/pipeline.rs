@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  demux ─▶ rate ceilings ─▶ (with a clock: sort by VR, admit by fair share, charge cycles)
-//!    │
+//!    │                       ─▶ per VR run: IPv4 FIB batch ─▶ fast::v4 (the common forward) ─▶ output
+//!    │                                                          │ anything else
 //!    └────┬─ ARP ───────────────────────────────▶ arp_input (answer / learn)
 //!         ├─ IPv4 ─▶ ipv4_input ─┬─ Forward ─▶ ip_forward::v4 ─▶ (fragment) ─▶ output
 //!         │                      ├─ Local ───▶ local::v4 (echo / punt)
@@ -17,6 +18,7 @@ use vrhost_fib::NextHopId;
 
 use crate::demux;
 use crate::drop_reason::Drop;
+use crate::fast;
 use crate::ip_forward;
 use crate::ipv4_input;
 use crate::ipv6_input;
@@ -79,6 +81,7 @@ impl Worker {
         // Run by run of one VR's frames: admit (with a clock), look the run's
         // IPv4 destinations up in one FIB batch, then each frame to completion.
         let fair = &mut self.fair;
+        let fast_path = self.fast_path;
         let (mut any_admitted, mut any_refused) = (false, false);
         for run in self.staged.chunk_by_mut(|a, b| a.key >> 32 == b.key >> 32) {
             let vr = (run[0].key >> 32) as usize;
@@ -97,12 +100,20 @@ impl Worker {
                 }
             }
             for s in run.iter_mut() {
-                let Some(m) = s.m.take() else { continue };
-                if admitted {
-                    dispatch(&mut ctx, &mut self.vrs, s.next, m, s.route);
-                } else {
+                let Some(mut m) = s.m.take() else { continue };
+                if !admitted {
                     ctx.drop(m, Drop::OverShare);
+                    continue;
                 }
+                if let (true, demux::Next::Ipv4, Some(Some(id)), Some(v)) =
+                    (fast_path, s.next, s.route, self.vrs.get_mut(vr))
+                {
+                    match fast::v4(&mut ctx, v, m, id) {
+                        Some(back) => m = back,
+                        None => continue,
+                    }
+                }
+                dispatch(&mut ctx, &mut self.vrs, s.next, m, s.route);
             }
             if fair_share && admitted {
                 let t = fair.now();

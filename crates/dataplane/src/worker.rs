@@ -242,8 +242,9 @@ pub struct Vr {
 }
 
 impl Vr {
+    /// What next hop `id` of the VR's FIB means in this worker.
     #[inline]
-    fn resolve(&mut self, id: u32) -> Option<NextHop> {
+    pub(crate) fn resolve(&mut self, id: u32) -> Option<NextHop> {
         Some(match *self.nexthops.get(id as usize)? {
             RouteHop::Local => NextHop::Local,
             RouteHop::Broadcast => NextHop::Broadcast,
@@ -368,6 +369,9 @@ pub struct Worker {
     pub(crate) full_burst: usize,
     /// One burst, demuxed and sorted by VR (reused; never shrinks).
     pub(crate) staged: Vec<Staged>,
+    /// Plain IPv4 forwards take [`crate::fast`] (the default); off, every
+    /// frame runs the full stages.
+    pub(crate) fast_path: bool,
 }
 
 /// A demuxed frame waiting for its VR's turn within a burst.
@@ -456,6 +460,7 @@ impl Worker {
             fair,
             full_burst: 0,
             staged: Vec::with_capacity(256),
+            fast_path: true,
         };
         w.refresh();
         w
@@ -536,6 +541,13 @@ impl Worker {
     #[inline]
     pub fn port_wanted(&self, port: usize) -> bool {
         self.fair.port_wanted(port)
+    }
+
+    /// Lets plain IPv4 forwards take the fast path (on by default), or sends
+    /// every frame through the full stages: for A/B benchmarks and for tests
+    /// that compare the two. Either way the output is the same.
+    pub fn set_fast_path(&mut self, on: bool) {
+        self.fast_path = on;
     }
 
     /// Enforce fair shares when saturated (`true`, the default once a clock

@@ -26,6 +26,8 @@ pub struct Args {
     pub plots: Option<PathBuf>,
     /// Measure per-VR cost and enforce fair shares (the default, as `run` does).
     pub fair_share: bool,
+    /// Let plain IPv4 forwards take the fast path (the default).
+    pub fast_path: bool,
 }
 
 /// Cores for `n` workers: the config's list when long enough, else the last `n` cores.
@@ -76,6 +78,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     let cores = cores_for(threads, &cfg.dataplane.workers);
                     let mut rt = Runtime::from_config(&cfg, &cores, mode)?;
                     rt.fair_share = a.fair_share;
+                    rt.fast_path = a.fast_path;
                     rows.push(measure(
                         rt.start(),
                         span,
@@ -103,6 +106,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                         let cores = cores_for(threads, &[]);
                         let mut rt = sweep::runtime(vrs, a.routes_per_vr, n, &cores, mode)?;
                         rt.fair_share = a.fair_share;
+                        rt.fast_path = a.fast_path;
                         rows.push(measure(rt.start(), span, n, vrs, mode, &cores));
                     }
                 }

@@ -94,6 +94,10 @@ enum Command {
         /// Per-VR cost accounting and fair sharing (on, as `vrhost run` does; off to measure its cost).
         #[arg(long, value_enum, default_value = "on")]
         fair_share: OnOff,
+        /// The IPv4 fast path for plain forwards (on; off sends every frame
+        /// through the full stages, to measure what it buys).
+        #[arg(long, value_enum, default_value = "on")]
+        fast_path: OnOff,
     },
     /// Route-update throughput: bulk load through the API, and churn while forwarding.
     BenchRoutes(route_bench::Args),
@@ -183,6 +187,7 @@ fn main() -> ExitCode {
             csv,
             plots,
             fair_share,
+            fast_path,
         } => bench::run(bench::Args {
             config,
             seconds,
@@ -194,6 +199,7 @@ fn main() -> ExitCode {
             csv,
             plots,
             fair_share: fair_share == OnOff::On,
+            fast_path: fast_path == OnOff::On,
         }),
         Command::Fairness(a) => fairness::run(a),
         Command::Ctl(a) => vrhost_api::ctl_main(a),

@@ -113,6 +113,7 @@ fn counters_json(c: &Counters) -> Value {
         "tx_packets": c.tx_packets,
         "tx_bytes": c.tx_bytes,
         "forwarded": c.forwarded,
+        "fast_path": c.fast_path,
         "local": c.local,
         "punted": c.punted,
         "icmp_errors": c.icmp_errors,

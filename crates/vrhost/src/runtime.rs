@@ -85,6 +85,9 @@ pub struct Runtime {
     /// With a clock: hold VRs to their weighted shares when saturated
     /// (true), or only measure.
     pub fair_share: bool,
+    /// Plain IPv4 forwards take the fast path (the default; off for A/B
+    /// benchmarks of it).
+    pub fast_path: bool,
 }
 
 /// What a worker thread reports when it stops.
@@ -222,6 +225,7 @@ impl Runtime {
             mode,
             clock: Some((vrhost_io::clock::tsc as Clock, vrhost_io::clock::tsc_hz())),
             fair_share: true,
+            fast_path: true,
         })
     }
 
@@ -354,7 +358,8 @@ impl Runtime {
         let shared = self.control.shared().clone();
         let mut threads = Vec::new();
         let clock = self.clock.map(|(c, hz)| (c, hz, self.fair_share));
-        for (w, plan) in self.workers.into_iter().zip(self.plans) {
+        for (mut w, plan) in self.workers.into_iter().zip(self.plans) {
+            w.set_fast_path(self.fast_path);
             match self.mode {
                 Mode::Rtc => {
                     let stop = stop.clone();

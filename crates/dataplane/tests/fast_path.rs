@@ -1,0 +1,344 @@
+//! The IPv4 fast path changes nothing but speed: the same bursts through an
+//! engine with it and one without leave the same frames on the same ports
+//! with the same counters, whatever the frames hold.
+//!
+//! ```text
+//!   port 0 ── in0 10.0.0.1/24 ── r ──┬─ out0 10.1.0.1/24 (MTU 1400) ── port 1: gw 10.1.0.2 (static),
+//!                                    │                                  host 10.1.0.5 (static), 10.1.0.9 (unresolved)
+//!                                    └─ tag0 10.2.0.1/24 VLAN 7 ──────── port 2: gw 10.2.0.2 (static)
+//! ```
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use common::{eth, fix_ipv4_checksum, ipv4, send_burst, udp, Out, HOST_MAC, SEC};
+use proptest::prelude::*;
+use vrhost_dataplane::{
+    Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
+};
+use vrhost_wire::ethernet::{EtherType, EthernetAddress};
+use vrhost_wire::ip::IpProtocol;
+
+const IN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
+const OUT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x11]);
+const TAG_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x21]);
+const GW_MAC: EthernetAddress = EthernetAddress([0x02, 0xbb, 0, 0, 0, 0x02]);
+const HOST5_MAC: EthernetAddress = EthernetAddress([0x02, 0xbb, 0, 0, 0, 0x05]);
+const GW2_MAC: EthernetAddress = EthernetAddress([0x02, 0xcc, 0, 0, 0, 0x02]);
+
+fn iface(
+    name: &str,
+    port: u16,
+    vlan: Option<u16>,
+    mac: EthernetAddress,
+    mtu: u16,
+    a: [u8; 4],
+) -> InterfaceSpec {
+    InterfaceSpec {
+        name: name.into(),
+        port,
+        vlan,
+        mac,
+        mtu,
+        addrs4: vec![(Ipv4Addr::from(a), 24)],
+        addrs6: vec![],
+    }
+}
+
+fn spec() -> EngineSpec {
+    let port = |name: &str| PortSpec {
+        name: name.into(),
+        mtu: 1500,
+    };
+    let via = |a: [u8; 4]| RouteTarget::Via(IpAddr::V4(Ipv4Addr::from(a)));
+    EngineSpec {
+        ports: vec![port("p0"), port("p1"), port("p2")],
+        routers: vec![RouterSpec {
+            name: "r".into(),
+            interfaces: vec![
+                iface("in0", 0, None, IN_MAC, 1500, [10, 0, 0, 1]),
+                iface("out0", 1, None, OUT_MAC, 1400, [10, 1, 0, 1]),
+                iface("tag0", 2, Some(7), TAG_MAC, 1500, [10, 2, 0, 1]),
+            ],
+            routes4: vec![
+                ("192.0.2.0/24".parse().unwrap(), via([10, 1, 0, 2])),
+                ("198.18.0.0/15".parse().unwrap(), via([10, 2, 0, 2])),
+                ("100.64.0.0/10".parse().unwrap(), via([10, 1, 0, 3])),
+                ("203.0.113.0/24".parse().unwrap(), RouteTarget::Blackhole),
+                ("198.51.100.0/24".parse().unwrap(), RouteTarget::Unreachable),
+            ],
+            routes6: vec![],
+            neighbors: vec![
+                (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)), GW_MAC),
+                (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 5)), HOST5_MAC),
+                (IpAddr::V4(Ipv4Addr::new(10, 2, 0, 2)), GW2_MAC),
+            ],
+            limits: Limits {
+                icmp_rate: 1_000_000,
+                ..Limits::default()
+            },
+        }],
+    }
+}
+
+/// Destinations that reach every kind of next hop and every special case of input.
+const DESTINATIONS: [[u8; 4]; 17] = [
+    [192, 0, 2, 7],    // gateway, untagged: the fast path
+    [10, 1, 0, 5],     // attached host with a static entry: the fast path
+    [10, 1, 0, 9],     // attached host never resolved: held, ARP
+    [198, 18, 3, 4],   // gateway behind a VLAN tag
+    [100, 64, 1, 1],   // gateway never resolved
+    [203, 0, 113, 1],  // blackhole
+    [198, 51, 100, 1], // unreachable
+    [8, 8, 8, 8],      // no route
+    [10, 0, 0, 1],     // the router itself
+    [10, 1, 0, 255],   // directed broadcast
+    [255, 255, 255, 255],
+    [224, 0, 0, 5],
+    [239, 1, 2, 3],
+    [240, 0, 0, 1],
+    [0, 1, 2, 3],
+    [127, 0, 0, 1],
+    [10, 0, 0, 2], // back out of the ingress interface
+];
+
+const SOURCES: [[u8; 4]; 5] = [
+    [10, 0, 0, 2],
+    [172, 16, 0, 1],
+    [0, 0, 0, 1],
+    [127, 0, 0, 1],
+    [224, 0, 0, 1],
+];
+
+/// How a frame is bent away from a plain forward.
+#[derive(Clone, Debug)]
+struct Frame {
+    dst: usize,
+    src: usize,
+    ttl: u8,
+    df: bool,
+    payload: usize,
+    /// 0: none, 1: bad checksum, 2: total length short of the frame (padding),
+    /// 3: total length past the frame, 4: version 6 in an IPv4 ethertype,
+    /// 5: a NOP option (IHL 6), 6: a source-route option, 7: IHL 4,
+    /// 8: to another MAC, 9: tagged VLAN 7 on port 0, 10: cut to 30 bytes.
+    bend: u8,
+    port: u16,
+}
+
+fn frame_strategy() -> impl Strategy<Value = Frame> {
+    (
+        0..DESTINATIONS.len(),
+        prop_oneof![4 => Just(0usize), 1 => 1..SOURCES.len()],
+        prop_oneof![Just(0u8), Just(1), Just(2), Just(64), Just(255)],
+        any::<bool>(),
+        prop_oneof![Just(18usize), Just(100), Just(1372), Just(1373), Just(1480)],
+        prop_oneof![6 => Just(0u8), 10 => 1u8..=10],
+        prop_oneof![9 => Just(0u16), 1 => Just(1u16)],
+    )
+        .prop_map(|(dst, src, ttl, df, payload, bend, port)| Frame {
+            dst,
+            src,
+            ttl,
+            df,
+            payload,
+            bend,
+            port,
+        })
+}
+
+fn build(f: &Frame) -> Vec<u8> {
+    let dst = Ipv4Addr::from(DESTINATIONS[f.dst]);
+    let src = Ipv4Addr::from(SOURCES[f.src]);
+    let mut p = ipv4(src, dst, IpProtocol::Udp, f.ttl, f.df, &udp(f.payload));
+    match f.bend {
+        2 => p.extend_from_slice(&[0xee; 12]),
+        3 => {
+            let t = (p.len() + 8) as u16;
+            p[2..4].copy_from_slice(&t.to_be_bytes());
+        }
+        4 => p[0] = 0x65,
+        5 | 6 => {
+            // A 4-byte option word after the fixed header.
+            let opt: [u8; 4] = if f.bend == 5 {
+                [1, 1, 1, 0]
+            } else {
+                [0x83, 3, 4, 0]
+            };
+            p.splice(20..20, opt);
+            p[0] = 0x46;
+            let t = p.len() as u16;
+            p[2..4].copy_from_slice(&t.to_be_bytes());
+        }
+        7 => p[0] = 0x44,
+        _ => {}
+    }
+    if f.bend != 1 && f.bend != 4 && f.bend != 7 {
+        fix_ipv4_checksum(&mut p, 0);
+    } else if f.bend == 1 {
+        fix_ipv4_checksum(&mut p, 0);
+        p[10] ^= 0x5a;
+    }
+    let mac = if f.bend == 8 { HOST5_MAC } else { IN_MAC };
+    let vlan = (f.bend == 9).then_some(7);
+    let mut frame = eth(mac, HOST_MAC, vlan, EtherType::Ipv4, &p);
+    if f.bend == 10 {
+        frame.truncate(30);
+    }
+    frame.resize(frame.len().max(60), 0);
+    frame
+}
+
+fn run(e: &mut Engine, frames: &[(u16, Vec<u8>)], now: u64) -> Vec<Out> {
+    let frames: Vec<(u16, &[u8])> = frames.iter().map(|(p, f)| (*p, f.as_slice())).collect();
+    send_burst(e, &frames, now)
+}
+
+fn engines() -> (Engine, Engine) {
+    let fast = Engine::new(&spec()).expect("spec builds");
+    let mut slow = Engine::new(&spec()).expect("spec builds");
+    slow.set_fast_path(false);
+    (fast, slow)
+}
+
+/// Every counter of every port, interface and the VR, as comparable values.
+fn all_counters(e: &Engine) -> Vec<vrhost_dataplane::Counters> {
+    let mut c: Vec<_> = (0..e.port_count()).map(|p| e.port_counters(p)).collect();
+    c.extend((0..e.ifaces().len()).map(|i| e.iface_counters(i)));
+    c.push(e.vr_counters(0));
+    c
+}
+
+/// The counters with the fast path's own count cleared (the one figure that
+/// is meant to differ).
+fn without_fast_count(mut c: Vec<vrhost_dataplane::Counters>) -> Vec<vrhost_dataplane::Counters> {
+    for x in &mut c {
+        x.fast_path = 0;
+    }
+    c
+}
+
+/// Runs `frames` through both engines; asserts they sent the same frames
+/// on the same ports, and returns them.
+fn both(fast: &mut Engine, slow: &mut Engine, frames: &[(u16, Vec<u8>)], now: u64) -> Vec<Out> {
+    let a = run(fast, frames, now);
+    let b = run(slow, frames, now);
+    let sent = |o: &[Out]| {
+        o.iter()
+            .map(|o| (o.port, o.frame.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(sent(&a), sent(&b));
+    a
+}
+
+fn plain(dst: usize) -> (u16, Vec<u8>) {
+    let f = Frame {
+        dst,
+        src: 0,
+        ttl: 64,
+        df: false,
+        payload: 18,
+        bend: 0,
+        port: 0,
+    };
+    (0, build(&f))
+}
+
+#[test]
+fn plain_forwards_take_the_fast_path_and_leave_as_the_full_stages_send_them() {
+    let (mut fast, mut slow) = engines();
+    // Gateway, attached host, then what the fast path leaves alone: a
+    // tagged egress, an unresolved gateway, the router itself.
+    let frames: Vec<_> = [0, 1, 3, 4, 8].into_iter().map(plain).collect();
+    let a = both(&mut fast, &mut slow, &frames, SEC);
+    let to_gw = &a[0];
+    assert_eq!(to_gw.port, 1);
+    assert_eq!(&to_gw.frame[0..6], &GW_MAC.0);
+    assert_eq!(&to_gw.frame[6..12], &OUT_MAC.0);
+    assert_eq!(to_gw.frame[14 + 8], 63, "TTL decremented");
+    let in0 = fast.iface_counters(0);
+    assert_eq!(
+        in0.fast_path, 2,
+        "gateway and attached host took the fast path"
+    );
+    assert_eq!(in0.forwarded, 3, "and the tagged egress the full stages");
+    assert_eq!(slow.iface_counters(0).fast_path, 0);
+    assert_eq!(
+        without_fast_count(all_counters(&fast)),
+        without_fast_count(all_counters(&slow))
+    );
+}
+
+#[test]
+fn padding_is_trimmed_on_the_fast_path() {
+    let (mut fast, mut slow) = engines();
+    let f = Frame {
+        dst: 0,
+        src: 0,
+        ttl: 64,
+        df: false,
+        payload: 18,
+        bend: 2,
+        port: 0,
+    };
+    let frames = vec![(0, build(&f))];
+    let a = both(&mut fast, &mut slow, &frames, SEC);
+    assert_eq!(fast.iface_counters(0).fast_path, 1);
+    assert_eq!(a[0].frame.len(), 14 + 20 + 8 + 18);
+}
+
+#[test]
+fn a_neighbor_past_its_reachable_time_goes_to_the_full_stages() {
+    // An entry learned by ARP is reachable for a while, then stale: a stale
+    // one needs a probe, which only the full stages send.
+    let (mut fast, mut slow) = engines();
+    let reply = common::arp(
+        vrhost_wire::arp::Operation::Reply,
+        EthernetAddress([0x02, 0xdd, 0, 0, 0, 9]),
+        Ipv4Addr::new(10, 1, 0, 9),
+        Ipv4Addr::new(10, 1, 0, 1),
+        OUT_MAC,
+        None,
+    );
+    let to9 = [plain(2)];
+    // Ask first (the frame is held and an ARP request goes out), then answer.
+    both(&mut fast, &mut slow, &to9, SEC);
+    both(&mut fast, &mut slow, &[(1, reply)], SEC);
+    both(&mut fast, &mut slow, &to9, 2 * SEC);
+    assert_eq!(fast.iface_counters(0).fast_path, 1, "reachable: fast");
+    // Long after: stale, so the full stages forward it, and once the first
+    // probe's delay (5 s) is over, also send a unicast ARP probe.
+    let a = both(&mut fast, &mut slow, &to9, 600 * SEC);
+    assert_eq!(a.len(), 1);
+    let a = both(&mut fast, &mut slow, &to9, 606 * SEC);
+    assert_eq!(a.len(), 2, "the frame and a unicast ARP probe");
+    assert_eq!(fast.iface_counters(0).fast_path, 1, "stale: full stages");
+    assert_eq!(
+        without_fast_count(all_counters(&fast)),
+        without_fast_count(all_counters(&slow))
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Any mix of frames, in bursts at advancing times: the same output,
+    /// frame for frame, and the same counters.
+    #[test]
+    fn fast_and_full_stages_agree(
+        bursts in proptest::collection::vec(proptest::collection::vec(frame_strategy(), 1..40), 1..4),
+    ) {
+        let (mut fast, mut slow) = engines();
+        for (i, burst) in bursts.iter().enumerate() {
+            let frames: Vec<_> = burst.iter().map(|f| (f.port, build(f))).collect();
+            let now = (i as u64 + 1) * SEC;
+            both(&mut fast, &mut slow, &frames, now);
+        }
+        prop_assert_eq!(
+            without_fast_count(all_counters(&fast)),
+            without_fast_count(all_counters(&slow))
+        );
+    }
+}
