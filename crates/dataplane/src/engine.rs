@@ -193,6 +193,12 @@ impl Engine {
         self.commit(|c| c.set_static_neighbor(vr, addr, mac))
     }
 
+    /// Deletes a static neighbor (its MAC is resolved afresh when next
+    /// used); false when there was none.
+    pub fn remove_static_neighbor(&mut self, vr: usize, addr: IpAddr) -> Result<bool, BuildError> {
+        self.commit(|c| c.remove_static_neighbor(vr, addr))
+    }
+
     /// The buffer pool drivers take receive buffers from and return sent ones to.
     pub fn pool(&mut self) -> &mut MbufPool {
         self.worker.pool()

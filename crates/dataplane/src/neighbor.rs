@@ -223,6 +223,23 @@ impl NeighborTable {
         Some(i)
     }
 
+    /// Forgets the MAC of the static entry for `(iface, addr)`, if there is
+    /// one: it becomes unresolved (packets for it are held while it is asked
+    /// for again) and ages like a learnt entry. Returns whether it was static.
+    pub fn unset_static(&mut self, iface: u16, addr: IpAddr) -> bool {
+        let Some(i) = self.find(iface, addr) else {
+            return false;
+        };
+        let n = &mut self.slots[i as usize];
+        if n.state != State::Static {
+            return false;
+        }
+        n.state = State::Unresolved;
+        n.mac = EthernetAddress([0; 6]);
+        n.probes = 0;
+        true
+    }
+
     /// The MAC of neighbor `i` when it is usable as it is: static, or
     /// reachable and confirmed within the reachable time, so no probe is
     /// due. Marks the entry used, as [`NeighborTable::resolve`] does.

@@ -151,6 +151,12 @@ impl Worker {
         let mut ctx = ctx!(self, now, tx, &[]);
         for ev in self.inbox.try_iter() {
             let (vr, iface, addr, mac, confirmed, pin) = match ev {
+                Event::Unstatic { vr, iface, addr } => {
+                    if let Some(v) = self.vrs.get_mut(vr as usize) {
+                        v.neighbors.unset_static(iface, addr);
+                    }
+                    continue;
+                }
                 Event::Learned {
                     vr,
                     iface,

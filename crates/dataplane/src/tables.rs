@@ -1061,13 +1061,28 @@ impl Control {
         self.static_neighbors.get(vr).cloned().unwrap_or_default()
     }
 
-    /// Removes a static neighbor from the control view; workers keep the
-    /// entry until it ages out like a learnt one. `Ok(false)` when absent.
+    /// Removes a static neighbor. At the next commit every worker forgets
+    /// its MAC: the next packet for it is held while ARP or NDP resolves the
+    /// address afresh, as after `ip neigh del`. `Ok(false)` when absent.
     pub fn remove_static_neighbor(&mut self, vr: usize, addr: IpAddr) -> Result<bool, BuildError> {
         self.vr(vr)?;
         let list = &mut self.static_neighbors[vr];
         let before = list.len();
-        list.retain(|&(_, a, _)| a != addr);
+        let mut gone = Vec::new();
+        list.retain(|&(iface, a, _)| {
+            let keep = a != addr;
+            if !keep {
+                gone.push(iface);
+            }
+            keep
+        });
+        for iface in gone {
+            self.pending.push(Event::Unstatic {
+                vr: vr as u16,
+                iface,
+                addr,
+            });
+        }
         Ok(list.len() != before)
     }
 }

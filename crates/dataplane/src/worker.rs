@@ -104,6 +104,16 @@ pub enum Event {
         /// Its MAC.
         mac: EthernetAddress,
     },
+    /// The control side deleted a static neighbor: workers forget its MAC
+    /// and resolve the address afresh the next time it is used.
+    Unstatic {
+        /// VR index.
+        vr: u16,
+        /// Interface (global index).
+        iface: u16,
+        /// Neighbor address.
+        addr: IpAddr,
+    },
 }
 
 /// Token bucket on the caller's nanosecond clock: ICMP error, punt and

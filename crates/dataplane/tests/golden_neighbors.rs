@@ -324,3 +324,27 @@ fn static_neighbors_are_used_without_resolution() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].eth().dst_addr(), GW_MAC);
 }
+
+#[test]
+fn a_deleted_static_neighbor_is_resolved_afresh() {
+    // The host's MAC is configured, then deleted: the data plane must stop
+    // using it, hold the next packet and ask by ARP, as after `ip neigh del`.
+    let mut e = engine();
+    let host = std::net::IpAddr::V4(NEW_HOST);
+    e.set_static_neighbor(0, host, GW_MAC)
+        .expect("static neighbor");
+    let out = send(&mut e, 1, &toward_new_host(), SEC);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].eth().dst_addr(), GW_MAC, "the configured MAC");
+    assert_eq!(e.remove_static_neighbor(0, host), Ok(true));
+    assert_eq!(e.remove_static_neighbor(0, host), Ok(false), "already gone");
+    let out = send(&mut e, 1, &toward_new_host(), 2 * SEC);
+    assert_eq!(out.len(), 1, "the packet is held, a request goes out");
+    assert_eq!(out[0].eth().dst_addr(), EthernetAddress::BROADCAST);
+    assert_eq!(parse_arp(&out[0]).target_protocol_addr, NEW_HOST);
+    // The real owner answers: the held packet leaves toward its MAC.
+    let reply = arp(Operation::Reply, NEW_MAC, NEW_HOST, RED0, RED0_MAC, None);
+    let out = send(&mut e, 0, &reply, 2 * SEC);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].eth().dst_addr(), NEW_MAC);
+}

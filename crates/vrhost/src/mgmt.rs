@@ -704,9 +704,10 @@ impl Backend for RuntimeBackend {
     fn delete_neighbor(&self, vr: &str, addr: IpAddr) -> Result<Outcome, ApiError> {
         let mut c = lock(&self.control);
         let v = Self::vr_index(&c, vr)?;
-        Ok(delete_outcome(
-            c.remove_static_neighbor(v, addr).map_err(refused)?,
-        ))
+        let deleted = c.remove_static_neighbor(v, addr).map_err(refused)?;
+        // Workers forget the MAC now, not at some later change.
+        c.commit();
+        Ok(delete_outcome(deleted))
     }
 
     fn vr_counters(&self, vr: &str) -> Result<VrCounters, ApiError> {
