@@ -24,15 +24,13 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use vrhost_fib::NextHopId;
-use vrhost_wire::checksum;
+use vrhost_wire::ethernet::EthernetFrame;
 use vrhost_wire::ipv4::Ipv4Packet;
 
+use crate::ipv4_input::martian_source;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
 use crate::worker::{NextHop, Vr};
-
-/// Ethernet header plus an IPv4 header without options.
-const HEADERS: usize = 14 + 20;
 
 /// Forwards `m` (demuxed as IPv4, `id` its FIB answer) if it qualifies,
 /// returning it untouched otherwise, for the full stages.
@@ -41,27 +39,22 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
     if m.l3_off != 14 {
         return Some(m);
     }
-    let frame_len = m.len();
-    let Some(h) = m.data().first_chunk::<HEADERS>() else {
+    let l3_len = m.l3().len();
+    let Some(ip) = m.l3().first_chunk::<20>() else {
         return Some(m);
     };
-    let ip: &[u8; 20] = h.last_chunk().unwrap_or(&[0; 20]);
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    let (s, d, ttl) = (ip[12], ip[16], ip[8]);
     // Version 4 and IHL 5, a total length the frame holds, a good checksum,
-    // no martian (RFC 1812 §5.3.7) and no multicast, class E or broadcast
-    // destination, and a TTL that survives the hop (§5.3.1).
+    // no martian source (RFC 1812 §5.3.7), a destination that is neither
+    // martian nor multicast, class E or broadcast (the same first-octet
+    // test), and a TTL that survives the hop (§5.3.1).
     if ip[0] != 0x45
         || total_len < 20
-        || 14 + total_len > frame_len
-        || checksum::fold(checksum::sum(ip)) != 0xffff
-        || s == 0
-        || s == 127
-        || s >= 224
-        || d == 0
-        || d == 127
-        || d >= 224
-        || ttl <= 1
+        || total_len > l3_len
+        || !Ipv4Packet::new_unchecked(ip).verify_checksum()
+        || martian_source(ip[12])
+        || martian_source(ip[16])
+        || ip[8] <= 1
     {
         return Some(m);
     }
@@ -81,23 +74,14 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
     let Some(mac) = vr.neighbors.usable_mac(neigh, ctx.now) else {
         return Some(m);
     };
+    // The frame keeps its place and its EtherType: only the MACs change.
+    let src = e.mac;
     m.truncate(14 + total_len);
-    let data = m.data_mut();
-    Ipv4Packet::new_unchecked(&mut data[14..]).decrement_ttl();
-    data[0..6].copy_from_slice(&mac.0);
-    data[6..12].copy_from_slice(&e.mac.0);
-    let len = data.len() as u64;
-    let c = ctx.counters;
-    let ingress = &c.ifaces[m.iface as usize];
-    ingress.forwarded.inc();
-    ingress.fast_path.inc();
-    let ci = &c.ifaces[egress as usize];
-    ci.tx_packets.inc();
-    ci.tx_bytes.add(len);
-    let cp = &c.ports[e.port as usize];
-    cp.tx_packets.inc();
-    cp.tx_bytes.add(len);
-    m.port = e.port;
-    ctx.tx.ports[e.port as usize].push(m);
+    Ipv4Packet::new_unchecked(m.l3_mut()).decrement_ttl();
+    let mut eth = EthernetFrame::new_unchecked(m.data_mut());
+    eth.set_dst_addr(mac);
+    eth.set_src_addr(src);
+    ctx.counters.ifaces[m.iface as usize].fast_path.inc();
+    ctx.enqueue(m, egress);
     None
 }

@@ -34,6 +34,13 @@ fn link_local_multicast(a: Ipv4Addr) -> bool {
     a.octets()[..3] == [224, 0, 0]
 }
 
+/// Whether an address with this first octet is martian as a source
+/// (RFC 1812 §5.3.7, §4.2.2.11: 0/8, 127/8, multicast and class E).
+#[inline]
+pub(crate) fn martian_source(first_octet: u8) -> bool {
+    first_octet == 0 || first_octet == 127 || first_octet >= 224
+}
+
 /// `route` is the FIB's answer for the destination when the burst's batch
 /// lookup already has it ([`crate::worker::Staged::route`]).
 #[inline]
@@ -55,8 +62,7 @@ pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: Option<Option<NextHopId>
     let src = pkt.src_addr();
     let dst = pkt.dst_addr();
     // RFC 1812 §5.3.7 and §4.2.2.11: martian sources.
-    let s = src.octets()[0];
-    if s == 0 || s == 127 || s >= 224 {
+    if martian_source(src.octets()[0]) {
         return Next::Drop(Drop::MartianSource);
     }
     // ... and martian destinations (class E; the limited broadcast is handled below).

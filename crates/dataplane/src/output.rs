@@ -98,6 +98,15 @@ impl Ctx<'_> {
             }
             None => eth.set_ethertype(ethertype),
         }
+        self.enqueue(m, egress);
+    }
+
+    /// Counts a frame whose L2 header is written (forwarded on its ingress
+    /// interface unless the router built it, transmitted on `egress` and its
+    /// port) and queues it on the port.
+    #[inline(always)]
+    pub(crate) fn enqueue(&mut self, mut m: Mbuf, egress: u16) {
+        let port = self.ifaces[egress as usize].port;
         if !m.local_origin {
             self.counters.ifaces[m.iface as usize].forwarded.inc();
         }
@@ -105,11 +114,11 @@ impl Ctx<'_> {
         let ci = &self.counters.ifaces[egress as usize];
         ci.tx_packets.inc();
         ci.tx_bytes.add(len);
-        let cp = &self.counters.ports[e.port as usize];
+        let cp = &self.counters.ports[port as usize];
         cp.tx_packets.inc();
         cp.tx_bytes.add(len);
-        m.port = e.port;
-        self.tx.ports[e.port as usize].push(m);
+        m.port = port;
+        self.tx.ports[port as usize].push(m);
     }
 
     /// Sends an L3 packet to neighbor `addr` on `egress`, resolving its MAC.
