@@ -264,6 +264,7 @@ impl NeighborTable {
         }
         let n = &mut self.slots[i as usize];
         match n.state {
+            // Static entries are always usable: answered above.
             State::Static => Resolve::Ready(n.mac),
             State::Reachable | State::Stale => {
                 // RFC 4861 §7.3.3: a stale entry is still used; confirm it with

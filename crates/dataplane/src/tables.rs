@@ -956,7 +956,13 @@ impl Control {
                 router: self.shared.vrs[vr].name.clone(),
                 addr,
             })?;
-        self.static_neighbors[vr].retain(|&(i, a, _)| (i, a) != (iface, addr));
+        // A static neighbor is one per address; one that moved to another
+        // interface is forgotten on the old one.
+        if let Some(old) = self.take_static_neighbor(vr, addr) {
+            if old != iface {
+                self.forget_static(vr, old, addr);
+            }
+        }
         self.static_neighbors[vr].push((iface, addr, mac));
         // Sent at the next commit, after the VR it names is published.
         self.pending.push(Event::Static {
@@ -1066,24 +1072,29 @@ impl Control {
     /// address afresh, as after `ip neigh del`. `Ok(false)` when absent.
     pub fn remove_static_neighbor(&mut self, vr: usize, addr: IpAddr) -> Result<bool, BuildError> {
         self.vr(vr)?;
+        let Some(iface) = self.take_static_neighbor(vr, addr) else {
+            return Ok(false);
+        };
+        self.forget_static(vr, iface, addr);
+        Ok(true)
+    }
+
+    /// Removes the static entry for `addr` from the control view, returning
+    /// its interface.
+    fn take_static_neighbor(&mut self, vr: usize, addr: IpAddr) -> Option<u16> {
         let list = &mut self.static_neighbors[vr];
-        let before = list.len();
-        let mut gone = Vec::new();
-        list.retain(|&(iface, a, _)| {
-            let keep = a != addr;
-            if !keep {
-                gone.push(iface);
-            }
-            keep
+        let i = list.iter().position(|&(_, a, _)| a == addr)?;
+        Some(list.remove(i).0)
+    }
+
+    /// Tells the workers, at the next commit, to forget the static MAC of
+    /// `addr` on `iface`.
+    fn forget_static(&mut self, vr: usize, iface: u16, addr: IpAddr) {
+        self.pending.push(Event::Unstatic {
+            vr: vr as u16,
+            iface,
+            addr,
         });
-        for iface in gone {
-            self.pending.push(Event::Unstatic {
-                vr: vr as u16,
-                iface,
-                addr,
-            });
-        }
-        Ok(list.len() != before)
     }
 }
 
