@@ -13,9 +13,18 @@ pub const HEADROOM: usize = 128;
 pub const MAX_FRAME: usize = 9216;
 const CAPACITY: usize = HEADROOM + MAX_FRAME;
 
-/// One packet buffer. `data()` is the frame, starting at its Ethernet header.
-pub struct Mbuf {
-    buf: Box<[u8]>,
+/// One packet buffer: a single pointer to its [`Buffer`], so handing a
+/// frame from stage to stage, queue to queue and back to the pool moves
+/// eight bytes. `data()` is the frame, starting at its Ethernet header; the
+/// metadata (`m.port`, `m.iface`, ...) is the buffer's, reached through
+/// `Deref`.
+pub struct Mbuf(Box<Buffer>);
+
+/// What an [`Mbuf`] points at: its metadata, then headroom and frame, in one
+/// allocation (the layout of DPDK's `rte_mbuf`). The metadata fills the
+/// first cache line; the frame starts [`HEADROOM`] bytes into the next.
+#[repr(C, align(64))]
+pub struct Buffer {
     head: usize,
     len: usize,
     /// Port the frame arrived on, or leaves by.
@@ -26,90 +35,141 @@ pub struct Mbuf {
     pub l3_off: u16,
     /// Built by the router itself (an ICMP error, reply or probe) rather than forwarded.
     pub local_origin: bool,
+    buf: Bytes,
+}
+
+/// Headroom and frame, starting on a cache line.
+#[repr(C, align(64))]
+struct Bytes([u8; CAPACITY]);
+
+impl std::ops::Deref for Mbuf {
+    type Target = Buffer;
+
+    #[inline(always)]
+    fn deref(&self) -> &Buffer {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Mbuf {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Buffer {
+        &mut self.0
+    }
 }
 
 impl Mbuf {
     fn new() -> Self {
-        Mbuf {
-            buf: vec![0u8; CAPACITY].into_boxed_slice(),
+        Mbuf(Box::new(Buffer {
             head: HEADROOM,
             len: 0,
             port: 0,
             iface: 0,
             l3_off: 0,
             local_origin: false,
-        }
+            buf: Bytes([0u8; CAPACITY]),
+        }))
     }
 
     /// Resets metadata and leaves an empty frame at the default headroom.
+    #[inline]
     pub fn reset(&mut self) {
-        self.head = HEADROOM;
-        self.len = 0;
-        self.port = 0;
-        self.iface = 0;
-        self.l3_off = 0;
-        self.local_origin = false;
+        let b = &mut *self.0;
+        b.head = HEADROOM;
+        b.len = 0;
+        b.port = 0;
+        b.iface = 0;
+        b.l3_off = 0;
+        b.local_origin = false;
     }
 
     /// The L3 packet: the frame from `l3_off` on.
     #[inline]
     pub fn l3(&self) -> &[u8] {
-        &self.buf[self.head + self.l3_off as usize..self.head + self.len]
+        let b = &*self.0;
+        &b.buf.0[b.head + b.l3_off as usize..b.head + b.len]
     }
 
     /// The L3 packet, writable.
     #[inline]
     pub fn l3_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.head + self.l3_off as usize..self.head + self.len]
+        let b = &mut *self.0;
+        &mut b.buf.0[b.head + b.l3_off as usize..b.head + b.len]
     }
 
     /// The frame.
     #[inline]
     pub fn data(&self) -> &[u8] {
-        &self.buf[self.head..self.head + self.len]
+        let b = &*self.0;
+        &b.buf.0[b.head..b.head + b.len]
     }
 
     /// The frame, writable.
     #[inline]
     pub fn data_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.head..self.head + self.len]
+        let b = &mut *self.0;
+        &mut b.buf.0[b.head..b.head + b.len]
     }
 
     /// Frame length in bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.0.len
     }
 
     /// True when the frame is empty.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.0.len == 0
     }
 
     /// Replaces the frame with a copy of `frame`, truncated to [`MAX_FRAME`].
     /// Returns the number of bytes kept.
     pub fn fill(&mut self, frame: &[u8]) -> usize {
         let n = frame.len().min(MAX_FRAME);
-        self.head = HEADROOM;
-        self.len = n;
-        self.buf[HEADROOM..HEADROOM + n].copy_from_slice(&frame[..n]);
+        self.set_len_from_start(n).copy_from_slice(&frame[..n]);
         n
+    }
+
+    /// Replaces the frame with the first `len` bytes of `lines`, copied as
+    /// whole 64-byte lines the way a NIC's DMA writes them: `lines` is the
+    /// frame padded to a multiple of 64 bytes. The first line is a
+    /// fixed-size copy with no call (a minimum-size frame needs no other);
+    /// falls back to [`Mbuf::fill`] for anything else.
+    #[inline]
+    pub fn fill_lines(&mut self, lines: &[u8], len: usize) {
+        let Some((first, rest)) = lines.split_first_chunk::<64>() else {
+            self.fill(&lines[..len.min(lines.len())]);
+            return;
+        };
+        if !rest.len().is_multiple_of(64) || lines.len() > MAX_FRAME || len > lines.len() {
+            self.fill(&lines[..len.min(lines.len())]);
+            return;
+        }
+        let dst = self.set_len_from_start(lines.len());
+        let (head, tail) = dst.split_at_mut(64);
+        head.copy_from_slice(first);
+        if !rest.is_empty() {
+            tail.copy_from_slice(rest);
+        }
+        self.0.len = len;
     }
 
     /// Sets the frame to `len` bytes from the default headroom and returns
     /// them for writing (contents are whatever the buffer held).
+    #[inline]
     pub fn set_len_from_start(&mut self, len: usize) -> &mut [u8] {
+        let b = &mut *self.0;
         let n = len.min(MAX_FRAME);
-        self.head = HEADROOM;
-        self.len = n;
-        &mut self.buf[HEADROOM..HEADROOM + n]
+        b.head = HEADROOM;
+        b.len = n;
+        &mut b.buf.0[HEADROOM..HEADROOM + n]
     }
 
     /// Shortens the frame to `len` bytes (drops Ethernet padding).
     #[inline]
     pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
+        self.0.len = self.0.len.min(len);
     }
 
     /// Moves the frame start by `delta` bytes: negative grows the front
@@ -117,13 +177,14 @@ impl Mbuf {
     /// when the headroom or the frame is too short.
     #[inline]
     pub fn adjust_head(&mut self, delta: isize) -> bool {
-        let new_head = self.head as isize + delta;
-        let new_len = self.len as isize - delta;
-        if new_head < 0 || new_len < 0 || new_head as usize + new_len as usize > self.buf.len() {
+        let b = &mut *self.0;
+        let new_head = b.head as isize + delta;
+        let new_len = b.len as isize - delta;
+        if new_head < 0 || new_len < 0 || new_head as usize + new_len as usize > CAPACITY {
             return false;
         }
-        self.head = new_head as usize;
-        self.len = new_len as usize;
+        b.head = new_head as usize;
+        b.len = new_len as usize;
         true
     }
 }
@@ -131,7 +192,7 @@ impl Mbuf {
 impl std::fmt::Debug for Mbuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mbuf")
-            .field("len", &self.len)
+            .field("len", &self.0.len)
             .field("port", &self.port)
             .field("iface", &self.iface)
             .finish()
@@ -201,6 +262,24 @@ mod tests {
         assert!(m.is_empty());
         assert!(!m.adjust_head(1));
         assert!(!m.adjust_head(-(CAPACITY as isize)));
+    }
+
+    #[test]
+    fn fill_lines_copies_the_frame_not_the_padding() {
+        let mut pool = MbufPool::new(1);
+        let mut m = pool.get();
+        let mut lines = [0u8; 128];
+        lines[..70].fill(7);
+        lines[70..].fill(9);
+        m.fill_lines(&lines, 70);
+        assert_eq!(m.data(), &[7u8; 70][..]);
+        // Not padded to whole lines: copied as by `fill`.
+        m.fill_lines(&lines[..100], 90);
+        assert_eq!(m.len(), 90);
+        assert_eq!(&m.data()[70..], &[9u8; 20][..]);
+        // A length past the lines is cut to them.
+        m.fill_lines(&lines[..64], 100);
+        assert_eq!(m.len(), 64);
     }
 
     #[test]

@@ -65,8 +65,7 @@ impl Worker {
         // together, so each VR's cost is one clock difference and an
         // over-budget VR costs only its demux.
         for (i, m) in rx.drain(..).enumerate() {
-            if let Some((next, m)) = classify(&mut ctx, &mut self.vrs, m) {
-                let vr = ctx.ifaces[m.iface as usize].vr;
+            if let Some((next, vr, m)) = classify(&mut ctx, &mut self.vrs, m) {
                 self.staged.push(Staged {
                     key: (u64::from(vr) << 32) | i as u64,
                     next,
@@ -210,9 +209,10 @@ impl Worker {
 }
 
 /// Counts the frame, finds its interface and VR, and applies the VR's rate
-/// ceilings: everything that happens before the VR's own stages.
+/// ceilings: everything that happens before the VR's own stages. Returns
+/// where the frame goes next and its VR.
 #[inline]
-fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Next, Mbuf)> {
+fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Next, u16, Mbuf)> {
     m.iface = NO_IFACE;
     m.local_origin = false;
     let len = m.len() as u64;
@@ -228,14 +228,14 @@ fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Ne
     let c = &ctx.counters.ifaces[m.iface as usize];
     c.rx_packets.inc();
     c.rx_bytes.add(len);
-    let vr = &mut vrs[ctx.ifaces[m.iface as usize].vr as usize];
-    if let Some(ceiling) = &mut vr.ceiling {
+    let vr = ctx.ifaces[m.iface as usize].vr;
+    if let Some(ceiling) = &mut vrs[vr as usize].ceiling {
         if !ceiling.admit(ctx.now, m.len()) {
             ctx.drop(m, Drop::RateCeiling);
             return None;
         }
     }
-    Some((next, m))
+    Some((next, vr, m))
 }
 
 /// Runs a classified frame through its VR's stages; `route` is its IPv4

@@ -143,7 +143,9 @@ impl Port for MemoryPort {
                 self.next = 0;
             }
             let mut m = pool.get();
-            m.fill(&self.arena[start..start + len]);
+            // Every frame starts on a line of the arena and is padded to one.
+            let end = (start + len).next_multiple_of(64).min(self.arena.len());
+            m.fill_lines(&self.arena[start..end], len);
             m.port = port_index;
             self.stats.rx_bytes += len as u64;
             rx.push(m);
