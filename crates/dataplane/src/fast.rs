@@ -36,17 +36,18 @@ use crate::worker::{NextHop, Vr};
 /// returning it untouched otherwise, for the full stages.
 ///
 /// Works on one fixed 34-byte view of the Ethernet and IPv4 headers, so the
-/// checks and rewrites below carry no bounds checks of their own.
+/// checks and rewrites below carry no bounds checks of their own; the frame
+/// is changed only once every check has passed.
 #[inline]
 pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> Option<Mbuf> {
     if m.l3_off != 14 {
         return Some(m);
     }
-    let l3_len = m.len() - 14;
-    let Some(h) = m.data().first_chunk::<34>() else {
+    let l3_len = m.len().saturating_sub(14);
+    let Some(h) = m.data_mut().first_chunk_mut::<34>() else {
         return Some(m);
     };
-    let ip: &[u8; 20] = h[14..].try_into().expect("34 - 14 bytes");
+    let (l2, ip) = h.split_at_mut(14);
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
     // Version 4 and IHL 5, a total length the frame holds, a good checksum,
     // no martian source (RFC 1812 §5.3.7), a destination that is neither
@@ -55,7 +56,7 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
     if ip[0] != 0x45
         || total_len < 20
         || total_len > l3_len
-        || !Ipv4Packet::new_unchecked(ip).verify_checksum()
+        || !Ipv4Packet::new_unchecked(&*ip).verify_checksum()
         || martian_source(ip[12])
         || martian_source(ip[16])
         || ip[8] <= 1
@@ -79,17 +80,11 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
         return Some(m);
     };
     // The frame keeps its place and its EtherType: only the MACs change.
-    let src = e.mac;
-    m.truncate(14 + total_len);
-    let h = m
-        .data_mut()
-        .first_chunk_mut::<34>()
-        .expect("a frame of 14 + total length ≥ 34 bytes");
-    let (l2, ip) = h.split_at_mut(14);
     Ipv4Packet::new_unchecked(ip).decrement_ttl();
     let mut eth = EthernetFrame::new_unchecked(l2);
     eth.set_dst_addr(mac);
-    eth.set_src_addr(src);
+    eth.set_src_addr(e.mac);
+    m.truncate(14 + total_len);
     ctx.counters.ifaces[m.iface as usize].fast_path.inc();
     ctx.enqueue(m, egress);
     None
