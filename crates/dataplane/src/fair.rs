@@ -55,6 +55,8 @@ struct Share {
     used: u64,
     /// Ticks charged this round (what it got; the demand estimate).
     round_used: u64,
+    /// Ticks charged since the worker started.
+    total: u64,
     /// Ticks allowed this round; `u64::MAX` when nothing is enforced.
     budget: u64,
     /// Over its budget now.
@@ -112,6 +114,7 @@ impl Fair {
                     weight: u64::from(w.max(1)),
                     used: 0,
                     round_used: 0,
+                    total: 0,
                     budget: u64::MAX,
                     capped: false,
                     was_capped: false,
@@ -205,6 +208,7 @@ impl Fair {
         };
         s.used = s.used.saturating_add(ticks);
         s.round_used = s.round_used.saturating_add(ticks);
+        s.total = s.total.saturating_add(ticks);
         if self.enforcing && !s.capped && s.used >= s.budget {
             s.capped = true;
             s.was_capped = true;
@@ -366,6 +370,12 @@ impl Fair {
     /// Ticks charged to VR `vr` this round.
     pub fn used(&self, vr: usize) -> u64 {
         self.vrs.get(vr).map_or(0, |s| s.round_used)
+    }
+
+    /// Ticks charged to each VR since the worker started: the clock time its
+    /// runs through the stages took, whether or not budgets were enforced.
+    pub fn charged(&self) -> Vec<u64> {
+        self.vrs.iter().map(|s| s.total).collect()
     }
 
     /// VR `vr`'s budget per refill (`u64::MAX` when none is enforced).

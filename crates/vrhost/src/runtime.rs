@@ -99,6 +99,9 @@ pub struct WorkerReport {
     pub ticks: u64,
     /// Rounds in which fair-share budgets were enforced.
     pub rounds_enforced: u64,
+    /// Ticks of the worker's clock each VR's runs took, by VR index (empty
+    /// without a clock).
+    pub charged: Vec<u64>,
     /// Punts and TAP traffic of the control planes.
     pub cp: crate::cplane::CpStats,
 }
@@ -581,6 +584,7 @@ fn run_to_completion(
         queues: rx_stats(&plan.rx, &plan.queues),
         ticks: w.fair().now().saturating_sub(t0),
         rounds_enforced: w.fair().rounds_enforced,
+        charged: w.fair().charged(),
         cp: taps.stats,
     }
 }
@@ -671,6 +675,7 @@ fn forward_thread(
     // The rx thread reports the receive queues.
     WorkerReport {
         rounds_enforced: w.fair().rounds_enforced,
+        charged: w.fair().charged(),
         cp,
         ..WorkerReport::default()
     }
