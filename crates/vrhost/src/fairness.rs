@@ -63,7 +63,8 @@ pub struct Args {
     /// What VR b is offered in the "at its share" scenarios, as a fraction
     /// of its share (1: exactly its share). Below 1 leaves room for a
     /// machine whose speed drifts between the capacity run that sizes the
-    /// share and the runs that use it (shared VMs: a few percent).
+    /// share and the runs that use it (on shared VMs, a few percent and at
+    /// times tens of percent).
     #[arg(long, default_value_t = 1.0)]
     pub b_load: f64,
 }
