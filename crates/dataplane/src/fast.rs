@@ -27,7 +27,7 @@ use vrhost_fib::NextHopId;
 use vrhost_wire::ethernet::EthernetFrame;
 use vrhost_wire::ipv4::Ipv4Packet;
 
-use crate::ipv4_input::martian_source;
+use crate::ipv4_input::martian_octet;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
 use crate::worker::{NextHop, Vr};
@@ -57,8 +57,8 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
         || total_len < 20
         || total_len > l3_len
         || !Ipv4Packet::new_unchecked(&*ip).verify_checksum()
-        || martian_source(ip[12])
-        || martian_source(ip[16])
+        || martian_octet(ip[12])
+        || martian_octet(ip[16])
         || ip[8] <= 1
     {
         return Some(m);

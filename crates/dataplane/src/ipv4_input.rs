@@ -34,10 +34,12 @@ fn link_local_multicast(a: Ipv4Addr) -> bool {
     a.octets()[..3] == [224, 0, 0]
 }
 
-/// Whether an address with this first octet is martian as a source
-/// (RFC 1812 §5.3.7, §4.2.2.11: 0/8, 127/8, multicast and class E).
+/// Whether an address with this first octet lies in 0/8, 127/8 or 224/3
+/// (multicast and class E): martian as a source (RFC 1812 §5.3.7,
+/// §4.2.2.11). The fast path also leaves destinations there to the full
+/// stages.
 #[inline]
-pub(crate) fn martian_source(first_octet: u8) -> bool {
+pub(crate) fn martian_octet(first_octet: u8) -> bool {
     first_octet == 0 || first_octet == 127 || first_octet >= 224
 }
 
@@ -62,7 +64,7 @@ pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: Option<Option<NextHopId>
     let src = pkt.src_addr();
     let dst = pkt.dst_addr();
     // RFC 1812 §5.3.7 and §4.2.2.11: martian sources.
-    if martian_source(src.octets()[0]) {
+    if martian_octet(src.octets()[0]) {
         return Next::Drop(Drop::MartianSource);
     }
     // ... and martian destinations (class E; the limited broadcast is handled below).

@@ -138,14 +138,14 @@ impl Mbuf {
     /// falls back to [`Mbuf::fill`] for anything else.
     #[inline]
     pub fn fill_lines(&mut self, lines: &[u8], len: usize) {
-        let Some((first, rest)) = lines.split_first_chunk::<64>() else {
+        let whole = lines
+            .split_first_chunk::<64>()
+            .filter(|(_, rest)| rest.len().is_multiple_of(64))
+            .filter(|_| lines.len() <= MAX_FRAME && len <= lines.len());
+        let Some((first, rest)) = whole else {
             self.fill(&lines[..len.min(lines.len())]);
             return;
         };
-        if !rest.len().is_multiple_of(64) || lines.len() > MAX_FRAME || len > lines.len() {
-            self.fill(&lines[..len.min(lines.len())]);
-            return;
-        }
         let dst = self.set_len_from_start(lines.len());
         let (head, tail) = dst.split_at_mut(64);
         head.copy_from_slice(first);
