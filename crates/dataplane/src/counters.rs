@@ -9,6 +9,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::drop_reason::Drop;
+use crate::worker::WorkerCounters;
 
 /// One counter with a single writer (its worker) and any number of readers.
 #[derive(Debug, Default)]
@@ -196,5 +197,61 @@ impl Counters {
             .iter()
             .map(|d| (d.name(), self.drops[*d as usize]))
             .filter(|(_, n)| *n != 0)
+    }
+}
+
+/// Frames the fast path forwarded, counted for one (ingress, egress) pair at
+/// a time and added to the cells when the pair changes: `forwarded` and
+/// `fast_path` of the ingress interface, `tx_*` of the egress interface and
+/// its port, the same cells [`crate::output::Ctx::enqueue`] writes.
+#[derive(Debug, Default)]
+pub(crate) struct FwdTally {
+    ingress: u16,
+    egress: u16,
+    port: u16,
+    packets: u64,
+    bytes: u64,
+}
+
+impl FwdTally {
+    /// Counts one frame of `bytes` from `ingress` to `egress` on `port`.
+    #[inline]
+    pub(crate) fn count(
+        &mut self,
+        counters: &WorkerCounters,
+        ingress: u16,
+        egress: u16,
+        port: u16,
+        bytes: u64,
+    ) {
+        if ingress != self.ingress || egress != self.egress {
+            self.flush(counters);
+            self.ingress = ingress;
+            self.egress = egress;
+            self.port = port;
+        }
+        self.packets += 1;
+        self.bytes += bytes;
+    }
+
+    /// Adds what was counted to the cells.
+    pub(crate) fn flush(&mut self, counters: &WorkerCounters) {
+        let (p, b) = (self.packets, self.bytes);
+        if p != 0 {
+            if let Some(c) = counters.ifaces.get(usize::from(self.ingress)) {
+                c.forwarded.add(p);
+                c.fast_path.add(p);
+            }
+            if let Some(c) = counters.ifaces.get(usize::from(self.egress)) {
+                c.tx_packets.add(p);
+                c.tx_bytes.add(b);
+            }
+            if let Some(c) = counters.ports.get(usize::from(self.port)) {
+                c.tx_packets.add(p);
+                c.tx_bytes.add(b);
+            }
+        }
+        self.packets = 0;
+        self.bytes = 0;
     }
 }

@@ -1,7 +1,17 @@
 //! The per-burst loop: every frame runs to completion through the stages.
 //!
+//! A burst takes one of two ways in. Most bursts are plain: untagged IPv4
+//! from one port to the MAC of that port's untagged interface, one VR with
+//! no rate ceiling. Those skip per-frame demux and staging ([`Worker::plain_burst`]).
+//! Any other burst is demuxed frame by frame and run VR by VR.
+//!
 //! ```text
-//!  demux ─▶ rate ceilings ─▶ (with a clock: sort by VR, admit by fair share, charge cycles)
+//!  plain burst: one MAC/EtherType test per frame ─▶ (with a clock: admit, charge)
+//!    ─▶ one IPv4 FIB batch ─▶ fast::v4 (the common forward) ─▶ output
+//!                                │ anything else
+//!                                └─▶ ipv4_input ... (below)
+//!
+//!  any burst: demux ─▶ rate ceilings ─▶ (with a clock: sort by VR, admit by fair share, charge cycles)
 //!    │                       ─▶ per VR run: IPv4 FIB batch ─▶ fast::v4 (the common forward) ─▶ output
 //!    │                                                          │ anything else
 //!    └────┬─ ARP ───────────────────────────────▶ arp_input (answer / learn)
@@ -14,8 +24,11 @@
 //!                                └─ Icmp ────▶ icmp_error::send_v6
 //! ```
 
+use std::net::Ipv4Addr;
+
 use vrhost_fib::NextHopId;
 
+use crate::counters::FwdTally;
 use crate::demux;
 use crate::drop_reason::Drop;
 use crate::fast;
@@ -26,7 +39,7 @@ use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
 use crate::tables::NO_IFACE;
-use crate::worker::{Event, Staged, TxBatch, Vr, Worker};
+use crate::worker::{Event, Route, Staged, TxBatch, Vr, Worker};
 use crate::{arp_input, icmp_error};
 
 /// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
@@ -58,29 +71,153 @@ impl Worker {
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         self.refresh();
         self.apply_events(now, tx);
+        if !self.plain_burst(rx, now, tx) {
+            self.mixed_burst(rx, now, tx);
+        }
+        if now >= self.next_poll {
+            self.poll(now, tx);
+        }
+        let t = self.fair.now();
+        self.fair.end_call(t, false);
+        self.counters.load_permille.set(self.fair.load_permille);
+    }
+
+    /// The common burst, in three tight passes: every frame is untagged IPv4
+    /// from one port, addressed to the MAC of that port's untagged interface,
+    /// whose VR has no rate ceiling. Then demux is one comparison per frame,
+    /// the receive counters are written once, the whole burst is one FIB
+    /// batch, and each frame takes the fast path or, refused there, the full
+    /// IPv4 stages, in arrival order. Returns false, having changed nothing,
+    /// for any other burst: [`Worker::mixed_burst`] takes it.
+    fn plain_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) -> bool {
+        let Some(port) = rx.first().map(|m| m.port) else {
+            return false;
+        };
+        let Some(&iface) = self
+            .shared
+            .ports
+            .get(usize::from(port))
+            .and_then(|p| p.demux.first())
+        else {
+            return false;
+        };
+        let Some(vr) = self.shared.ifaces.get(usize::from(iface)).map(|i| i.vr) else {
+            return false;
+        };
+        let Some(v) = self.vrs.get_mut(usize::from(vr)) else {
+            return false;
+        };
+        if v.ceiling.is_some() {
+            return false;
+        }
+        // Destination MAC and EtherType as one word: the interface's MAC in
+        // bytes 0-5 and IPv4 (08 00) in bytes 6-7, compared with the frame's
+        // bytes 0-5 and 12-13.
+        let m = self.shared.ifaces[usize::from(iface)].mac.0;
+        let want = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0x08, 0x00]);
+        self.dsts.clear();
+        let mut bytes = 0u64;
+        for m in rx.iter() {
+            let d = m.data();
+            let Some(h) = d.first_chunk::<34>() else {
+                return false;
+            };
+            let got = u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[12], h[13]]);
+            if got != want || m.port != port {
+                return false;
+            }
+            self.dsts.push(Ipv4Addr::new(h[30], h[31], h[32], h[33]));
+            bytes += d.len() as u64;
+        }
+        let mut ctx = ctx!(self, now, tx, &self.peers);
+        let n = rx.len() as u64;
+        for c in [
+            ctx.counters.ports.get(usize::from(port)),
+            ctx.counters.ifaces.get(usize::from(iface)),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            c.rx_packets.add(n);
+            c.rx_bytes.add(bytes);
+        }
+        let fair = &mut self.fair;
+        let fair_share = fair.active();
+        let t0 = fair.now();
+        if fair_share {
+            if self.full_burst > 0 && rx.len() >= self.full_burst {
+                fair.note_backlog(usize::from(vr));
+            }
+            let admitted = fair.admit(usize::from(vr));
+            fair.note_refused_burst(!admitted);
+            if !admitted {
+                for m in rx.drain(..) {
+                    ctx.drop(m, Drop::OverShare);
+                }
+                return true;
+            }
+        }
+        self.routes.clear();
+        self.routes.resize(rx.len(), None);
+        v.fib4.lookup_batch(&self.dsts, &mut self.routes);
+        let mut fwd = FwdTally::default();
+        for (mut m, &route) in rx.drain(..).zip(&self.routes) {
+            m.iface = iface;
+            m.l3_off = 14;
+            m.local_origin = false;
+            if let (true, Some(id)) = (self.fast_path, route) {
+                match fast::v4(&mut ctx, v, m, id, &mut fwd) {
+                    Some(back) => m = back,
+                    None => continue,
+                }
+            }
+            stages(&mut ctx, v, demux::Next::Ipv4, m, Some(route));
+        }
+        fwd.flush(ctx.counters);
+        if fair_share {
+            let t = fair.now();
+            fair.charge(usize::from(vr), t.saturating_sub(t0));
+        }
+        true
+    }
+
+    /// Any burst: demuxed frame by frame, then run VR by VR.
+    fn mixed_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         let mut ctx = ctx!(self, now, tx, &self.peers);
         let fair_share = self.fair.active();
         let full = self.full_burst > 0 && rx.len() >= self.full_burst;
         // Demux the whole burst first. With a clock, each VR's frames then run
         // together, so each VR's cost is one clock difference and an
         // over-budget VR costs only its demux.
+        let mut first_vr = None;
+        let mut mixed = false;
         for (i, m) in rx.drain(..).enumerate() {
             if let Some((next, vr, m)) = classify(&mut ctx, &mut self.vrs, m) {
+                mixed |= *first_vr.get_or_insert(vr) != vr;
+                let route = match next {
+                    demux::Next::Ipv4 => match m.l3().first_chunk::<20>() {
+                        Some(h) => Route::Dst(Ipv4Addr::new(h[16], h[17], h[18], h[19])),
+                        None => Route::None,
+                    },
+                    _ => Route::None,
+                };
                 self.staged.push(Staged {
                     key: (u64::from(vr) << 32) | i as u64,
                     next,
                     m: Some(m),
-                    route: None,
+                    route,
                 });
             }
         }
-        if fair_share {
+        // Frames of one VR are already in order.
+        if fair_share && mixed {
             self.staged.sort_unstable_by_key(|s| s.key);
         }
         // Run by run of one VR's frames: admit (with a clock), look the run's
         // IPv4 destinations up in one FIB batch, then each frame to completion.
         let fair = &mut self.fair;
         let fast_path = self.fast_path;
+        let mut fwd = FwdTally::default();
         let (mut any_admitted, mut any_refused) = (false, false);
         for run in self.staged.chunk_by_mut(|a, b| a.key >> 32 == b.key >> 32) {
             let vr = (run[0].key >> 32) as usize;
@@ -104,31 +241,26 @@ impl Worker {
                     ctx.drop(m, Drop::OverShare);
                     continue;
                 }
-                if let (true, demux::Next::Ipv4, Some(Some(id)), Some(v)) =
+                if let (true, demux::Next::Ipv4, Route::Found(Some(id)), Some(v)) =
                     (fast_path, s.next, s.route, self.vrs.get_mut(vr))
                 {
-                    match fast::v4(&mut ctx, v, m, id) {
+                    match fast::v4(&mut ctx, v, m, id, &mut fwd) {
                         Some(back) => m = back,
                         None => continue,
                     }
                 }
-                dispatch(&mut ctx, &mut self.vrs, s.next, m, s.route);
+                dispatch(&mut ctx, &mut self.vrs, s.next, m, s.route.found());
             }
             if fair_share && admitted {
                 let t = fair.now();
                 fair.charge(vr, t.saturating_sub(t0));
             }
         }
+        fwd.flush(ctx.counters);
         self.staged.clear();
         if fair_share && (any_refused || any_admitted) {
             fair.note_refused_burst(any_refused && !any_admitted);
         }
-        if now >= self.next_poll {
-            self.poll(now, tx);
-        }
-        let t = self.fair.now();
-        self.fair.end_call(t, false);
-        self.counters.load_permille.set(self.fair.load_permille);
     }
 
     /// Between bursts when nothing arrived: picks up tables and neighbor
@@ -245,11 +377,23 @@ fn dispatch(
     ctx: &mut Ctx<'_>,
     vrs: &mut [Vr],
     next: demux::Next,
+    m: Mbuf,
+    route: Option<Option<NextHopId>>,
+) {
+    let vr = &mut vrs[ctx.ifaces[m.iface as usize].vr as usize];
+    stages(ctx, vr, next, m, route);
+}
+
+/// Runs a classified frame through the stages of `vr`, its interface's VR.
+#[inline]
+fn stages(
+    ctx: &mut Ctx<'_>,
+    vr: &mut Vr,
+    next: demux::Next,
     mut m: Mbuf,
     route: Option<Option<NextHopId>>,
 ) {
     let iface = &ctx.ifaces[m.iface as usize];
-    let vr = &mut vrs[iface.vr as usize];
     match next {
         demux::Next::Arp => arp_input::process(ctx, vr, m),
         demux::Next::Ipv4 => match ipv4_input::process(vr, &mut m, route) {

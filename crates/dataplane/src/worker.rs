@@ -253,7 +253,7 @@ pub struct Vr {
 
 impl Vr {
     /// What next hop `id` of the VR's FIB means in this worker.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn resolve(&mut self, id: u32) -> Option<NextHop> {
         Some(match *self.nexthops.get(id as usize)? {
             RouteHop::Local => NextHop::Local,
@@ -298,7 +298,8 @@ impl Vr {
     /// Looks up the IPv4 destinations of `frames` (all of this VR) in
     /// batches, so the FIB's cache misses overlap instead of each stalling
     /// its own packet; each answer lands in the frame's [`Staged::route`].
-    /// Frames too short to hold an IPv4 header are left to the per-packet path.
+    /// Frames with no destination read ([`Route::None`]) are left to the
+    /// per-packet path.
     pub(crate) fn lookup4_batch(&self, frames: &mut [Staged]) {
         const LANES: usize = 64;
         let mut addrs = [Ipv4Addr::UNSPECIFIED; LANES];
@@ -308,13 +309,8 @@ impl Vr {
         loop {
             let mut n = 0;
             while n < LANES && next < frames.len() {
-                let s = &frames[next];
-                let dst = match (&s.next, &s.m) {
-                    (crate::demux::Next::Ipv4, Some(m)) => m.l3().get(16..20),
-                    _ => None,
-                };
-                if let Some(&[a, b, c, d]) = dst {
-                    addrs[n] = Ipv4Addr::new(a, b, c, d);
+                if let Route::Dst(a) = frames[next].route {
+                    addrs[n] = a;
                     at[n] = next;
                     n += 1;
                 }
@@ -325,7 +321,7 @@ impl Vr {
             }
             self.fib4.lookup_batch(&addrs[..n], &mut out[..n]);
             for (&found, &i) in out[..n].iter().zip(&at[..n]) {
-                frames[i].route = Some(found);
+                frames[i].route = Route::Found(found);
             }
         }
     }
@@ -379,6 +375,9 @@ pub struct Worker {
     pub(crate) full_burst: usize,
     /// One burst, demuxed and sorted by VR (reused; never shrinks).
     pub(crate) staged: Vec<Staged>,
+    /// A plain burst's IPv4 destinations and their FIB answers (reused).
+    pub(crate) dsts: Vec<Ipv4Addr>,
+    pub(crate) routes: Vec<Option<NextHopId>>,
     /// Plain IPv4 forwards take [`crate::fast`] (the default); off, every
     /// frame runs the full stages.
     pub(crate) fast_path: bool,
@@ -392,9 +391,32 @@ pub(crate) struct Staged {
     pub next: crate::demux::Next,
     /// Taken when the frame is dispatched or dropped.
     pub m: Option<Mbuf>,
-    /// The VR's IPv4 FIB answer for the frame's destination, looked up for
-    /// the whole run at once ([`Vr::lookup4_batch`]); `None` when it was not.
-    pub route: Option<Option<NextHopId>>,
+    /// The frame's IPv4 destination, read when it was demuxed, and then the
+    /// VR's FIB answer for it, looked up for the whole run at once
+    /// ([`Vr::lookup4_batch`]).
+    pub route: Route,
+}
+
+/// Where a staged frame's IPv4 route lookup stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Not IPv4, or too short to hold a destination: the stages decide.
+    None,
+    /// The destination, waiting for the run's batch lookup.
+    Dst(Ipv4Addr),
+    /// The batch lookup's answer (`None`: no route).
+    Found(Option<NextHopId>),
+}
+
+impl Route {
+    /// The batch lookup's answer, if it ran.
+    #[inline]
+    pub(crate) fn found(self) -> Option<Option<NextHopId>> {
+        match self {
+            Route::Found(f) => Some(f),
+            _ => None,
+        }
+    }
 }
 
 impl Worker {
@@ -470,6 +492,8 @@ impl Worker {
             fair,
             full_burst: 0,
             staged: Vec::with_capacity(256),
+            dsts: Vec::with_capacity(256),
+            routes: Vec::with_capacity(256),
             fast_path: true,
         };
         w.refresh();
