@@ -236,6 +236,13 @@ impl MbufPool {
         self.free.push(m);
     }
 
+    /// Returns every buffer of `v`, leaving it empty (one copy of the
+    /// pointers, not a push per buffer).
+    #[inline]
+    pub fn put_all(&mut self, v: &mut Vec<Mbuf>) {
+        self.free.append(v);
+    }
+
     /// Buffers created over the pool's life.
     pub fn allocated(&self) -> usize {
         self.allocated

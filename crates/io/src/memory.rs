@@ -136,20 +136,28 @@ impl Port for MemoryPort {
         if self.frames.is_empty() {
             return 0;
         }
-        for _ in 0..max {
-            let (start, len) = self.frames[self.next];
-            self.next += 1;
-            if self.next == self.frames.len() {
-                self.next = 0;
+        // `extend` over a counted range reserves once and writes each buffer
+        // in place, with no per-frame capacity check or call.
+        let (frames, arena, next, bytes) = (
+            &self.frames,
+            &self.arena,
+            &mut self.next,
+            &mut self.stats.rx_bytes,
+        );
+        rx.extend((0..max).map(|_| {
+            let (start, len) = frames[*next];
+            *next += 1;
+            if *next == frames.len() {
+                *next = 0;
             }
             let mut m = pool.get();
             // Every frame starts on a line of the arena and is padded to one.
-            let end = (start + len).next_multiple_of(64).min(self.arena.len());
-            m.fill_lines(&self.arena[start..end], len);
+            let end = (start + len).next_multiple_of(64).min(arena.len());
+            m.fill_lines(&arena[start..end], len);
             m.port = port_index;
-            self.stats.rx_bytes += len as u64;
-            rx.push(m);
-        }
+            *bytes += len as u64;
+            m
+        }));
         self.stats.rx_packets += max as u64;
         max
     }
@@ -162,10 +170,8 @@ impl Port for MemoryPort {
         _now_ns: u64,
     ) -> Result<(), IoError> {
         self.stats.tx_packets += tx.len() as u64;
-        for m in tx.drain(..) {
-            self.stats.tx_bytes += m.len() as u64;
-            pool.put(m);
-        }
+        self.stats.tx_bytes += tx.iter().map(|m| m.len() as u64).sum::<u64>();
+        pool.put_all(tx);
         Ok(())
     }
 
