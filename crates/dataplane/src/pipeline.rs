@@ -113,8 +113,8 @@ impl Worker {
         // Destination MAC and EtherType as one word: the interface's MAC in
         // bytes 0-5 and IPv4 (08 00) in bytes 6-7, compared with the frame's
         // bytes 0-5 and 12-13.
-        let m = self.shared.ifaces[usize::from(iface)].mac.0;
-        let want = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0x08, 0x00]);
+        let mac = self.shared.ifaces[usize::from(iface)].mac.0;
+        let want = u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0x08, 0x00]);
         self.dsts.clear();
         let mut bytes = 0u64;
         for m in rx.iter() {
