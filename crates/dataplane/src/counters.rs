@@ -214,7 +214,10 @@ pub(crate) struct FwdTally {
 }
 
 impl FwdTally {
-    /// Counts one frame of `bytes` from `ingress` to `egress` on `port`.
+    /// Counts one frame of `bytes` from `ingress` to `egress` on `port`
+    /// (the egress interface's port). The first frame after a flush sets the
+    /// pair and port whatever the previous pair was, so a fresh tally never
+    /// counts for the zeroes it starts with.
     #[inline]
     pub(crate) fn count(
         &mut self,
@@ -224,7 +227,7 @@ impl FwdTally {
         port: u16,
         bytes: u64,
     ) {
-        if ingress != self.ingress || egress != self.egress {
+        if self.packets == 0 || ingress != self.ingress || egress != self.egress {
             self.flush(counters);
             self.ingress = ingress;
             self.egress = egress;
@@ -253,5 +256,42 @@ impl FwdTally {
         }
         self.packets = 0;
         self.bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(ports: usize, ifaces: usize) -> WorkerCounters {
+        WorkerCounters {
+            ports: (0..ports).map(|_| CounterCells::default()).collect(),
+            ifaces: (0..ifaces).map(|_| CounterCells::default()).collect(),
+            load_permille: Cell::default(),
+        }
+    }
+
+    #[test]
+    fn fwd_tally_counts_each_pair_on_its_own_cells() {
+        let c = counters(2, 3);
+        let mut t = FwdTally::default();
+        // Interface 0 back out of itself, on port 1: the tally's initial
+        // zeroes must not keep port 0.
+        t.count(&c, 0, 0, 1, 60);
+        t.count(&c, 0, 0, 1, 60);
+        t.count(&c, 0, 2, 0, 100);
+        t.flush(&c);
+        assert_eq!(c.ports[1].tx_packets.get(), 2);
+        assert_eq!(c.ports[1].tx_bytes.get(), 120);
+        assert_eq!(c.ports[0].tx_packets.get(), 1);
+        assert_eq!(c.ports[0].tx_bytes.get(), 100);
+        assert_eq!(c.ifaces[0].forwarded.get(), 3);
+        assert_eq!(c.ifaces[0].fast_path.get(), 3);
+        assert_eq!(c.ifaces[0].tx_packets.get(), 2);
+        assert_eq!(c.ifaces[2].tx_packets.get(), 1);
+        assert_eq!(c.ifaces[1].tx_packets.get(), 0);
+        // Flushed: nothing counted twice.
+        t.flush(&c);
+        assert_eq!(c.ifaces[0].forwarded.get(), 3);
     }
 }

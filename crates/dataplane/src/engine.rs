@@ -82,6 +82,17 @@ impl Engine {
         self.worker.set_fast_path(on);
     }
 
+    /// Measures each VR's cost with `clock` and enforces fair shares when
+    /// the worker saturates; see [`Worker::set_clock`].
+    pub fn set_clock(
+        &mut self,
+        clock: crate::fair::Clock,
+        ticks_per_second: u64,
+        full_burst: usize,
+    ) {
+        self.worker.set_clock(clock, ticks_per_second, full_burst);
+    }
+
     /// Processes a burst; see [`Worker::process_burst`].
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         self.worker.process_burst(rx, now, tx);

@@ -151,7 +151,11 @@ impl Worker {
             let admitted = fair.admit(usize::from(vr));
             fair.note_refused_burst(!admitted);
             if !admitted {
-                for m in rx.drain(..) {
+                for mut m in rx.drain(..) {
+                    // Counted on the interface, as after demux.
+                    m.iface = iface;
+                    m.l3_off = 14;
+                    m.local_origin = false;
                     ctx.drop(m, Drop::OverShare);
                 }
                 return true;
