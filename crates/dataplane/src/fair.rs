@@ -200,6 +200,17 @@ impl Fair {
                 .is_none_or(|s| s.used < s.budget.saturating_mul(2))
     }
 
+    /// A run of VR `vr`'s frames is about to be processed, read from a burst
+    /// that was `full` (more of it was waiting): notes the backlog and says
+    /// whether the run may go ([`Fair::admit`]).
+    #[inline]
+    pub fn admit_run(&mut self, vr: usize, full: bool) -> bool {
+        if full {
+            self.note_backlog(vr);
+        }
+        self.admit(vr)
+    }
+
     /// Charges `ticks` to VR `vr`.
     #[inline]
     pub fn charge(&mut self, vr: usize, ticks: u64) {

@@ -24,7 +24,6 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use vrhost_fib::NextHopId;
-use vrhost_wire::checksum;
 use vrhost_wire::ethernet::EthernetFrame;
 use vrhost_wire::ipv4::Ipv4Packet;
 
@@ -66,7 +65,7 @@ pub(crate) fn v4(
     if ip[0] != 0x45
         || total_len < 20
         || total_len > l3_len
-        || !checksum::header20_verifies(ip)
+        || !Ipv4Packet::new_unchecked(&ip[..]).verify_checksum()
         || martian_octet(ip[12])
         || martian_octet(ip[16])
         || ip[8] <= 1

@@ -87,8 +87,8 @@ impl Worker {
     /// whose VR has no rate ceiling. Then demux is one comparison per frame,
     /// the receive counters are written once, the whole burst is one FIB
     /// batch, and each frame takes the fast path or, refused there, the full
-    /// IPv4 stages, in arrival order. Returns false, having changed nothing,
-    /// for any other burst: [`Worker::mixed_burst`] takes it.
+    /// IPv4 stages, in arrival order. Returns false for any other burst,
+    /// which [`Worker::mixed_burst`] then demuxes afresh.
     fn plain_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) -> bool {
         let Some(port) = rx.first().map(|m| m.port) else {
             return false;
@@ -101,7 +101,12 @@ impl Worker {
         else {
             return false;
         };
-        let Some(vr) = self.shared.ifaces.get(usize::from(iface)).map(|i| i.vr) else {
+        let Some((vr, mac)) = self
+            .shared
+            .ifaces
+            .get(usize::from(iface))
+            .map(|i| (i.vr, i.mac.0))
+        else {
             return false;
         };
         let Some(v) = self.vrs.get_mut(usize::from(vr)) else {
@@ -112,12 +117,12 @@ impl Worker {
         }
         // Destination MAC and EtherType as one word: the interface's MAC in
         // bytes 0-5 and IPv4 (08 00) in bytes 6-7, compared with the frame's
-        // bytes 0-5 and 12-13.
-        let mac = self.shared.ifaces[usize::from(iface)].mac.0;
+        // bytes 0-5 and 12-13. A frame that passes is demuxed here (the
+        // fields a refused burst leaves set, demux sets again).
         let want = u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0x08, 0x00]);
         self.dsts.clear();
         let mut bytes = 0u64;
-        for m in rx.iter() {
+        for m in rx.iter_mut() {
             let d = m.data();
             let Some(h) = d.first_chunk::<34>() else {
                 return false;
@@ -128,6 +133,9 @@ impl Worker {
             }
             self.dsts.push(Ipv4Addr::new(h[30], h[31], h[32], h[33]));
             bytes += d.len() as u64;
+            m.iface = iface;
+            m.l3_off = 14;
+            m.local_origin = false;
         }
         let mut ctx = ctx!(self, now, tx, &self.peers);
         let n = rx.len() as u64;
@@ -145,17 +153,11 @@ impl Worker {
         let fair_share = fair.active();
         let t0 = fair.now();
         if fair_share {
-            if self.full_burst > 0 && rx.len() >= self.full_burst {
-                fair.note_backlog(usize::from(vr));
-            }
-            let admitted = fair.admit(usize::from(vr));
+            let full = self.full_burst > 0 && rx.len() >= self.full_burst;
+            let admitted = fair.admit_run(usize::from(vr), full);
             fair.note_refused_burst(!admitted);
             if !admitted {
-                for mut m in rx.drain(..) {
-                    // Counted on the interface, as after demux.
-                    m.iface = iface;
-                    m.l3_off = 14;
-                    m.local_origin = false;
+                for m in rx.drain(..) {
                     ctx.drop(m, Drop::OverShare);
                 }
                 return true;
@@ -166,9 +168,6 @@ impl Worker {
         v.fib4.lookup_batch(&self.dsts, &mut self.routes);
         let mut fwd = FwdTally::default();
         for (mut m, &route) in rx.drain(..).zip(&self.routes) {
-            m.iface = iface;
-            m.l3_off = 14;
-            m.local_origin = false;
             if let (true, Some(id)) = (self.fast_path, route) {
                 match fast::v4(&mut ctx, v, m, id, &mut fwd) {
                     Some(back) => m = back,
@@ -226,12 +225,7 @@ impl Worker {
         for run in self.staged.chunk_by_mut(|a, b| a.key >> 32 == b.key >> 32) {
             let vr = (run[0].key >> 32) as usize;
             let t0 = fair.now();
-            let admitted = !fair_share || {
-                if full {
-                    fair.note_backlog(vr);
-                }
-                fair.admit(vr)
-            };
+            let admitted = !fair_share || fair.admit_run(vr, full);
             any_admitted |= admitted;
             any_refused |= !admitted;
             if admitted {

@@ -14,12 +14,9 @@ mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use common::{
-    eth, fix_ipv4_checksum, ipv4, send_burst, udp, BLUE0_MAC, HOST, HOST_MAC, RED0_MAC, REMOTE, SEC,
-};
+use common::{send_burst, udp4_frame, BLUE0_MAC, RED0_MAC, REMOTE, SEC};
 use vrhost_dataplane::{Drop, Engine, Limits};
-use vrhost_wire::ethernet::{EtherType, EthernetAddress};
-use vrhost_wire::ip::IpProtocol;
+use vrhost_wire::ethernet::EthernetAddress;
 
 static TICKS: AtomicU64 = AtomicU64::new(0);
 
@@ -27,11 +24,10 @@ fn clock() -> u64 {
     TICKS.fetch_add(10, Relaxed)
 }
 
+/// A UDP frame from the host to a remote address, sent to MAC `to`.
 fn frame(to: EthernetAddress) -> Vec<u8> {
-    let mut p = ipv4(HOST, REMOTE, IpProtocol::Udp, 64, false, &udp(18));
-    fix_ipv4_checksum(&mut p, 0);
-    let mut f = eth(to, HOST_MAC, None, EtherType::Ipv4, &p);
-    f.resize(f.len().max(60), 0);
+    let mut f = udp4_frame(REMOTE, 64, false, 18);
+    f[..6].copy_from_slice(&to.0);
     f
 }
 
