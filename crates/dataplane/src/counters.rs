@@ -9,7 +9,6 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::drop_reason::Drop;
-use crate::worker::WorkerCounters;
 
 /// One counter with a single writer (its worker) and any number of readers.
 #[derive(Debug, Default)]
@@ -197,101 +196,5 @@ impl Counters {
             .iter()
             .map(|d| (d.name(), self.drops[*d as usize]))
             .filter(|(_, n)| *n != 0)
-    }
-}
-
-/// Frames the fast path forwarded, counted for one (ingress, egress) pair at
-/// a time and added to the cells when the pair changes: `forwarded` and
-/// `fast_path` of the ingress interface, `tx_*` of the egress interface and
-/// its port, the same cells [`crate::output::Ctx::enqueue`] writes.
-#[derive(Debug, Default)]
-pub(crate) struct FwdTally {
-    ingress: u16,
-    egress: u16,
-    port: u16,
-    packets: u64,
-    bytes: u64,
-}
-
-impl FwdTally {
-    /// Counts one frame of `bytes` from `ingress` to `egress` on `port`
-    /// (the egress interface's port). The first frame after a flush sets the
-    /// pair and port whatever the previous pair was, so a fresh tally never
-    /// counts for the zeroes it starts with.
-    #[inline]
-    pub(crate) fn count(
-        &mut self,
-        counters: &WorkerCounters,
-        ingress: u16,
-        egress: u16,
-        port: u16,
-        bytes: u64,
-    ) {
-        if self.packets == 0 || ingress != self.ingress || egress != self.egress {
-            self.flush(counters);
-            self.ingress = ingress;
-            self.egress = egress;
-            self.port = port;
-        }
-        self.packets += 1;
-        self.bytes += bytes;
-    }
-
-    /// Adds what was counted to the cells.
-    pub(crate) fn flush(&mut self, counters: &WorkerCounters) {
-        let (p, b) = (self.packets, self.bytes);
-        if p != 0 {
-            if let Some(c) = counters.ifaces.get(usize::from(self.ingress)) {
-                c.forwarded.add(p);
-                c.fast_path.add(p);
-            }
-            if let Some(c) = counters.ifaces.get(usize::from(self.egress)) {
-                c.tx_packets.add(p);
-                c.tx_bytes.add(b);
-            }
-            if let Some(c) = counters.ports.get(usize::from(self.port)) {
-                c.tx_packets.add(p);
-                c.tx_bytes.add(b);
-            }
-        }
-        self.packets = 0;
-        self.bytes = 0;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn counters(ports: usize, ifaces: usize) -> WorkerCounters {
-        WorkerCounters {
-            ports: (0..ports).map(|_| CounterCells::default()).collect(),
-            ifaces: (0..ifaces).map(|_| CounterCells::default()).collect(),
-            load_permille: Cell::default(),
-        }
-    }
-
-    #[test]
-    fn fwd_tally_counts_each_pair_on_its_own_cells() {
-        let c = counters(2, 3);
-        let mut t = FwdTally::default();
-        // Interface 0 back out of itself, on port 1: the tally's initial
-        // zeroes must not keep port 0.
-        t.count(&c, 0, 0, 1, 60);
-        t.count(&c, 0, 0, 1, 60);
-        t.count(&c, 0, 2, 0, 100);
-        t.flush(&c);
-        assert_eq!(c.ports[1].tx_packets.get(), 2);
-        assert_eq!(c.ports[1].tx_bytes.get(), 120);
-        assert_eq!(c.ports[0].tx_packets.get(), 1);
-        assert_eq!(c.ports[0].tx_bytes.get(), 100);
-        assert_eq!(c.ifaces[0].forwarded.get(), 3);
-        assert_eq!(c.ifaces[0].fast_path.get(), 3);
-        assert_eq!(c.ifaces[0].tx_packets.get(), 2);
-        assert_eq!(c.ifaces[2].tx_packets.get(), 1);
-        assert_eq!(c.ifaces[1].tx_packets.get(), 0);
-        // Flushed: nothing counted twice.
-        t.flush(&c);
-        assert_eq!(c.ifaces[0].forwarded.get(), 3);
     }
 }

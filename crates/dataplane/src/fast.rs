@@ -27,7 +27,6 @@ use vrhost_fib::NextHopId;
 use vrhost_wire::ethernet::EthernetFrame;
 use vrhost_wire::ipv4::Ipv4Packet;
 
-use crate::counters::FwdTally;
 use crate::ipv4_input::martian_octet;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
@@ -40,13 +39,7 @@ use crate::worker::{NextHop, Vr};
 /// headers, so the checks and rewrites below carry no bounds checks of their own;
 /// the frame is changed only once every check has passed.
 #[inline]
-pub(crate) fn v4(
-    ctx: &mut Ctx<'_>,
-    vr: &mut Vr,
-    mut m: Mbuf,
-    id: NextHopId,
-    fwd: &mut FwdTally,
-) -> Option<Mbuf> {
+pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> Option<Mbuf> {
     if m.l3_off != 14 {
         return Some(m);
     }
@@ -82,9 +75,7 @@ pub(crate) fn v4(
         _ => return Some(m),
     };
     let e = &ctx.ifaces[egress as usize];
-    let port = e.port;
-    if e.vlan.is_some() || total_len > usize::from(e.mtu) || ctx.tx.ports.len() <= usize::from(port)
-    {
+    if e.vlan.is_some() || total_len > usize::from(e.mtu) {
         return Some(m);
     }
     let Some(mac) = vr.neighbors.usable_mac(neigh, ctx.now) else {
@@ -96,9 +87,7 @@ pub(crate) fn v4(
     eth.set_dst_addr(mac);
     eth.set_src_addr(e.mac);
     m.truncate(14 + total_len);
-    // What `Ctx::enqueue` does, with the counters tallied per burst.
-    fwd.count(ctx.counters, m.iface, egress, port, m.len() as u64);
-    m.port = port;
-    ctx.tx.ports[usize::from(port)].push(m);
+    ctx.counters.ifaces[m.iface as usize].fast_path.inc();
+    ctx.enqueue(m, egress);
     None
 }

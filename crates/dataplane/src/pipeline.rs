@@ -28,7 +28,6 @@ use std::net::Ipv4Addr;
 
 use vrhost_fib::NextHopId;
 
-use crate::counters::FwdTally;
 use crate::demux;
 use crate::drop_reason::Drop;
 use crate::fast;
@@ -166,17 +165,15 @@ impl Worker {
         self.routes.clear();
         self.routes.resize(rx.len(), None);
         v.fib4.lookup_batch(&self.dsts, &mut self.routes);
-        let mut fwd = FwdTally::default();
         for (mut m, &route) in rx.drain(..).zip(&self.routes) {
             if let (true, Some(id)) = (self.fast_path, route) {
-                match fast::v4(&mut ctx, v, m, id, &mut fwd) {
+                match fast::v4(&mut ctx, v, m, id) {
                     Some(back) => m = back,
                     None => continue,
                 }
             }
             stages(&mut ctx, v, demux::Next::Ipv4, m, Some(route));
         }
-        fwd.flush(ctx.counters);
         if fair_share {
             let t = fair.now();
             fair.charge(usize::from(vr), t.saturating_sub(t0));
@@ -220,7 +217,6 @@ impl Worker {
         // IPv4 destinations up in one FIB batch, then each frame to completion.
         let fair = &mut self.fair;
         let fast_path = self.fast_path;
-        let mut fwd = FwdTally::default();
         let (mut any_admitted, mut any_refused) = (false, false);
         for run in self.staged.chunk_by_mut(|a, b| a.key >> 32 == b.key >> 32) {
             let vr = (run[0].key >> 32) as usize;
@@ -242,7 +238,7 @@ impl Worker {
                 if let (true, demux::Next::Ipv4, Route::Found(Some(id)), Some(v)) =
                     (fast_path, s.next, s.route, self.vrs.get_mut(vr))
                 {
-                    match fast::v4(&mut ctx, v, m, id, &mut fwd) {
+                    match fast::v4(&mut ctx, v, m, id) {
                         Some(back) => m = back,
                         None => continue,
                     }
@@ -254,7 +250,6 @@ impl Worker {
                 fair.charge(vr, t.saturating_sub(t0));
             }
         }
-        fwd.flush(ctx.counters);
         self.staged.clear();
         if fair_share && (any_refused || any_admitted) {
             fair.note_refused_burst(any_refused && !any_admitted);
