@@ -56,7 +56,9 @@ fn route_seed<A: FibAddr>() -> impl Strategy<Value = RouteSeed> {
         any::<u128>(),
         0..=A::BITS,
         length::<A>(),
-        0u32..6,
+        // Mostly a few next hops (4-bit leaves); now and then one that
+        // needs 8, 16 or 32 bits, so that groups widen under churn.
+        prop_oneof![8 => 0u32..6, 1 => 0u32..40, 1 => 250u32..70_000],
     )
 }
 

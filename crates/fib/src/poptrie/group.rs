@@ -360,6 +360,7 @@ impl Group {
     #[inline(never)]
     pub(crate) fn walk<K: Key>(&self, state: u32, key: K) -> u32 {
         match self.packing {
+            Packing::NIBBLE => self.walk_packed(state, key, Packing::NIBBLE),
             Packing::BYTE => self.walk_packed(state, key, Packing::BYTE),
             Packing::NARROW => self.walk_packed(state, key, Packing::NARROW),
             _ => self.walk_packed(state, key, Packing::WIDE),
@@ -414,6 +415,7 @@ impl Group {
     fn run(&self, first: usize, run: usize) -> u32 {
         // Arms with constant shifts; the branch always goes the same way.
         match self.packing {
+            Packing::NIBBLE => self.run_packed(first, run, Packing::NIBBLE),
             Packing::BYTE => self.run_packed(first, run, Packing::BYTE),
             Packing::NARROW => self.run_packed(first, run, Packing::NARROW),
             _ => self.run_packed(first, run, Packing::WIDE),
@@ -481,7 +483,7 @@ impl Group {
         stats.words += self.words.len() - self.garbage_words as usize;
         stats.garbage_nodes += self.garbage_nodes as usize;
         stats.garbage_words += self.garbage_words as usize;
-        stats.groups_by_leaf_bits[self.packing.width() as usize / 16] += 1;
+        stats.groups_by_leaf_bits[self.packing.width().trailing_zeros() as usize - 2] += 1;
     }
 
     /// Nodes and words reachable from the walk state `state`.

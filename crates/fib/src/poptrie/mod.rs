@@ -137,9 +137,9 @@ pub struct PoptrieStats {
     pub garbage_nodes: usize,
     /// Words left unreachable by incremental rebuilds.
     pub garbage_words: usize,
-    /// Groups by leaf width: 8, 16 and 32 bits (a group's largest next hop
-    /// decides: below 255, below 65535, the rest).
-    pub groups_by_leaf_bits: [usize; 3],
+    /// Groups by leaf width: 4, 8, 16 and 32 bits (a group's largest next
+    /// hop decides: below 15, below 255, below 65535, the rest).
+    pub groups_by_leaf_bits: [usize; 4],
     /// [`PoptrieLpm::lookup_bytes`].
     pub lookup_bytes: usize,
 }

@@ -66,23 +66,27 @@ pub(crate) fn upto(idx: u32) -> u64 {
 /// ```text
 ///   leaf block at word o:  words[o]      leafvec: bit i = 1 where a run of
 ///                                        equal leaves starts (leaf positions only)
-///                          words[o+1..]  the runs' values, 8 per word (u8),
-///                                        4 per word (u16) or 2 per word (u32)
+///                          words[o+1..]  the runs' values, 16 per word (4 bits),
+///                                        8 (u8), 4 (u16) or 2 per word (u32)
 ///   leaf at position idx:  run r = popcnt(leafvec & ≤idx) - 1
 ///                          words[o + 1 + r / per_word] >> (r % per_word · width)
 /// ```
 ///
 /// A group uses the narrowest packing its values fit: a value is a next
-/// hop + 1, and a VR usually has fewer than 255 next hops (u8), almost
+/// hop + 1, and a VR with a full table often has a handful of upstreams
+/// (fewer than 15 next hops: 4 bits), usually fewer than 255 (u8), almost
 /// always fewer than 65535 (u16). Narrower leaves mean a smaller table, and
-/// on this machine kind a smaller table is a faster one (it stays in L2).
+/// on this machine kind a smaller table is a faster one (more of it stays
+/// in L2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Packing {
-    /// log2 of leaves per word: 3 (u8), 2 (u16) or 1 (u32).
+    /// log2 of leaves per word: 4 (4 bits), 3 (u8), 2 (u16) or 1 (u32).
     shift: u32,
 }
 
 impl Packing {
+    /// 16 leaves of 4 bits per word.
+    pub(crate) const NIBBLE: Packing = Packing { shift: 4 };
     /// 8 leaves of 8 bits per word.
     pub(crate) const BYTE: Packing = Packing { shift: 3 };
     /// 4 leaves of 16 bits per word.
@@ -92,7 +96,9 @@ impl Packing {
 
     /// The narrowest packing that holds every value up to `max`.
     pub(crate) fn for_max(max: u32) -> Self {
-        if max <= u32::from(u8::MAX) {
+        if max <= 0xf {
+            Self::NIBBLE
+        } else if max <= u32::from(u8::MAX) {
             Self::BYTE
         } else if max <= u32::from(u16::MAX) {
             Self::NARROW
@@ -213,7 +219,7 @@ mod tests {
 
     #[test]
     fn blocks_pack_runs() {
-        for packing in [Packing::BYTE, Packing::NARROW, Packing::WIDE] {
+        for packing in [Packing::NIBBLE, Packing::BYTE, Packing::NARROW, Packing::WIDE] {
             let top = u32::MAX >> (32 - packing.width());
             let mut values = [Some(7); 64];
             values[3] = None;
