@@ -286,6 +286,10 @@ struct VrControl {
     /// Next hops appended since the last publication.
     nh_dirty: bool,
     fib_dirty: bool,
+    /// FIB publications so far, and the count the last
+    /// [`Control::compact_quiet_fibs`] saw: equal means no update since.
+    fib_epoch: u64,
+    quiet_epoch: u64,
 }
 
 impl VrControl {
@@ -646,6 +650,8 @@ impl Control {
             nh_index: HashMap::new(),
             nh_dirty: true,
             fib_dirty: true,
+            fib_epoch: 0,
+            quiet_epoch: 0,
         };
         // Fixed next hops first, so their ids are the NH_* constants.
         for nh in [
@@ -916,6 +922,7 @@ impl Control {
                 c.fib4.publish();
                 c.fib6.publish();
                 c.fib_dirty = false;
+                c.fib_epoch += 1;
                 any = true;
             } else {
                 c.fib4.reclaim();
@@ -937,6 +944,45 @@ impl Control {
                 let _ = w.try_send(ev);
             }
         }
+    }
+
+    /// Compacts the FIBs of VRs whose routes have not changed since the
+    /// previous call: rebuilds up to `max_groups` groups in all that
+    /// incremental updates left sparse (see `vrhost_fib::PoptrieLpm::compact`),
+    /// and publishes them. Returns how many groups it rebuilt.
+    ///
+    /// Called on a timer (`vrhost run` every 100 ms), so a table fed route
+    /// by route (a BGP full feed through FRR) shrinks to its bulk-loaded
+    /// size within seconds of the feed going quiet, a few groups at a time,
+    /// and a VR in the middle of an update burst is left alone.
+    pub fn compact_quiet_fibs(&mut self, max_groups: usize) -> usize {
+        let mut rebuilt = 0;
+        let mut compacted = Vec::new();
+        for (vr, c) in self.vrs.iter_mut().enumerate() {
+            if c.fib_epoch != c.quiet_epoch || c.fib_dirty {
+                c.quiet_epoch = c.fib_epoch;
+                continue;
+            }
+            let n = c.fib4.compact(max_groups - rebuilt);
+            let n = n + c.fib6.compact(max_groups - rebuilt - n);
+            if n > 0 {
+                c.fib_dirty = true;
+                compacted.push(vr);
+                rebuilt += n;
+            }
+            if rebuilt == max_groups {
+                break;
+            }
+        }
+        if rebuilt > 0 {
+            self.commit();
+            // The compaction's own publication is not an update.
+            for vr in compacted {
+                let c = &mut self.vrs[vr];
+                c.quiet_epoch = c.fib_epoch;
+            }
+        }
+        rebuilt
     }
 
     /// Installs or replaces a static neighbor in every worker, at the next

@@ -72,6 +72,17 @@ fn spec() -> EngineSpec {
     }
 }
 
+/// A UDP frame from the host on port 0 to `dst`.
+fn udp_to(dst: Ipv4Addr) -> Vec<u8> {
+    eth(
+        RED0_MAC,
+        HOST_MAC,
+        None,
+        EtherType::Ipv4,
+        &ipv4(HOST, dst, IpProtocol::Udp, 64, false, &udp(18)),
+    )
+}
+
 #[derive(Default, Debug)]
 struct Tally {
     stable_in: u64,
@@ -140,14 +151,7 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
                 } else {
                     churning(i / 2).addr()
                 };
-                let dst = Ipv4Addr::from(u32::from(dst) | 7);
-                eth(
-                    RED0_MAC,
-                    HOST_MAC,
-                    None,
-                    EtherType::Ipv4,
-                    &ipv4(HOST, dst, IpProtocol::Udp, 64, false, &udp(18)),
-                )
+                udp_to(Ipv4Addr::from(u32::from(dst) | 7))
             })
             .collect(),
     );
@@ -208,4 +212,94 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
         total.churn_out > 0 && total.churn_out < total.churn_in,
         "both states of the churning routes were seen: {total:?}"
     );
+}
+
+/// A table fed route by route (as from a BGP feed) is compacted once the
+/// feed pauses: not while updates keep coming, then a few groups per call
+/// until it is near its bulk-loaded size, with workers forwarding as before.
+#[test]
+fn quiet_fibs_compact_to_their_bulk_size() {
+    let mut control = Control::new(&spec()).unwrap();
+    let mut workers = Worker::create(&mut control, 1);
+    let w = workers.pop().unwrap();
+    // 60k /24s in 40.0.0.0 - 99.255.0.0, half via each gateway, committed
+    // in feed-sized batches.
+    let fed: Vec<Prefix4> = (0..60_000u32)
+        .map(|i| {
+            let a = 40 + i % 60;
+            let b = (i / 60) % 256;
+            let c = (i * 7 / 15_360) % 256;
+            Prefix4::new(Ipv4Addr::new(a as u8, b as u8, c as u8, 0), 24).unwrap()
+        })
+        .collect();
+    for (i, p) in fed.iter().enumerate() {
+        let gw = if i % 2 == 0 { GW_A } else { GW_B };
+        control
+            .add_route4(0, *p, RouteTarget::Via(IpAddr::V4(gw)))
+            .unwrap();
+        if i % 1000 == 999 {
+            control.commit();
+        }
+    }
+    control.commit();
+    let grown = control.fib_memory(0);
+    // Updates since the previous call: not quiet yet.
+    assert_eq!(control.compact_quiet_fibs(8), 0);
+    let mut calls = 0;
+    while control.compact_quiet_fibs(8) > 0 {
+        calls += 1;
+        assert!(calls < 100, "compaction does not finish");
+    }
+    assert!(calls > 1, "{calls} calls");
+    let compacted = control.fib_memory(0);
+    let mut bulk = Control::new(&spec()).unwrap();
+    let routes: Vec<_> = fed
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let gw = if i % 2 == 0 { GW_A } else { GW_B };
+            (*p, RouteTarget::Via(IpAddr::V4(gw)))
+        })
+        .collect();
+    bulk.add_routes(0, &routes, &[]).unwrap();
+    bulk.commit();
+    let bulk = bulk.fib_memory(0);
+    assert!(
+        compacted < grown && compacted <= bulk + bulk / 20,
+        "grown {grown}, compacted {compacted}, bulk load {bulk}"
+    );
+    // One more update: the VR is busy again and left alone.
+    control
+        .add_route4(0, "100.0.0.0/24".parse().unwrap(), RouteTarget::Blackhole)
+        .unwrap();
+    control.commit();
+    assert_eq!(control.compact_quiet_fibs(8), 0);
+    // The worker forwards on the compacted table: every fed prefix to its
+    // gateway.
+    let frames: Vec<Vec<u8>> = fed
+        .iter()
+        .step_by(997)
+        .map(|p| udp_to(Ipv4Addr::from(u32::from(p.addr()) | 9)))
+        .collect();
+    let mut w = w;
+    let mut tx = TxBatch::new(2);
+    let mut rx = Vec::new();
+    for f in &frames {
+        let mut m = w.pool().get();
+        m.fill(f);
+        m.port = 0;
+        rx.push(m);
+    }
+    w.process_burst(&mut rx, 1_000, &mut tx);
+    let out: Vec<_> = tx.ports[1].drain(..).collect();
+    assert_eq!(out.len(), frames.len());
+    for (m, i) in out.iter().zip((0..fed.len()).step_by(997)) {
+        let want = if i % 2 == 0 { MAC_A } else { MAC_B };
+        assert_eq!(
+            EthernetAddress::from_bytes(&m.data()[0..6]),
+            want,
+            "{}",
+            fed[i]
+        );
+    }
 }

@@ -108,6 +108,12 @@ impl<A: FibAddr> FibHandle<A> {
         &mut self.table
     }
 
+    /// [`PoptrieLpm::compact`] on the writer's table; readers see the
+    /// compacted groups after the next [`FibHandle::publish`].
+    pub fn compact(&mut self, max_groups: usize) -> usize {
+        self.table.compact(max_groups)
+    }
+
     /// Makes every change so far visible to readers with one atomic swap,
     /// then frees the snapshots no reader holds any more.
     pub fn publish(&mut self) {

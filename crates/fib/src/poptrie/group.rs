@@ -453,6 +453,19 @@ impl Group {
         garbage > 4096 && garbage > self.live_bytes()
     }
 
+    /// Whether incremental updates left this group noticeably bigger than a
+    /// rebuild would make it: unreachable nodes and words, plus spare
+    /// capacity of the grown arrays, over a quarter of the live bytes (and
+    /// over 1 KiB, so that small groups are left alone).
+    pub(crate) fn is_sparse(&self) -> bool {
+        let garbage =
+            self.garbage_nodes as usize * size_of::<Node>() + self.garbage_words as usize * 8;
+        let spare = (self.nodes.capacity() - self.nodes.len()) * size_of::<Node>()
+            + (self.words.capacity() - self.words.len()) * 8;
+        let waste = garbage + spare;
+        waste > 1024 && waste * 4 > self.live_bytes()
+    }
+
     /// Bytes of reachable lookup data.
     fn live_bytes(&self) -> usize {
         (self.nodes.len() - self.garbage_nodes as usize) * size_of::<Node>()

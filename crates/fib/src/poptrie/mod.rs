@@ -340,6 +340,31 @@ impl<A: FibAddr> PoptrieLpm<A> {
         }
     }
 
+    /// Rebuilds up to `max_groups` groups that incremental updates left
+    /// sparse (unreachable subtrees and spare capacity over a quarter of
+    /// their live bytes), each from the route map, as a bulk load would
+    /// build it. Returns how many it rebuilt: 0 once the table is as compact
+    /// as a bulk load.
+    ///
+    /// Answers do not change, and a published snapshot keeps its groups
+    /// (they are replaced, not changed in place). Meant for when updates
+    /// pause: an incrementally grown table is up to twice its bulk size
+    /// (see `DESIGN.md`), and the garbage spreads the live data over more
+    /// cache lines.
+    pub fn compact(&mut self, max_groups: usize) -> usize {
+        let mut rebuilt = 0;
+        for s in 0..self.table.slots.len() {
+            if rebuilt == max_groups {
+                break;
+            }
+            if self.table.slots[s].group.is_sparse() {
+                self.rebuild_group(s);
+                rebuilt += 1;
+            }
+        }
+        rebuilt
+    }
+
     /// Rebuilds group `s` from the route map.
     fn rebuild_group(&mut self, s: usize) {
         let routes = routes_below(&self.routes, Self::slot_prefix(s));

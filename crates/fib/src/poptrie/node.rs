@@ -219,7 +219,12 @@ mod tests {
 
     #[test]
     fn blocks_pack_runs() {
-        for packing in [Packing::NIBBLE, Packing::BYTE, Packing::NARROW, Packing::WIDE] {
+        for packing in [
+            Packing::NIBBLE,
+            Packing::BYTE,
+            Packing::NARROW,
+            Packing::WIDE,
+        ] {
             let top = u32::MAX >> (32 - packing.width());
             let mut values = [Some(7); 64];
             values[3] = None;
