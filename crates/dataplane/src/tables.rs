@@ -290,6 +290,8 @@ struct VrControl {
     /// [`Control::compact_quiet_fibs`] saw: equal means no update since.
     fib_epoch: u64,
     quiet_epoch: u64,
+    /// The `fib_epoch` at which the FIB was last found compact.
+    compact_epoch: Option<u64>,
 }
 
 impl VrControl {
@@ -316,6 +318,8 @@ pub struct Control {
     workers: Vec<SyncSender<Event>>,
     /// Neighbor events to send once the topology they refer to is published.
     pending: Vec<Event>,
+    /// The VR [`Control::compact_quiet_fibs`] looks at first.
+    compact_next: usize,
 }
 
 impl Control {
@@ -348,6 +352,7 @@ impl Control {
             static_neighbors: Vec::new(),
             workers: Vec::new(),
             pending: Vec::new(),
+            compact_next: 0,
         };
         for r in &spec.routers {
             control.build_vr(r)?;
@@ -652,6 +657,7 @@ impl Control {
             fib_dirty: true,
             fib_epoch: 0,
             quiet_epoch: 0,
+            compact_epoch: None,
         };
         // Fixed next hops first, so their ids are the NH_* constants.
         for nh in [
@@ -843,14 +849,8 @@ impl Control {
             .collect::<Result<Vec<_>, _>>()?;
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
-        let new4 = routes4
-            .iter()
-            .filter(|(p, _)| c.fib4.table().get(p).is_none())
-            .count();
-        let new6 = routes6
-            .iter()
-            .filter(|(p, _)| c.fib6.table().get(p).is_none())
-            .count();
+        let new4 = new_prefixes(&c.fib4, routes4);
+        let new6 = new_prefixes(&c.fib6, routes6);
         if c.fib4.table().len() + new4 > limit || c.fib6.table().len() + new6 > limit {
             return Err(BuildError::RouteLimit {
                 router: self.shared.vrs[vr].name.clone(),
@@ -947,34 +947,56 @@ impl Control {
     }
 
     /// Compacts the FIBs of VRs whose routes have not changed since the
-    /// previous call: rebuilds up to `max_groups` groups in all that
-    /// incremental updates left sparse (see `vrhost_fib::PoptrieLpm::compact`),
-    /// and publishes them. Returns how many groups it rebuilt.
+    /// previous call: rebuilds the /8 groups that incremental updates left
+    /// sparse (see `vrhost_fib::PoptrieLpm::compact`), up to about
+    /// `route_budget` routes' worth in all, VR after VR from where the last
+    /// call stopped, and publishes them. Returns how many routes' groups it
+    /// rebuilt.
     ///
     /// Called on a timer (`vrhost run` every 100 ms), so a table fed route
-    /// by route (a BGP full feed through FRR) shrinks to its bulk-loaded
-    /// size within seconds of the feed going quiet, a few groups at a time,
-    /// and a VR in the middle of an update burst is left alone.
-    pub fn compact_quiet_fibs(&mut self, max_groups: usize) -> usize {
-        let mut rebuilt = 0;
+    /// by route (a BGP full feed through FRR) sheds its garbage within
+    /// seconds of the feed going quiet, and a VR in the middle of an update
+    /// burst is left alone. A VR found compact is not looked at again until
+    /// its routes change, so idle VRs cost nothing per call.
+    pub fn compact_quiet_fibs(&mut self, route_budget: usize) -> usize {
+        let n = self.vrs.len();
+        let mut spent = 0;
         let mut compacted = Vec::new();
-        for (vr, c) in self.vrs.iter_mut().enumerate() {
+        for k in 0..n {
+            if spent >= route_budget {
+                break;
+            }
+            let vr = (self.compact_next + k) % n;
+            let c = &mut self.vrs[vr];
             if c.fib_epoch != c.quiet_epoch || c.fib_dirty {
                 c.quiet_epoch = c.fib_epoch;
                 continue;
             }
-            let n = c.fib4.compact(max_groups - rebuilt);
-            let n = n + c.fib6.compact(max_groups - rebuilt - n);
-            if n > 0 {
+            if c.compact_epoch == Some(c.fib_epoch) {
+                continue;
+            }
+            let left = route_budget - spent;
+            let done4 = c.fib4.compact(left);
+            let done6 = if done4 < left {
+                c.fib6.compact(left - done4)
+            } else {
+                0
+            };
+            if done4 + done6 == 0 {
+                c.compact_epoch = Some(c.fib_epoch);
+            } else {
                 c.fib_dirty = true;
                 compacted.push(vr);
-                rebuilt += n;
+                spent += done4 + done6;
             }
-            if rebuilt == max_groups {
-                break;
-            }
+            // A VR that used up the budget may have more to do: start there.
+            self.compact_next = if spent >= route_budget {
+                vr
+            } else {
+                (vr + 1) % n
+            };
         }
-        if rebuilt > 0 {
+        if !compacted.is_empty() {
             self.commit();
             // The compaction's own publication is not an update.
             for vr in compacted {
@@ -982,7 +1004,7 @@ impl Control {
                 c.quiet_epoch = c.fib_epoch;
             }
         }
-        rebuilt
+        spent
     }
 
     /// Installs or replaces a static neighbor in every worker, at the next
@@ -1241,6 +1263,20 @@ fn check_address(iface: &str, addr: IpAddr, len: u8) -> Result<(), BuildError> {
 /// bulk load of the whole table than route by route: a bulk load costs
 /// ~0.1 µs per route in the table, an insert or remove ~3 µs, so rebuild
 /// when the table is under ~24 times the batch (and the batch is not tiny).
+/// How many distinct prefixes of `routes` `fib` does not hold yet: a prefix
+/// given twice (the later one wins) is one new route.
+fn new_prefixes<A: vrhost_fib::FibAddr, T>(fib: &FibHandle<A>, routes: &[(Prefix<A>, T)]) -> usize {
+    use vrhost_fib::Lpm;
+    let mut new: Vec<Prefix<A>> = routes
+        .iter()
+        .map(|(p, _)| *p)
+        .filter(|p| fib.table().get(p).is_none())
+        .collect();
+    new.sort_unstable();
+    new.dedup();
+    new.len()
+}
+
 fn rebuild_pays(batch: usize, len: usize) -> bool {
     batch >= 4096 && batch * 24 >= len
 }

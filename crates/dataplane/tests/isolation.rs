@@ -479,6 +479,32 @@ fn configured_routes_beyond_the_limit_fail_the_build_naming_the_router() {
     }
 }
 
+/// A prefix configured twice is one route against the limit, and the later
+/// target wins, as when the routes go in one by one.
+#[test]
+fn a_configured_prefix_given_twice_is_one_route_and_the_later_wins() {
+    let base = Engine::new(&spec(Limits::default())).unwrap();
+    let exact = Limits {
+        max_routes: base.vr(RED).routes4 as u32,
+        ..Limits::default()
+    };
+    let mut s = spec(exact);
+    s.routers[RED]
+        .routes4
+        .push(("203.0.113.0/24".parse().unwrap(), RouteTarget::Unreachable));
+    let mut e = Engine::new(&s).unwrap();
+    assert_eq!(e.vr(RED).routes4, exact.max_routes as usize);
+    // 203.0.113.0/24 was a blackhole, then unreachable: an ICMP error comes back.
+    let out = send(
+        &mut e,
+        0,
+        &host_frame(RED, Ipv4Addr::new(203, 0, 113, 9), 60, 1),
+        SEC,
+    );
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(iface(&e, RED, 0).drop_count(Drop::Blackhole), 0);
+}
+
 // ---------------------------------------------------------------------------
 // 3. Neighbor exhaustion
 // ---------------------------------------------------------------------------

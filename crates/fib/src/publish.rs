@@ -110,8 +110,8 @@ impl<A: FibAddr> FibHandle<A> {
 
     /// [`PoptrieLpm::compact`] on the writer's table; readers see the
     /// compacted groups after the next [`FibHandle::publish`].
-    pub fn compact(&mut self, max_groups: usize) -> usize {
-        self.table.compact(max_groups)
+    pub fn compact(&mut self, route_budget: usize) -> usize {
+        self.table.compact(route_budget)
     }
 
     /// Makes every change so far visible to readers with one atomic swap,

@@ -687,11 +687,12 @@ fn discard_punted(w: &mut Worker, cp: &mut crate::cplane::CpStats) {
     w.drain_all_punted(|_, _| cp.punt_discarded += 1);
 }
 
-/// FIB groups `vrhost run` may rebuild every 100 ms in tables whose routes
-/// stopped changing. A /8 group of a full table rebuilds in about 0.2 ms
-/// (all 221 of an incrementally grown 1M-route table: 43 ms), so a tick
-/// holds the control lock for a few milliseconds at most.
-const COMPACT_GROUPS_PER_TICK: usize = 32;
+/// Routes' worth of FIB groups `vrhost run` may rebuild every 100 ms in
+/// tables whose routes stopped changing. With this budget the garbage of an
+/// incrementally grown 1M-route IPv4 table goes in 15 ticks of at most
+/// 2.1 ms of control-lock time each; one busy IPv6 /8 (a single group) can
+/// take up to 16 ms (`crates/fib/DESIGN.md`, "Compaction").
+const COMPACT_ROUTES_PER_TICK: usize = 50_000;
 
 /// `vrhost run`: forward until SIGINT or SIGTERM.
 pub fn run_foreground(
@@ -730,9 +731,9 @@ pub fn run_foreground(
         std::thread::sleep(std::time::Duration::from_millis(100));
         // Tables fed route by route shrink to their bulk-loaded size once
         // their feed pauses, a few /8 groups per tick.
-        let compacted = lock(&running.control).compact_quiet_fibs(COMPACT_GROUPS_PER_TICK);
+        let compacted = lock(&running.control).compact_quiet_fibs(COMPACT_ROUTES_PER_TICK);
         if compacted > 0 {
-            tracing::debug!(groups = compacted, "FIB groups compacted");
+            tracing::debug!(routes = compacted, "FIB groups compacted");
         }
         if stats_interval > 0 && last.elapsed().as_secs() >= stats_interval {
             last = Instant::now();

@@ -453,17 +453,15 @@ impl Group {
         garbage > 4096 && garbage > self.live_bytes()
     }
 
-    /// Whether incremental updates left this group noticeably bigger than a
-    /// rebuild would make it: unreachable nodes and words, plus spare
-    /// capacity of the grown arrays, over a quarter of the live bytes (and
-    /// over 1 KiB, so that small groups are left alone).
+    /// Whether incremental updates left this group's live data spread out:
+    /// unreachable nodes and words over a quarter of the live bytes (and
+    /// over 1 KiB, so that small groups are left alone). Spare capacity of
+    /// the grown arrays is not counted: lookups never touch it, and counting
+    /// it would mark every group after its first update since a publication.
     pub(crate) fn is_sparse(&self) -> bool {
         let garbage =
             self.garbage_nodes as usize * size_of::<Node>() + self.garbage_words as usize * 8;
-        let spare = (self.nodes.capacity() - self.nodes.len()) * size_of::<Node>()
-            + (self.words.capacity() - self.words.len()) * 8;
-        let waste = garbage + spare;
-        waste > 1024 && waste * 4 > self.live_bytes()
+        garbage > 1024 && garbage * 4 > self.live_bytes()
     }
 
     /// Bytes of reachable lookup data.

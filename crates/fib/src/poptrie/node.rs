@@ -73,9 +73,10 @@ pub(crate) fn upto(idx: u32) -> u64 {
 /// ```
 ///
 /// A group uses the narrowest packing its values fit: a value is a next
-/// hop + 1, and a VR with a full table often has a handful of upstreams
-/// (fewer than 15 next hops: 4 bits), usually fewer than 255 (u8), almost
-/// always fewer than 65535 (u16). Narrower leaves mean a smaller table, and
+/// hop id + 1, and a VR with a full table often has a handful of upstreams
+/// (ids up to 14: 4 bits; the engine numbers four fixed next hops, then each
+/// gateway and attached interface it has used), usually fewer than 255
+/// (u8), almost always fewer than 65535 (u16). Narrower leaves mean a smaller table, and
 /// on this machine kind a smaller table is a faster one (more of it stays
 /// in L2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
