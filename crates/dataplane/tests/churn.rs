@@ -225,7 +225,13 @@ fn quiet_fibs_compact_to_their_bulk_size() {
     let mut w = workers.pop().unwrap();
     // 60k /24s in 40.0.0.0 - 99.255.0.0, alternating gateways inside each
     // /8, committed in feed-sized batches.
-    let gw = |i: usize| if (i / 60).is_multiple_of(2) { GW_A } else { GW_B };
+    let gw = |i: usize| {
+        if (i / 60).is_multiple_of(2) {
+            GW_A
+        } else {
+            GW_B
+        }
+    };
     let fed: Vec<Prefix4> = (0..60_000u32)
         .map(|i| {
             let a = 40 + i % 60;

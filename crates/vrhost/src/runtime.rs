@@ -689,9 +689,9 @@ fn discard_punted(w: &mut Worker, cp: &mut crate::cplane::CpStats) {
 
 /// Routes' worth of FIB groups `vrhost run` may rebuild every 100 ms in
 /// tables whose routes stopped changing. With this budget the garbage of an
-/// incrementally grown 1M-route IPv4 table goes in 15 ticks of at most
-/// 2.1 ms of control-lock time each; one busy IPv6 /8 (a single group) can
-/// take up to 16 ms (`crates/fib/DESIGN.md`, "Compaction").
+/// incrementally grown 1M-route IPv4 table goes in 20 ticks of at most
+/// 2 ms of control-lock time each; one busy IPv6 /8 (a single group) can
+/// take about 20 ms (`crates/fib/DESIGN.md`, "Compaction").
 const COMPACT_ROUTES_PER_TICK: usize = 50_000;
 
 /// `vrhost run`: forward until SIGINT or SIGTERM.

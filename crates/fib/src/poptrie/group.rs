@@ -464,6 +464,21 @@ impl Group {
         garbage > 1024 && garbage * 4 > self.live_bytes()
     }
 
+    /// Whether the grown arrays hold spare room over a quarter of the live
+    /// bytes (and over 1 KiB): memory that lookups never touch, returned by
+    /// [`Group::shrink`] without a rebuild.
+    pub(crate) fn has_spare(&self) -> bool {
+        let spare = (self.nodes.capacity() - self.nodes.len()) * size_of::<Node>()
+            + (self.words.capacity() - self.words.len()) * 8;
+        spare > 1024 && spare * 4 > self.live_bytes()
+    }
+
+    /// Gives the arrays' spare room back.
+    pub(crate) fn shrink(&mut self) {
+        self.nodes.shrink_to_fit();
+        self.words.shrink_to_fit();
+    }
+
     /// Bytes of reachable lookup data.
     fn live_bytes(&self) -> usize {
         (self.nodes.len() - self.garbage_nodes as usize) * size_of::<Node>()
