@@ -165,14 +165,8 @@ impl Worker {
         self.routes.clear();
         self.routes.resize(rx.len(), None);
         v.fib4.lookup_batch(&self.dsts, &mut self.routes);
-        for (mut m, &route) in rx.drain(..).zip(&self.routes) {
-            if let (true, Some(id)) = (self.fast_path, route) {
-                match fast::v4(&mut ctx, v, m, id) {
-                    Some(back) => m = back,
-                    None => continue,
-                }
-            }
-            stages(&mut ctx, v, demux::Next::Ipv4, m, Some(route));
+        for (m, &route) in rx.drain(..).zip(&self.routes) {
+            forward_ipv4(&mut ctx, v, self.fast_path, m, route);
         }
         if fair_share {
             let t = fair.now();
@@ -230,18 +224,16 @@ impl Worker {
                 }
             }
             for s in run.iter_mut() {
-                let Some(mut m) = s.m.take() else { continue };
+                let Some(m) = s.m.take() else { continue };
                 if !admitted {
                     ctx.drop(m, Drop::OverShare);
                     continue;
                 }
-                if let (true, demux::Next::Ipv4, Route::Found(Some(id)), Some(v)) =
-                    (fast_path, s.next, s.route, self.vrs.get_mut(vr))
+                if let (demux::Next::Ipv4, Route::Found(route), Some(v)) =
+                    (s.next, s.route, self.vrs.get_mut(vr))
                 {
-                    match fast::v4(&mut ctx, v, m, id) {
-                        Some(back) => m = back,
-                        None => continue,
-                    }
+                    forward_ipv4(&mut ctx, v, fast_path, m, route);
+                    continue;
                 }
                 dispatch(&mut ctx, &mut self.vrs, s.next, m, s.route.found());
             }
@@ -375,6 +367,26 @@ fn dispatch(
 ) {
     let vr = &mut vrs[ctx.ifaces[m.iface as usize].vr as usize];
     stages(ctx, vr, next, m, route);
+}
+
+/// An IPv4 frame of `vr` whose FIB answer is `route`: the fast path when it
+/// is on and takes the frame, else the full stages.
+#[inline(always)]
+fn forward_ipv4(
+    ctx: &mut Ctx<'_>,
+    vr: &mut Vr,
+    fast_path: bool,
+    m: Mbuf,
+    route: Option<NextHopId>,
+) {
+    let m = match (fast_path, route) {
+        (true, Some(id)) => match fast::v4(ctx, vr, m, id) {
+            Some(refused) => refused,
+            None => return,
+        },
+        _ => m,
+    };
+    stages(ctx, vr, demux::Next::Ipv4, m, Some(route));
 }
 
 /// Runs a classified frame through the stages of `vr`, its interface's VR.

@@ -1259,10 +1259,6 @@ fn check_address(iface: &str, addr: IpAddr, len: u8) -> Result<(), BuildError> {
     Ok(())
 }
 
-/// Whether changing `batch` routes of a table of `len` is cheaper as one
-/// bulk load of the whole table than route by route: a bulk load costs
-/// ~0.1 µs per route in the table, an insert or remove ~3 µs, so rebuild
-/// when the table is under ~24 times the batch (and the batch is not tiny).
 /// How many distinct prefixes of `routes` `fib` does not hold yet: a prefix
 /// given twice (the later one wins) is one new route.
 fn new_prefixes<A: vrhost_fib::FibAddr, T>(fib: &FibHandle<A>, routes: &[(Prefix<A>, T)]) -> usize {
@@ -1277,6 +1273,10 @@ fn new_prefixes<A: vrhost_fib::FibAddr, T>(fib: &FibHandle<A>, routes: &[(Prefix
     new.len()
 }
 
+/// Whether changing `batch` routes of a table of `len` is cheaper as one
+/// bulk load of the whole table than route by route: a bulk load costs
+/// ~0.1 µs per route in the table, an insert or remove ~3 µs, so rebuild
+/// when the table is under ~24 times the batch (and the batch is not tiny).
 fn rebuild_pays(batch: usize, len: usize) -> bool {
     batch >= 4096 && batch * 24 >= len
 }

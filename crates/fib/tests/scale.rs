@@ -249,10 +249,9 @@ fn small_tables_are_small() {
 fn compaction_removes_garbage() {
     let routes = synth::ipv4_table(200_000, 0x5eed);
     let probes = probes(&routes, 77);
-    let mut oracle = MultibitLpm::new();
+    let oracle = MultibitLpm::from_iter_routes(&routes);
     let mut grown = PoptrieLpm::new();
     for (p, nh) in &routes {
-        oracle.insert(*p, *nh);
         grown.insert(*p, *nh);
     }
     let bulk = PoptrieLpm::from_routes(routes.iter().copied());

@@ -45,18 +45,17 @@ pub fn sum(data: &[u8]) -> u32 {
         acc += u64::from(u16::from_ne_bytes([last, 0]));
     }
     // Fold the 64-bit accumulator down to 16 bits with end-around carries,
-    // in a fixed number of steps (at most 2^33, 0x2fffe, 0x10001, then
-    // 0xffff): a loop until it fits would run a data-dependent number of
+    // in a fixed number of steps (at most 2^33, then 0x2fffe, which fits
+    // [`fold`]): a loop until it fits would run a data-dependent number of
     // times, and its mispredicted exit cost the forwarding path more than
     // the whole sum. A step on a value that already fits changes nothing.
     acc = (acc & 0xffff_ffff) + (acc >> 32);
     acc = (acc & 0xffff) + (acc >> 16);
-    acc = (acc & 0xffff) + (acc >> 16);
-    acc = (acc & 0xffff) + (acc >> 16);
+    let folded = fold(acc as u32);
     // The native-order sum's bytes, read big-endian. Byte-swapping keeps
     // both of ones' complement's special values: 0 (only an all-zero sum)
     // and 0xffff.
-    u32::from(u16::from_be_bytes((acc as u16).to_ne_bytes()))
+    u32::from(u16::from_be_bytes(folded.to_ne_bytes()))
 }
 
 /// Folds the carries of a partial sum back into the low 16 bits (RFC 1071
@@ -65,7 +64,8 @@ pub fn sum(data: &[u8]) -> u32 {
 /// A nonzero sum never folds to `0x0000`; it folds to `0xffff` when it is a
 /// multiple of `0xffff` (ones' complement "negative zero").
 pub fn fold(sum: u32) -> u16 {
-    // Two fixed steps (at most 0x1fffe, then 0xffff), as in [`sum`].
+    // Two fixed steps (at most 0x1fffe, then 0xffff): no loop whose exit
+    // depends on the data (see [`sum`]).
     let s = (sum & 0xffff) + (sum >> 16);
     let s = (s & 0xffff) + (s >> 16);
     s as u16

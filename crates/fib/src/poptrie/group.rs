@@ -448,8 +448,7 @@ impl Group {
     /// Whether unreachable nodes and words have come to outweigh live ones,
     /// so that rebuilding the group from its routes pays off.
     pub(crate) fn wants_compaction(&self) -> bool {
-        let garbage =
-            self.garbage_nodes as usize * size_of::<Node>() + self.garbage_words as usize * 8;
+        let garbage = self.garbage_bytes();
         garbage > 4096 && garbage > self.live_bytes()
     }
 
@@ -459,8 +458,7 @@ impl Group {
     /// the grown arrays is not counted: lookups never touch it, and counting
     /// it would mark every group after its first update since a publication.
     pub(crate) fn is_sparse(&self) -> bool {
-        let garbage =
-            self.garbage_nodes as usize * size_of::<Node>() + self.garbage_words as usize * 8;
+        let garbage = self.garbage_bytes();
         garbage > 1024 && garbage * 4 > self.live_bytes()
     }
 
@@ -477,6 +475,11 @@ impl Group {
     pub(crate) fn shrink(&mut self) {
         self.nodes.shrink_to_fit();
         self.words.shrink_to_fit();
+    }
+
+    /// Bytes of nodes and words no longer reachable.
+    fn garbage_bytes(&self) -> usize {
+        self.garbage_nodes as usize * size_of::<Node>() + self.garbage_words as usize * 8
     }
 
     /// Bytes of reachable lookup data.
