@@ -164,7 +164,7 @@ impl Worker {
         }
         self.routes.clear();
         self.routes.resize(rx.len(), None);
-        v.fib4.lookup_batch(&self.dsts, &mut self.routes);
+        crate::worker::lookup4(&v.fib4, &self.dsts, &mut self.routes, self.prefetch);
         for (m, &route) in rx.drain(..).zip(&self.routes) {
             forward_ipv4(&mut ctx, v, self.fast_path, m, route);
         }
@@ -220,7 +220,7 @@ impl Worker {
             any_refused |= !admitted;
             if admitted {
                 if let Some(v) = self.vrs.get(vr) {
-                    v.lookup4_batch(run);
+                    v.lookup4_batch(run, self.prefetch);
                 }
             }
             for s in run.iter_mut() {

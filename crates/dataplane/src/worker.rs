@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
-use vrhost_fib::{FibSnapshot, NextHopId};
+use vrhost_fib::{FibSnapshot, NextHopId, Prefetch};
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::counters::CounterCells;
@@ -300,7 +300,7 @@ impl Vr {
     /// its own packet; each answer lands in the frame's [`Staged::route`].
     /// Frames with no destination read ([`Route::None`]) are left to the
     /// per-packet path.
-    pub(crate) fn lookup4_batch(&self, frames: &mut [Staged]) {
+    pub(crate) fn lookup4_batch(&self, frames: &mut [Staged], prefetch: Option<(Prefetch, usize)>) {
         const LANES: usize = 64;
         let mut addrs = [Ipv4Addr::UNSPECIFIED; LANES];
         let mut out = [None; LANES];
@@ -319,7 +319,7 @@ impl Vr {
             if n == 0 {
                 return;
             }
-            self.fib4.lookup_batch(&addrs[..n], &mut out[..n]);
+            lookup4(&self.fib4, &addrs[..n], &mut out[..n], prefetch);
             for (&found, &i) in out[..n].iter().zip(&at[..n]) {
                 frames[i].route = Route::Found(found);
             }
@@ -381,6 +381,27 @@ pub struct Worker {
     /// Plain IPv4 forwards take [`crate::fast`] (the default); off, every
     /// frame runs the full stages.
     pub(crate) fast_path: bool,
+    /// The CPU's prefetch for the FIB's batch lookups, and from how many
+    /// routes on a table uses it ([`Worker::set_prefetch`]).
+    pub(crate) prefetch: Option<(Prefetch, usize)>,
+}
+
+/// The IPv4 batch lookup: the FIB's prefetching passes if the worker has
+/// the CPU's prefetch and the table has at least the routes it was given
+/// with it ([`Worker::set_prefetch`]), else the plain lanes.
+#[inline]
+pub(crate) fn lookup4(
+    fib: &FibSnapshot<Ipv4Addr>,
+    addrs: &[Ipv4Addr],
+    out: &mut [Option<NextHopId>],
+    prefetch: Option<(Prefetch, usize)>,
+) {
+    match prefetch {
+        Some((prefetch, min_routes)) if fib.len() >= min_routes => {
+            fib.lookup_batch_prefetch(addrs, out, prefetch)
+        }
+        _ => fib.lookup_batch(addrs, out),
+    }
 }
 
 /// A demuxed frame waiting for its VR's turn within a burst.
@@ -495,6 +516,7 @@ impl Worker {
             dsts: Vec::with_capacity(256),
             routes: Vec::with_capacity(256),
             fast_path: true,
+            prefetch: None,
         };
         w.refresh();
         w
@@ -582,6 +604,16 @@ impl Worker {
     /// that compare the two. Either way the output is the same.
     pub fn set_fast_path(&mut self, on: bool) {
         self.fast_path = on;
+    }
+
+    /// Hands the worker the CPU's prefetch (`vrhost_io::prefetch`): batch
+    /// lookups in tables of `min_routes` routes or more
+    /// ([`vrhost_fib::PREFETCH_MIN_ROUTES`] by default) then prefetch each
+    /// pass's direct entries and leaf blocks
+    /// ([`FibSnapshot::lookup_batch_prefetch`]). Without it they never do;
+    /// the answers are the same either way.
+    pub fn set_prefetch(&mut self, prefetch: Prefetch, min_routes: usize) {
+        self.prefetch = Some((prefetch, min_routes));
     }
 
     /// Enforce fair shares when saturated (`true`, the default once a clock

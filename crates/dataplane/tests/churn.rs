@@ -6,7 +6,7 @@
 mod common;
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::*;
@@ -139,10 +139,22 @@ fn forward(
     (t, w)
 }
 
+/// Cache lines the first worker's FIB lookups asked to prefetch.
+static PREFETCHED: AtomicUsize = AtomicUsize::new(0);
+
+/// A `Prefetch` that counts the lines and touches nothing.
+fn count_prefetch(lines: &[*const u8]) {
+    PREFETCHED.fetch_add(lines.len(), Ordering::Relaxed);
+}
+
+/// The first worker looks its bursts up with the prefetching passes (every
+/// table, however small), the second without: both must lose and misroute
+/// nothing.
 #[test]
 fn route_churn_under_load_loses_and_misroutes_nothing() {
     let mut control = Control::new(&spec()).unwrap();
-    let workers = Worker::create(&mut control, 2);
+    let mut workers = Worker::create(&mut control, 2);
+    workers[0].set_prefetch(count_prefetch, 0);
     let frames: Arc<Vec<Vec<u8>>> = Arc::new(
         (0..PREFIXES * 2)
             .map(|i| {
@@ -204,6 +216,8 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
         "no loss of packets whose route never changed: {total:?}"
     );
     assert_eq!(total.stable_in, 2 * 20_000 * 32);
+    // Two lines (direct entry, leaf block) per looked-up destination.
+    assert_eq!(PREFETCHED.load(Ordering::Relaxed), 2 * 20_000 * 64);
     assert!(
         commits >= 50 && changes >= 800,
         "the tables really changed under load: {commits} commits, {changes} changes"

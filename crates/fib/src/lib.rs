@@ -27,10 +27,17 @@ mod reference;
 pub use addr::{FibAddr, NextHopId};
 pub use lpm::Lpm;
 pub use multibit::MultibitLpm;
+pub use poptrie::PREFETCH_MIN_ROUTES;
 pub use poptrie::{FibSnapshot, PoptrieLpm, PoptrieStats};
 pub use prefix::{Prefix, Prefix4, Prefix6, PrefixError};
 pub use publish::{FibHandle, FibReader, SnapshotGuard};
 pub use reference::ReferenceLpm;
+
+/// A CPU prefetch, injected by the caller (the FIB stays free of `unsafe`
+/// and of the machine): asks for the cache line of each address, and must
+/// neither read nor write through them. The engine passes
+/// `vrhost_io::prefetch`; see [`FibSnapshot::lookup_batch_prefetch`].
+pub type Prefetch = fn(&[*const u8]);
 
 /// The IPv4 table of a virtual router.
 pub type Fib4 = PoptrieLpm<core::net::Ipv4Addr>;

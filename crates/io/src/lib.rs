@@ -16,14 +16,17 @@
 //! [`tools`] holds the pfsend / pfcount-style generator and counter that
 //! `vrhost gen` / `vrhost count` run on any of them; [`netdev`] reads and sets
 //! interface properties (MAC, MTU, up); [`netns`] moves a thread into a
-//! network namespace.
+//! network namespace. [`clock`] and [`mod@prefetch`] are the two CPU
+//! instructions the sans-IO engine is handed by the runtime: the time-stamp
+//! counter and the cache prefetch.
 //!
 //! # Unsafe code
 //!
 //! This is the only crate of the workspace that may contain `unsafe`. It is
 //! denied crate-wide and allowed per module only where the kernel is
 //! reached through raw system calls and shared ring memory (`sys`, `netdev`,
-//! `netns`, `af_packet`, `af_xdp`, `tap`). Every block carries a
+//! `netns`, `af_packet`, `af_xdp`, `tap`), and for the two CPU instructions
+//! (`clock`, `prefetch`). Every block carries a
 //! `// SAFETY:` comment; `clippy::undocumented_unsafe_blocks` is denied.
 
 pub mod af_packet;
@@ -34,6 +37,7 @@ pub mod netdev;
 pub mod netns;
 pub mod paced;
 pub mod pcap;
+pub mod prefetch;
 mod sys;
 pub mod tap;
 pub mod tools;
@@ -46,6 +50,7 @@ pub use memory::MemoryPort;
 pub use netdev::{mac, mtu};
 pub use paced::PacedPort;
 pub use pcap::{PcapFrames, PcapPort, PcapSink};
+pub use prefetch::prefetch;
 pub use tap::TapPort;
 
 /// Errors from drivers.

@@ -28,6 +28,30 @@ pub struct Args {
     pub fair_share: bool,
     /// Let plain IPv4 forwards take the fast path (the default).
     pub fast_path: bool,
+    /// [`crate::runtime::Runtime::prefetch_min_routes`].
+    pub prefetch_min_routes: Option<usize>,
+}
+
+/// `vrhost bench --prefetch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Prefetch {
+    /// Tables of [`vrhost_fib::PREFETCH_MIN_ROUTES`] routes or more.
+    Auto,
+    /// Every table.
+    On,
+    /// None.
+    Off,
+}
+
+impl Prefetch {
+    /// The runtime's setting for this choice.
+    pub fn min_routes(self) -> Option<usize> {
+        match self {
+            Prefetch::Auto => Some(vrhost_fib::PREFETCH_MIN_ROUTES),
+            Prefetch::On => Some(0),
+            Prefetch::Off => None,
+        }
+    }
 }
 
 /// Cores for `n` workers: the config's list when long enough, else the last `n` cores.
@@ -79,6 +103,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     let mut rt = Runtime::from_config(&cfg, &cores, mode)?;
                     rt.fair_share = a.fair_share;
                     rt.fast_path = a.fast_path;
+                    rt.prefetch_min_routes = a.prefetch_min_routes;
                     rows.push(measure(
                         rt.start(),
                         span,
@@ -107,6 +132,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                         let mut rt = sweep::runtime(vrs, a.routes_per_vr, n, &cores, mode)?;
                         rt.fair_share = a.fair_share;
                         rt.fast_path = a.fast_path;
+                        rt.prefetch_min_routes = a.prefetch_min_routes;
                         rows.push(measure(rt.start(), span, n, vrs, mode, &cores));
                     }
                 }

@@ -98,6 +98,10 @@ enum Command {
         /// through the full stages, to measure what it buys).
         #[arg(long, value_enum, default_value = "on")]
         fast_path: OnOff,
+        /// Prefetch in batch FIB lookups: auto (tables of 100,000 routes or
+        /// more, as `vrhost run` does), on (every table) or off.
+        #[arg(long, value_enum, default_value = "auto")]
+        prefetch: bench::Prefetch,
     },
     /// Route-update throughput: bulk load through the API, and churn while forwarding.
     BenchRoutes(route_bench::Args),
@@ -148,6 +152,10 @@ enum Command {
         /// Distinct frames in the pcap.
         #[arg(long, default_value_t = 65536)]
         frames: usize,
+        /// VRs in bench.toml, each with the whole table and its own pair of
+        /// memory ports replaying the whole pcap (up to 64).
+        #[arg(long, default_value_t = 1)]
+        vrs: usize,
         /// Output directory (created).
         #[arg(long)]
         out: PathBuf,
@@ -188,6 +196,7 @@ fn main() -> ExitCode {
             plots,
             fair_share,
             fast_path,
+            prefetch,
         } => bench::run(bench::Args {
             config,
             seconds,
@@ -200,6 +209,7 @@ fn main() -> ExitCode {
             plots,
             fair_share: fair_share == OnOff::On,
             fast_path: fast_path == OnOff::On,
+            prefetch_min_routes: prefetch.min_routes(),
         }),
         Command::Fairness(a) => fairness::run(a),
         Command::Ctl(a) => vrhost_api::ctl_main(a),
@@ -228,9 +238,10 @@ fn main() -> ExitCode {
         Command::Workload {
             routes,
             frames,
+            vrs,
             out,
             seed,
-        } => workload::run(routes, frames, &out, seed),
+        } => workload::run(routes, frames, vrs, &out, seed),
         Command::Lab { action, spec } => lab::run(&action, &spec),
         Command::Gen(a) => tools_cli::gen(a),
         Command::Count(a) => tools_cli::count(a),

@@ -88,6 +88,10 @@ pub struct Runtime {
     /// Plain IPv4 forwards take the fast path (the default; off for A/B
     /// benchmarks of it).
     pub fast_path: bool,
+    /// Batch FIB lookups in tables of at least this many routes prefetch
+    /// with the CPU's prefetch (default [`vrhost_fib::PREFETCH_MIN_ROUTES`];
+    /// 0: every table; `None`: never, for A/B benchmarks).
+    pub prefetch_min_routes: Option<usize>,
 }
 
 /// What a worker thread reports when it stops.
@@ -229,6 +233,7 @@ impl Runtime {
             clock: Some((vrhost_io::clock::tsc as Clock, vrhost_io::clock::tsc_hz())),
             fair_share: true,
             fast_path: true,
+            prefetch_min_routes: Some(vrhost_fib::PREFETCH_MIN_ROUTES),
         })
     }
 
@@ -363,6 +368,9 @@ impl Runtime {
         let clock = self.clock.map(|(c, hz)| (c, hz, self.fair_share));
         for (mut w, plan) in self.workers.into_iter().zip(self.plans) {
             w.set_fast_path(self.fast_path);
+            if let Some(min_routes) = self.prefetch_min_routes {
+                w.set_prefetch(vrhost_io::prefetch, min_routes);
+            }
             match self.mode {
                 Mode::Rtc => {
                     let stop = stop.clone();

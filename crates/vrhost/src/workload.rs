@@ -169,7 +169,7 @@ const HOST_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x02]);
 const GATEWAYS: usize = 4;
 
 /// `vrhost workload`: writes `table.txt`, `traffic.pcap` and `bench.toml` into `out`.
-pub fn run(routes: usize, frames: usize, out: &Path, seed: u64) -> Result<ExitCode> {
+pub fn run(routes: usize, frames: usize, vrs: usize, out: &Path, seed: u64) -> Result<ExitCode> {
     anyhow::ensure!(
         routes > 0 && routes <= 4_000_000,
         "--routes must be between 1 and 4000000"
@@ -178,6 +178,7 @@ pub fn run(routes: usize, frames: usize, out: &Path, seed: u64) -> Result<ExitCo
         frames > 0 && frames <= 16_000_000,
         "--frames must be between 1 and 16000000"
     );
+    anyhow::ensure!(vrs > 0 && vrs <= 64, "--vrs must be between 1 and 64");
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut rng = SmallRng::seed_from_u64(seed);
     let t = table(routes, &mut rng);
@@ -202,31 +203,56 @@ pub fn run(routes: usize, frames: usize, out: &Path, seed: u64) -> Result<ExitCo
         })
         .collect();
     write_pcap(&out.join("traffic.pcap"), &pkts)?;
+    std::fs::write(out.join("bench.toml"), config(routes, frames, seed, vrs))?;
+    println!(
+        "wrote {}/table.txt ({routes} routes), traffic.pcap ({frames} frames), bench.toml ({vrs} VR{})",
+        out.display(),
+        if vrs == 1 { "" } else { "s" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The bench config: `vrs` VRs, each with its own "in" and "out" memory
+/// port, the whole table and the whole pcap. One VR's ports are "in" and
+/// "out" and the router "bench" (what `scripts/bench-l3fwd.sh` expects);
+/// with more, the names are numbered.
+fn config(routes: usize, frames: usize, seed: u64, vrs: usize) -> String {
     let mut cfg = String::new();
     let _ = writeln!(
         cfg,
-        "# Made by `vrhost workload --routes {routes} --frames {frames} --seed {seed}`.\n\
-         # One VR forwards 64-byte UDP from port \"in\" to {GATEWAYS} gateways on port \"out\".\n\n\
-         [[port]]\nname = \"in\"\ndriver = \"memory\"\nrx = \"traffic.pcap\"\nmac = \"{IN_MAC}\"\n\n\
-         [[port]]\nname = \"out\"\ndriver = \"memory\"\nmac = \"{OUT_MAC}\"\n\n\
-         [[router]]\nname = \"bench\"\nroutes_file = \"table.txt\"\n\n\
-         \x20 [[router.interface]]\n  name = \"in0\"\n  port = \"in\"\n  addresses = [\"10.0.0.1/24\"]\n\n\
-         \x20 [[router.interface]]\n  name = \"out0\"\n  port = \"out\"\n  addresses = [\"10.1.0.1/24\"]"
+        "# Made by `vrhost workload --routes {routes} --frames {frames} --vrs {vrs} --seed {seed}`.\n\
+         # {vrs} VR(s), each with the whole table, forward 64-byte UDP from their port \"in\"\n\
+         # to {GATEWAYS} gateways on their port \"out\"."
     );
-    for g in 0..GATEWAYS {
+    // One VR keeps the plain names; more are numbered.
+    let suffixes: Vec<String> = match vrs {
+        1 => vec![String::new()],
+        _ => (0..vrs).map(|v| v.to_string()).collect(),
+    };
+    for n in &suffixes {
         let _ = writeln!(
             cfg,
-            "\n  [[router.neighbor]]\n  address = \"10.1.0.{}\"\n  mac = \"02:00:00:00:02:{:02x}\"",
-            2 + g,
-            2 + g
+            "\n[[port]]\nname = \"in{n}\"\ndriver = \"memory\"\nrx = \"traffic.pcap\"\nmac = \"{IN_MAC}\"\n\n\
+             [[port]]\nname = \"out{n}\"\ndriver = \"memory\"\nmac = \"{OUT_MAC}\""
         );
     }
-    std::fs::write(out.join("bench.toml"), cfg)?;
-    println!(
-        "wrote {}/table.txt ({routes} routes), traffic.pcap ({frames} frames), bench.toml",
-        out.display()
-    );
-    Ok(ExitCode::SUCCESS)
+    for n in &suffixes {
+        let _ = writeln!(
+            cfg,
+            "\n[[router]]\nname = \"bench{n}\"\nroutes_file = \"table.txt\"\n\n\
+             \x20 [[router.interface]]\n  name = \"in0\"\n  port = \"in{n}\"\n  addresses = [\"10.0.0.1/24\"]\n\n\
+             \x20 [[router.interface]]\n  name = \"out0\"\n  port = \"out{n}\"\n  addresses = [\"10.1.0.1/24\"]"
+        );
+        for g in 0..GATEWAYS {
+            let _ = writeln!(
+                cfg,
+                "\n  [[router.neighbor]]\n  address = \"10.1.0.{}\"\n  mac = \"02:00:00:00:02:{:02x}\"",
+                2 + g,
+                2 + g
+            );
+        }
+    }
+    cfg
 }
 
 #[cfg(test)]

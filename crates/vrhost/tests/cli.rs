@@ -278,29 +278,66 @@ fn workload_then_bench_reports_throughput_as_json() {
     assert!(ok, "{stderr}");
     let table = std::fs::read_to_string(dir.path().join("w/table.txt")).unwrap();
     assert_eq!(table.lines().count(), 1000);
+    let v = bench_forwards_everything(dir.path(), &[]);
+    for key in ["tx_pps", "rx_pps", "seconds", "workers"] {
+        assert!(v.get(key).is_some(), "{key} missing from {v}");
+    }
+}
+
+/// Runs `bench --json` for 0.3 s on `w/bench.toml` under `dir` (with
+/// `extra` arguments) and returns its measurement, after checking that
+/// everything received was sent: every destination of a workload is inside
+/// its table.
+fn bench_forwards_everything(dir: &std::path::Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "bench",
+        "--config",
+        "w/bench.toml",
+        "--seconds",
+        "0.3",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (ok, stdout, stderr) = run(&args, dir);
+    assert!(ok, "{extra:?}: {stderr}");
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    assert!(v["rx_pps"].as_f64().unwrap() > 0.0, "{extra:?}: {v}");
+    assert!(
+        v["tx_pps"].as_f64().unwrap() > 0.9 * v["rx_pps"].as_f64().unwrap(),
+        "{extra:?}: {v}"
+    );
+    assert!(v["drops"].as_object().unwrap().is_empty(), "{extra:?}: {v}");
+    v
+}
+
+/// `workload --vrs 3` gives three VRs each their own ports and the whole
+/// table; `bench` forwards everything with the FIB's prefetching passes on
+/// every table, on none, and on the default's.
+#[test]
+fn multi_vr_workload_forwards_everything_with_and_without_prefetch() {
+    let dir = tempfile::tempdir().unwrap();
     let (ok, stdout, stderr) = run(
         &[
-            "bench",
-            "--config",
-            "w/bench.toml",
-            "--seconds",
-            "0.3",
-            "--json",
+            "workload", "--routes", "3000", "--frames", "2048", "--vrs", "3", "--out", "w",
         ],
         dir.path(),
     );
     assert!(ok, "{stderr}");
-    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
-    for key in ["tx_pps", "rx_pps", "seconds", "workers"] {
-        assert!(v.get(key).is_some(), "{key} missing from {v}");
+    assert!(stdout.contains("(3 VRs)"), "{stdout}");
+    for prefetch in ["on", "off", "auto"] {
+        let v = bench_forwards_everything(dir.path(), &["--prefetch", prefetch]);
+        assert_eq!(v["vrs"], 3, "{v}");
+        assert_eq!(v["routes4"].as_u64().unwrap() / 3 / 1000, 3, "{v}");
     }
-    assert!(v["rx_pps"].as_f64().unwrap() > 0.0);
-    // Every destination is inside the table: everything received is sent.
-    assert!(
-        v["tx_pps"].as_f64().unwrap() > 0.9 * v["rx_pps"].as_f64().unwrap(),
-        "{v}"
+    let (ok, _, stderr) = run(
+        &["workload", "--routes", "10", "--vrs", "0", "--out", "w0"],
+        dir.path(),
     );
-    assert!(v["drops"].as_object().unwrap().is_empty(), "{v}");
+    assert!(!ok);
+    assert!(
+        stderr.contains("--vrs must be between 1 and 64"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -331,6 +331,29 @@ impl Group {
         self.words.get(block).copied().unwrap_or(0)
     }
 
+    /// Where [`Group::direct_entry`] will read for `key`: a cache line
+    /// to prefetch, never dereferenced here.
+    #[inline(always)]
+    pub(crate) fn direct_entry_line<K: Key>(&self, key: K) -> *const u8 {
+        let i = key.bits(TOP_BITS, self.dbits);
+        match &self.direct {
+            Direct::Narrow(entries) => entries.as_ptr().wrapping_add(i).cast(),
+            Direct::Wide(entries) => entries.as_ptr().wrapping_add(i).cast(),
+        }
+    }
+
+    /// Where [`Group::block_leafvec`] will read for `state`: a cache line
+    /// to prefetch (the group's first word when `state` is no block).
+    #[inline(always)]
+    pub(crate) fn block_line(&self, state: u32) -> *const u8 {
+        let block = if state & (LEAF | BLOCK) == BLOCK {
+            (state & !BLOCK) as usize
+        } else {
+            0
+        };
+        self.words.as_ptr().wrapping_add(block).cast()
+    }
+
     /// The value of `key` from its direct entry `state`, given `leafvec` =
     /// [`Group::block_leafvec`]`(state)` (loaded earlier, for all lanes of a
     /// batch). Branches on the entry's kind: a select that computes the block

@@ -188,7 +188,7 @@ impl Packing {
 ///
 /// Bits past the address are zero, so a node straddling the end of the
 /// address (IPv4 bits 30..36) simply sees zeros there.
-pub(crate) trait Key: Copy {
+pub(crate) trait Key: Copy + Default {
     /// `n` bits (1..=16) starting `off` bits from the left, as an index.
     fn bits(self, off: u32, n: u32) -> usize;
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::group::Group;
 use super::node::{Key, TOP_BITS};
-use crate::{FibAddr, NextHopId};
+use crate::{FibAddr, NextHopId, Prefetch};
 
 /// One top-level slot: the subtrie of one /8, and the longest route of /8 or
 /// shorter that covers the slot (next hop + 1, or 0).
@@ -96,6 +96,16 @@ fn finish_lanes<K: Key>(lanes: Lanes<'_, K>, out: &mut [Option<NextHopId>; LANES
     }
 }
 
+/// Addresses per pass of [`FibSnapshot::lookup_batch_prefetch`]: one
+/// engine burst.
+const PREFETCH_BATCH: usize = 64;
+
+/// From how many routes on [`FibSnapshot::lookup_batch_prefetch`] pays, by
+/// default: a smaller table stays in the core's caches, and the prefetching
+/// passes would be pure cost (2–8% slower with 10k–30k routes; see
+/// `docs/benchmarks.md`, "Prefetch").
+pub const PREFETCH_MIN_ROUTES: usize = 100_000;
+
 /// The address left-aligned in a `u64`; only for families of ≤ 64 bits.
 #[inline(always)]
 fn key64<A: FibAddr>(addr: A) -> u64 {
@@ -154,6 +164,99 @@ impl<A: FibAddr> FibSnapshot<A> {
         let rest = addr_chunks.remainder();
         for (addr, slot) in rest.iter().zip(out_chunks.into_remainder()) {
             *slot = self.lookup(*addr);
+        }
+    }
+
+    /// [`FibSnapshot::lookup_batch`] for tables that miss the caches: in
+    /// passes of up to 64 addresses, `prefetch` is handed every address's
+    /// direct entry, then every address's leaf block, before the lanes read
+    /// them, so a pass has up to 64 misses in flight instead of 8, and the
+    /// two dependent misses of a lookup cost two memory latencies per pass
+    /// rather than per 8 addresses. Worth it for tables of
+    /// [`PREFETCH_MIN_ROUTES`] or more; the answers are those of
+    /// `lookup_batch` either way.
+    ///
+    /// `prefetch` only hints: it must not read or write through the
+    /// pointers (the I/O crate's `vrhost_io::prefetch` issues one
+    /// `PREFETCHT0` each). Measured in `docs/benchmarks.md` ("Prefetch").
+    ///
+    /// ```text
+    ///   pass 1: slot, direct-entry address ──▶ prefetch(64 lines)
+    ///   pass 2: direct entry, leaf-block address ──▶ prefetch(64 lines)
+    ///   pass 3: 8 lanes at a time: leaf-block word, answer
+    /// ```
+    pub fn lookup_batch_prefetch(
+        &self,
+        addrs: &[A],
+        out: &mut [Option<NextHopId>],
+        prefetch: Prefetch,
+    ) {
+        debug_assert_eq!(addrs.len(), out.len(), "lookup_batch slice lengths differ");
+        let n = addrs.len().min(out.len());
+        if self.slots.is_empty() {
+            out[..n].fill(None);
+            return;
+        }
+        for (a, o) in addrs[..n]
+            .chunks(PREFETCH_BATCH)
+            .zip(out[..n].chunks_mut(PREFETCH_BATCH))
+        {
+            if A::BITS <= 64 {
+                self.prefetched_pass(a.iter().map(|&a| key64(a)), o, prefetch);
+            } else {
+                self.prefetched_pass(a.iter().map(|&a| key128(a)), o, prefetch);
+            }
+        }
+    }
+
+    /// One pass of [`FibSnapshot::lookup_batch_prefetch`]: `keys` yields
+    /// `out.len()` ≤ [`PREFETCH_BATCH`] keys. The table is not empty.
+    #[inline(always)]
+    fn prefetched_pass<K: Key>(
+        &self,
+        keys: impl Iterator<Item = K>,
+        out: &mut [Option<NextHopId>],
+        prefetch: Prefetch,
+    ) {
+        let mut key = [K::default(); PREFETCH_BATCH];
+        let mut slot = [&self.slots[0]; PREFETCH_BATCH];
+        let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
+        let mut m = 0;
+        for (k, i) in keys.zip(0..PREFETCH_BATCH) {
+            key[i] = k;
+            slot[i] = &self.slots[k.bits(0, TOP_BITS)];
+            line[i] = slot[i].group.direct_entry_line(k);
+            m = i + 1;
+        }
+        prefetch(&line[..m]);
+        let mut state = [0u32; PREFETCH_BATCH];
+        for i in 0..m {
+            state[i] = slot[i].group.direct_entry(key[i]);
+            line[i] = slot[i].group.block_line(state[i]);
+        }
+        prefetch(&line[..m]);
+        for (c, o) in out[..m].chunks_mut(LANES).enumerate() {
+            let at = c * LANES;
+            if let Ok(o) = <&mut [Option<NextHopId>; LANES]>::try_from(&mut *o) {
+                let lanes = Lanes {
+                    keys: core::array::from_fn(|l| key[at + l]),
+                    slots: core::array::from_fn(|l| slot[at + l]),
+                    state: core::array::from_fn(|l| state[at + l]),
+                };
+                finish_lanes(lanes, o);
+                continue;
+            }
+            for (l, o) in o.iter_mut().enumerate() {
+                let (s, st) = (slot[at + l], state[at + l]);
+                let value = match s
+                    .group
+                    .finish_with(st, key[at + l], s.group.block_leafvec(st))
+                {
+                    0 => s.default,
+                    value => value,
+                };
+                *o = value.checked_sub(1).map(NextHopId);
+            }
         }
     }
 
