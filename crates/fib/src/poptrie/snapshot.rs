@@ -19,6 +19,16 @@ pub(crate) struct Slot {
     pub(crate) default: u32,
 }
 
+impl Slot {
+    /// The next hop for the group's leaf value `value` (0: no route longer
+    /// than /8 here, so the slot's default).
+    #[inline(always)]
+    fn answer(&self, value: u32) -> Option<NextHopId> {
+        let value = if value == 0 { self.default } else { value };
+        value.checked_sub(1).map(NextHopId)
+    }
+}
+
 /// An immutable lookup table: what a worker reads.
 ///
 /// Obtained from [`super::PoptrieLpm::snapshot`] or a
@@ -85,14 +95,10 @@ fn finish_lanes<K: Key>(lanes: Lanes<'_, K>, out: &mut [Option<NextHopId>; LANES
         core::array::from_fn(|l| lanes.slots[l].group.block_leafvec(lanes.state[l]));
     for l in 0..LANES {
         let slot = lanes.slots[l];
-        let value = match slot
-            .group
-            .finish_with(lanes.state[l], lanes.keys[l], leafvec[l])
-        {
-            0 => slot.default,
-            value => value,
-        };
-        out[l] = value.checked_sub(1).map(NextHopId);
+        out[l] = slot.answer(
+            slot.group
+                .finish_with(lanes.state[l], lanes.keys[l], leafvec[l]),
+        );
     }
 }
 
@@ -133,12 +139,11 @@ impl<A: FibAddr> FibSnapshot<A> {
     pub fn lookup(&self, addr: A) -> Option<NextHopId> {
         // A::BITS is a constant: each family keeps one arm. IPv4 works on a
         // u64, whose shifts are single instructions.
-        let value = if A::BITS <= 64 {
-            self.value(key64(addr))
+        if A::BITS <= 64 {
+            self.answer(key64(addr))
         } else {
-            self.value(key128(addr))
-        };
-        value.checked_sub(1).map(NextHopId)
+            self.answer(key128(addr))
+        }
     }
 
     /// Looks up every address of `addrs` into the same position of `out`
@@ -248,14 +253,10 @@ impl<A: FibAddr> FibSnapshot<A> {
             }
             for (l, o) in o.iter_mut().enumerate() {
                 let (s, st) = (slot[at + l], state[at + l]);
-                let value = match s
-                    .group
-                    .finish_with(st, key[at + l], s.group.block_leafvec(st))
-                {
-                    0 => s.default,
-                    value => value,
-                };
-                *o = value.checked_sub(1).map(NextHopId);
+                *o = s.answer(
+                    s.group
+                        .finish_with(st, key[at + l], s.group.block_leafvec(st)),
+                );
             }
         }
     }
@@ -269,14 +270,9 @@ impl<A: FibAddr> FibSnapshot<A> {
     }
 
     #[inline(always)]
-    fn value<K: Key>(&self, key: K) -> u32 {
-        let Some(slot) = self.slots.get(key.bits(0, TOP_BITS)) else {
-            return 0;
-        };
-        match slot.group.lookup(key) {
-            0 => slot.default,
-            value => value,
-        }
+    fn answer<K: Key>(&self, key: K) -> Option<NextHopId> {
+        let slot = self.slots.get(key.bits(0, TOP_BITS))?;
+        slot.answer(slot.group.lookup(key))
     }
 
     /// Routes in the table when this snapshot was taken.
