@@ -40,6 +40,98 @@ pub(crate) struct Ctx<'a> {
     pub events_lost: &'a mut u64,
     /// VRs whose punt queue went from empty to non-empty in this worker.
     pub punt_dirty: &'a mut Vec<u16>,
+    /// Per-frame counters not yet written to `counters`.
+    pub tally: Tally,
+}
+
+/// The per-frame counters of forwarding and transmit, summed while
+/// consecutive frames share their interfaces and written to the worker's
+/// counters when they change and when the [`Ctx`] goes away (end of burst):
+/// a plain burst writes each once, not once per frame.
+///
+/// Measured (`vrhost bench`, alternated builds, six pairs each): without
+/// the five per-frame counter writes at all the engine ran 6–10% faster;
+/// with this tally, 541.9 instead of 552.7 instructions per packet
+/// (callgrind, 16 routes) and a median 1.1% (16 routes) and 1.6% (1M)
+/// faster.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    /// Ingress interface of `forwarded` and `fast_path`.
+    ingress: u16,
+    forwarded: u64,
+    fast_path: u64,
+    /// Egress interface, its port, and what they sent.
+    egress: u16,
+    port: u16,
+    tx_packets: u64,
+    tx_bytes: u64,
+}
+
+impl Ctx<'_> {
+    /// The tally, its ingress counts now those of interface `iface`.
+    #[inline(always)]
+    fn ingress(&mut self, iface: u16) -> &mut Tally {
+        if self.tally.ingress != iface {
+            self.flush_ingress();
+            self.tally.ingress = iface;
+        }
+        &mut self.tally
+    }
+
+    /// Counts a frame of ingress interface `iface` as taking the fast path
+    /// (before [`Ctx::enqueue`] counts it forwarded).
+    #[inline(always)]
+    pub(crate) fn tally_fast_path(&mut self, iface: u16) {
+        self.ingress(iface).fast_path += 1;
+    }
+
+    /// Counts `len` bytes sent on interface `egress` of port `port`.
+    #[inline(always)]
+    fn tally_tx(&mut self, egress: u16, port: u16, len: u64) {
+        if self.tally.egress != egress {
+            self.flush_tx();
+            self.tally.egress = egress;
+            self.tally.port = port;
+        }
+        self.tally.tx_packets += 1;
+        self.tally.tx_bytes += len;
+    }
+
+    fn flush_ingress(&mut self) {
+        let t = &mut self.tally;
+        if t.forwarded | t.fast_path != 0 {
+            if let Some(c) = self.counters.ifaces.get(usize::from(t.ingress)) {
+                c.forwarded.add(t.forwarded);
+                c.fast_path.add(t.fast_path);
+            }
+            (t.forwarded, t.fast_path) = (0, 0);
+        }
+    }
+
+    fn flush_tx(&mut self) {
+        let t = &mut self.tally;
+        if t.tx_packets != 0 {
+            for c in [
+                self.counters.ifaces.get(usize::from(t.egress)),
+                self.counters.ports.get(usize::from(t.port)),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                c.tx_packets.add(t.tx_packets);
+                c.tx_bytes.add(t.tx_bytes);
+            }
+            (t.tx_packets, t.tx_bytes) = (0, 0);
+        }
+    }
+}
+
+impl core::ops::Drop for Ctx<'_> {
+    /// Writes what the tally holds: the burst is over.
+    fn drop(&mut self) {
+        self.flush_ingress();
+        self.flush_tx();
+    }
 }
 
 impl Ctx<'_> {
@@ -108,15 +200,9 @@ impl Ctx<'_> {
     pub(crate) fn enqueue(&mut self, mut m: Mbuf, egress: u16) {
         let port = self.ifaces[egress as usize].port;
         if !m.local_origin {
-            self.counters.ifaces[m.iface as usize].forwarded.inc();
+            self.ingress(m.iface).forwarded += 1;
         }
-        let len = m.len() as u64;
-        let ci = &self.counters.ifaces[egress as usize];
-        ci.tx_packets.inc();
-        ci.tx_bytes.add(len);
-        let cp = &self.counters.ports[port as usize];
-        cp.tx_packets.inc();
-        cp.tx_bytes.add(len);
+        self.tally_tx(egress, port, m.len() as u64);
         m.port = port;
         self.tx.ports[port as usize].push(m);
     }

@@ -55,6 +55,7 @@ macro_rules! ctx {
             peers: $peers,
             events_lost: &mut $w.events_lost,
             punt_dirty: &mut $w.punt_dirty,
+            tally: crate::output::Tally::default(),
         }
     };
 }

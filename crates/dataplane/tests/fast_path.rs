@@ -271,6 +271,44 @@ fn plain_forwards_take_the_fast_path_and_leave_as_the_full_stages_send_them() {
     );
 }
 
+/// Frames of one burst that alternate between two egress interfaces (one
+/// on the fast path, one tagged, through the full stages) are each counted
+/// once, on their own interface and port: the per-frame counters are summed
+/// per run of frames and written when the interface changes.
+#[test]
+fn counters_are_exact_when_a_burst_alternates_interfaces() {
+    for fast_path in [true, false] {
+        let mut e = Engine::new(&spec()).expect("spec builds");
+        e.set_fast_path(fast_path);
+        // Gateway on out0, gateway behind tag0, attached host on out0.
+        let frames: Vec<_> = [0, 3, 0, 3, 1, 3, 0].into_iter().map(plain).collect();
+        let out = run(&mut e, &frames, SEC);
+        let sent = |port: u16| {
+            let o: Vec<_> = out.iter().filter(|o| o.port == port).collect();
+            (
+                o.len() as u64,
+                o.iter().map(|o| o.frame.len() as u64).sum::<u64>(),
+            )
+        };
+        assert_eq!(sent(1).0, 4, "{out:?}");
+        assert_eq!(sent(2).0, 3, "{out:?}");
+        for (port, iface) in [(1u16, 1usize), (2, 2)] {
+            let (packets, bytes) = sent(port);
+            let i = e.iface_counters(iface);
+            let p = e.port_counters(usize::from(port));
+            assert_eq!(
+                (i.tx_packets, i.tx_bytes),
+                (packets, bytes),
+                "iface {iface}"
+            );
+            assert_eq!((p.tx_packets, p.tx_bytes), (packets, bytes), "port {port}");
+        }
+        let in0 = e.iface_counters(0);
+        assert_eq!(in0.forwarded, 7);
+        assert_eq!(in0.fast_path, if fast_path { 4 } else { 0 });
+    }
+}
+
 #[test]
 fn padding_is_trimmed_on_the_fast_path() {
     let (mut fast, mut slow) = engines();
