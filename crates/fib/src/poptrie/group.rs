@@ -314,7 +314,7 @@ impl Group {
     /// The direct entry for `key`: the walk's first state.
     #[inline(always)]
     pub(crate) fn direct_entry<K: Key>(&self, key: K) -> u32 {
-        self.direct.get(key.bits(TOP_BITS, self.dbits))
+        self.direct_at(self.direct_index(key))
     }
 
     /// The leafvec word of `state`'s leaf block if it is one, else any word
@@ -331,11 +331,24 @@ impl Group {
         self.words.get(block).copied().unwrap_or(0)
     }
 
-    /// Where [`Group::direct_entry`] will read for `key`: a cache line
-    /// to prefetch, never dereferenced here.
+    /// The index of `key`'s direct entry, for [`Group::direct_line`] and
+    /// [`Group::direct_at`] (a pass that needs both computes it once).
     #[inline(always)]
-    pub(crate) fn direct_entry_line<K: Key>(&self, key: K) -> *const u8 {
-        let i = key.bits(TOP_BITS, self.dbits);
+    pub(crate) fn direct_index<K: Key>(&self, key: K) -> usize {
+        key.bits(TOP_BITS, self.dbits)
+    }
+
+    /// Direct entry `i` (from [`Group::direct_index`]) as a walk state:
+    /// [`Group::direct_entry`] of that key.
+    #[inline(always)]
+    pub(crate) fn direct_at(&self, i: usize) -> u32 {
+        self.direct.get(i)
+    }
+
+    /// Where [`Group::direct_at`] will read entry `i`: a cache line to
+    /// prefetch, never dereferenced here.
+    #[inline(always)]
+    pub(crate) fn direct_line(&self, i: usize) -> *const u8 {
         match &self.direct {
             Direct::Narrow(entries) => entries.as_ptr().wrapping_add(i).cast(),
             Direct::Wide(entries) => entries.as_ptr().wrapping_add(i).cast(),

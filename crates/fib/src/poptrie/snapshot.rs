@@ -225,18 +225,20 @@ impl<A: FibAddr> FibSnapshot<A> {
     ) {
         let mut key = [K::default(); PREFETCH_BATCH];
         let mut slot = [&self.slots[0]; PREFETCH_BATCH];
+        let mut direct = [0usize; PREFETCH_BATCH];
         let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
         let mut m = 0;
         for (k, i) in keys.zip(0..PREFETCH_BATCH) {
             key[i] = k;
             slot[i] = &self.slots[k.bits(0, TOP_BITS)];
-            line[i] = slot[i].group.direct_entry_line(k);
+            direct[i] = slot[i].group.direct_index(k);
+            line[i] = slot[i].group.direct_line(direct[i]);
             m = i + 1;
         }
         prefetch(&line[..m]);
         let mut state = [0u32; PREFETCH_BATCH];
         for i in 0..m {
-            state[i] = slot[i].group.direct_entry(key[i]);
+            state[i] = slot[i].group.direct_at(direct[i]);
             line[i] = slot[i].group.block_line(state[i]);
         }
         prefetch(&line[..m]);
