@@ -7,7 +7,7 @@
 //! opens a socket or reads a clock, so tests drive it frame by frame and
 //! `vrhost replay` drives it from pcap timestamps, deterministically.
 //!
-//! One stage per file: [`demux`](crate::demux) → ARP / IPv4 / IPv6 input →
+//! One stage per file: `demux` → ARP / IPv4 / IPv6 input →
 //! forward (fragment) or local delivery → output. Every drop is a
 //! [`Drop`] variant with its own counter.
 
