@@ -87,7 +87,7 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
     eth.set_dst_addr(mac);
     eth.set_src_addr(e.mac);
     m.truncate(14 + total_len);
-    ctx.tally_fast_path(m.iface);
+    ctx.count_fast_path(m.iface);
     ctx.enqueue(m, egress);
     None
 }

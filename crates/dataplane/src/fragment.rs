@@ -103,6 +103,6 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, egress: u16, via: Via,
         off += take;
     }
     // One packet forwarded, however many fragments it became.
-    ctx.iface_counters(m.iface).forwarded.inc();
+    ctx.count_forwarded(m.iface);
     ctx.pool.put(m);
 }

@@ -78,10 +78,16 @@ impl Ctx<'_> {
         &mut self.tally
     }
 
+    /// Counts a packet of ingress interface `iface` as forwarded.
+    #[inline(always)]
+    pub(crate) fn count_forwarded(&mut self, iface: u16) {
+        self.ingress(iface).forwarded += 1;
+    }
+
     /// Counts a frame of ingress interface `iface` as taking the fast path
     /// (before [`Ctx::enqueue`] counts it forwarded).
     #[inline(always)]
-    pub(crate) fn tally_fast_path(&mut self, iface: u16) {
+    pub(crate) fn count_fast_path(&mut self, iface: u16) {
         self.ingress(iface).fast_path += 1;
     }
 
@@ -200,7 +206,7 @@ impl Ctx<'_> {
     pub(crate) fn enqueue(&mut self, mut m: Mbuf, egress: u16) {
         let port = self.ifaces[egress as usize].port;
         if !m.local_origin {
-            self.ingress(m.iface).forwarded += 1;
+            self.count_forwarded(m.iface);
         }
         self.tally_tx(egress, port, m.len() as u64);
         m.port = port;

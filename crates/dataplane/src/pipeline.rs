@@ -170,7 +170,7 @@ impl Worker {
         }
         self.routes.clear();
         self.routes.resize(rx.len(), None);
-        crate::worker::lookup4(&v.fib4, &self.dsts, &mut self.routes, self.prefetch);
+        v.lookup4_many(&self.dsts, &mut self.routes, self.prefetch);
         for (m, &route) in rx.drain(..).zip(&self.routes) {
             forward_ipv4(&mut ctx, v, self.fast_path, m, route);
         }

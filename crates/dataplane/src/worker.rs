@@ -295,6 +295,25 @@ impl Vr {
         }
     }
 
+    /// The FIB's answers for `addrs`, in one batch: with the prefetching
+    /// passes if the worker has the CPU's prefetch and the table has at
+    /// least the routes given with it ([`Worker::set_prefetch`]), else the
+    /// plain lanes.
+    #[inline]
+    pub(crate) fn lookup4_many(
+        &self,
+        addrs: &[Ipv4Addr],
+        out: &mut [Option<NextHopId>],
+        prefetch: Option<(Prefetch, usize)>,
+    ) {
+        match prefetch {
+            Some((prefetch, min_routes)) if self.fib4.len() >= min_routes => {
+                self.fib4.lookup_batch_prefetch(addrs, out, prefetch)
+            }
+            _ => self.fib4.lookup_batch(addrs, out),
+        }
+    }
+
     /// Looks up the IPv4 destinations of `frames` (all of this VR) in
     /// batches, so the FIB's cache misses overlap instead of each stalling
     /// its own packet; each answer lands in the frame's [`Staged::route`].
@@ -319,7 +338,7 @@ impl Vr {
             if n == 0 {
                 return;
             }
-            lookup4(&self.fib4, &addrs[..n], &mut out[..n], prefetch);
+            self.lookup4_many(&addrs[..n], &mut out[..n], prefetch);
             for (&found, &i) in out[..n].iter().zip(&at[..n]) {
                 frames[i].route = Route::Found(found);
             }
@@ -384,24 +403,6 @@ pub struct Worker {
     /// The CPU's prefetch for the FIB's batch lookups, and from how many
     /// routes on a table uses it ([`Worker::set_prefetch`]).
     pub(crate) prefetch: Option<(Prefetch, usize)>,
-}
-
-/// The IPv4 batch lookup: the FIB's prefetching passes if the worker has
-/// the CPU's prefetch and the table has at least the routes it was given
-/// with it ([`Worker::set_prefetch`]), else the plain lanes.
-#[inline]
-pub(crate) fn lookup4(
-    fib: &FibSnapshot<Ipv4Addr>,
-    addrs: &[Ipv4Addr],
-    out: &mut [Option<NextHopId>],
-    prefetch: Option<(Prefetch, usize)>,
-) {
-    match prefetch {
-        Some((prefetch, min_routes)) if fib.len() >= min_routes => {
-            fib.lookup_batch_prefetch(addrs, out, prefetch)
-        }
-        _ => fib.lookup_batch(addrs, out),
-    }
 }
 
 /// A demuxed frame waiting for its VR's turn within a burst.

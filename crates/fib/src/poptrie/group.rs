@@ -133,6 +133,28 @@ impl Direct {
             Direct::Wide(entries) => entries.len() * 4,
         }
     }
+
+    /// Where [`Direct::get`] reads entry `i`: a cache line to prefetch,
+    /// never dereferenced here.
+    #[inline(always)]
+    fn line(&self, i: usize) -> *const u8 {
+        match self {
+            Direct::Narrow(entries) => entries.as_ptr().wrapping_add(i).cast(),
+            Direct::Wide(entries) => entries.as_ptr().wrapping_add(i).cast(),
+        }
+    }
+}
+
+/// The word offset of walk state `state`'s leaf block, or 0 when it is no
+/// block: what [`Group::block_leafvec`] reads and [`Group::block_line`]
+/// prefetches, chosen without a branch.
+#[inline(always)]
+fn block_offset(state: u32) -> usize {
+    if state & (LEAF | BLOCK) == BLOCK {
+        (state & !BLOCK) as usize
+    } else {
+        0
+    }
 }
 
 /// The 16-bit form of a walk state, if it has one.
@@ -322,13 +344,7 @@ impl Group {
     /// can issue every lane's block load before it inspects any of them.
     #[inline(always)]
     pub(crate) fn block_leafvec(&self, state: u32) -> u64 {
-        let is_block = state & (LEAF | BLOCK) == BLOCK;
-        let block = if is_block {
-            (state & !BLOCK) as usize
-        } else {
-            0
-        };
-        self.words.get(block).copied().unwrap_or(0)
+        self.words.get(block_offset(state)).copied().unwrap_or(0)
     }
 
     /// The index of `key`'s direct entry, for [`Group::direct_line`] and
@@ -349,22 +365,14 @@ impl Group {
     /// prefetch, never dereferenced here.
     #[inline(always)]
     pub(crate) fn direct_line(&self, i: usize) -> *const u8 {
-        match &self.direct {
-            Direct::Narrow(entries) => entries.as_ptr().wrapping_add(i).cast(),
-            Direct::Wide(entries) => entries.as_ptr().wrapping_add(i).cast(),
-        }
+        self.direct.line(i)
     }
 
     /// Where [`Group::block_leafvec`] will read for `state`: a cache line
     /// to prefetch (the group's first word when `state` is no block).
     #[inline(always)]
     pub(crate) fn block_line(&self, state: u32) -> *const u8 {
-        let block = if state & (LEAF | BLOCK) == BLOCK {
-            (state & !BLOCK) as usize
-        } else {
-            0
-        };
-        self.words.as_ptr().wrapping_add(block).cast()
+        self.words.as_ptr().wrapping_add(block_offset(state)).cast()
     }
 
     /// The value of `key` from its direct entry `state`, given `leafvec` =

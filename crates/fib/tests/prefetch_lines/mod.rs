@@ -1,31 +1,33 @@
-//! A stand-in for the CPU's prefetch in tests of
-//! `FibSnapshot::lookup_batch_prefetch`: it counts the cache lines it is
-//! asked for (this thread's), so a test can check that every address was
-//! prefetched twice (its direct entry, then its leaf block).
+//! `FibSnapshot::lookup_batch_prefetch` under test, with a stand-in for the
+//! CPU's prefetch that counts the cache lines it is asked for (this
+//! thread's), so that every address can be checked to be prefetched twice:
+//! its direct entry, then its leaf block.
 
 use std::cell::Cell;
+
+use vrhost_fib::{FibAddr, FibSnapshot, NextHopId};
 
 thread_local! {
     static LINES: Cell<usize> = const { Cell::new(0) };
 }
 
 /// The `Prefetch` under test: counts, touches nothing.
-pub fn record(lines: &[*const u8]) {
+fn record(lines: &[*const u8]) {
     LINES.with(|n| n.set(n.get() + lines.len()));
 }
 
-/// Runs `f` and returns its result with the lines `record` saw meanwhile.
-pub fn count<T>(f: impl FnOnce() -> T) -> (T, usize) {
+/// `snapshot`'s answers for `probes` from `lookup_batch_prefetch` (into an
+/// output pre-filled with junk), after asserting the lines it prefetched:
+/// two per address for a table with routes; for an empty one, none if it
+/// never held a route (it has no top array yet) and two per address if it
+/// did.
+pub fn lookup_batch<A: FibAddr>(snapshot: &FibSnapshot<A>, probes: &[A]) -> Vec<Option<NextHopId>> {
+    let mut out = vec![Some(NextHopId(u32::MAX)); probes.len()];
     let before = LINES.with(Cell::get);
-    let out = f();
-    (out, LINES.with(Cell::get) - before)
-}
-
-/// A table with routes prefetches two lines per address. An empty one
-/// prefetches nothing if it never held a route (it has no top array yet),
-/// and two lines per address if it did.
-pub fn assert_two_per_address(empty: bool, addresses: usize, lines: usize) {
-    if empty {
+    snapshot.lookup_batch_prefetch(probes, &mut out, record);
+    let lines = LINES.with(Cell::get) - before;
+    let addresses = probes.len();
+    if snapshot.is_empty() {
         assert!(
             lines == 0 || lines == 2 * addresses,
             "{lines} lines for {addresses} addresses"
@@ -37,4 +39,5 @@ pub fn assert_two_per_address(empty: bool, addresses: usize, lines: usize) {
             "prefetched lines for {addresses} addresses"
         );
     }
+    out
 }
