@@ -43,11 +43,18 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
     if m.l3_off != 14 {
         return Some(m);
     }
-    let l3_len = m.len().saturating_sub(14);
-    let Some((l2, rest)) = m.data_mut().split_first_chunk_mut::<14>() else {
+    // One length test for both headers: the two views below are of a
+    // 34-byte array, so they cannot fail, and `l3_len` cannot underflow.
+    let len = m.len();
+    let Some(headers) = m.data_mut().first_chunk_mut::<34>() else {
         return Some(m);
     };
-    let Some(ip) = rest.first_chunk_mut::<20>() else {
+    let l3_len = len - 14;
+    let (l2, ip) = headers.split_at_mut(14);
+    let (Ok(l2), Ok(ip)) = (
+        <&mut [u8; 14]>::try_from(l2),
+        <&mut [u8; 20]>::try_from(ip),
+    ) else {
         return Some(m);
     };
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
@@ -59,8 +66,7 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
         || total_len < 20
         || total_len > l3_len
         || !Ipv4Packet::new_unchecked(&ip[..]).verify_checksum()
-        || martian_octet(ip[12])
-        || martian_octet(ip[16])
+        || martian_octet(ip[12]) | martian_octet(ip[16])
         || ip[8] <= 1
     {
         return Some(m);
@@ -87,7 +93,7 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
     eth.set_dst_addr(mac);
     eth.set_src_addr(e.mac);
     m.truncate(14 + total_len);
-    ctx.count_fast_path(m.iface);
-    ctx.enqueue(m, egress);
+    let port = e.port;
+    ctx.enqueue_fast_path(m, egress, port);
     None
 }

@@ -38,10 +38,24 @@ fn link_local_multicast(a: Ipv4Addr) -> bool {
 /// (multicast and class E): martian as a source (RFC 1812 §5.3.7,
 /// §4.2.2.11). The fast path also leaves destinations there to the full
 /// stages.
-#[inline]
+///
+/// A lookup in a 256-entry table: one load where the three comparisons
+/// took six instructions, twice per forwarded packet on the fast path.
+#[inline(always)]
 pub(crate) fn martian_octet(first_octet: u8) -> bool {
-    first_octet == 0 || first_octet == 127 || first_octet >= 224
+    MARTIAN_OCTET[usize::from(first_octet)]
 }
+
+/// [`martian_octet`] for every first octet.
+static MARTIAN_OCTET: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut o = 0;
+    while o < 256 {
+        t[o] = o == 0 || o == 127 || o >= 224;
+        o += 1;
+    }
+    t
+};
 
 /// `route` is the FIB's answer for the destination when the burst's batch
 /// lookup already has it ([`crate::worker::Staged::route`]).
@@ -113,5 +127,21 @@ pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: Option<Option<NextHopId>
         }
         // RFC 1812 §5.2.7.1: network unreachable when no route matches.
         None => Next::Icmp(Icmp4::DstUnreachable { code: 0, mtu: 0 }, Drop::NoRoute),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::martian_octet;
+
+    #[test]
+    fn martian_first_octets() {
+        for o in [0, 127, 224, 239, 240, 255] {
+            assert!(martian_octet(o), "{o}");
+        }
+        for o in [1, 10, 126, 128, 192, 223] {
+            assert!(!martian_octet(o), "{o}");
+        }
+        assert_eq!((0..=255u8).filter(|&o| martian_octet(o)).count(), 2 + 32);
     }
 }

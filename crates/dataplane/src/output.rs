@@ -58,7 +58,9 @@ pub(crate) struct Ctx<'a> {
 pub(crate) struct Tally {
     /// Ingress interface of `forwarded` and `fast_path`.
     ingress: u16,
+    /// Forwarded by the full stages.
     forwarded: u64,
+    /// Forwarded by the fast path: counted forwarded too when written.
     fast_path: u64,
     /// Egress interface, its port, and what they sent.
     egress: u16,
@@ -84,13 +86,6 @@ impl Ctx<'_> {
         self.ingress(iface).forwarded += 1;
     }
 
-    /// Counts a frame of ingress interface `iface` as taking the fast path
-    /// (before [`Ctx::enqueue`] counts it forwarded).
-    #[inline(always)]
-    pub(crate) fn count_fast_path(&mut self, iface: u16) {
-        self.ingress(iface).fast_path += 1;
-    }
-
     /// Counts `len` bytes sent on interface `egress` of port `port`.
     #[inline(always)]
     fn tally_tx(&mut self, egress: u16, port: u16, len: u64) {
@@ -107,7 +102,7 @@ impl Ctx<'_> {
         let t = &mut self.tally;
         if t.forwarded | t.fast_path != 0 {
             if let Some(c) = self.counters.ifaces.get(usize::from(t.ingress)) {
-                c.forwarded.add(t.forwarded);
+                c.forwarded.add(t.forwarded + t.fast_path);
                 c.fast_path.add(t.fast_path);
             }
             (t.forwarded, t.fast_path) = (0, 0);
@@ -203,11 +198,27 @@ impl Ctx<'_> {
     /// interface unless the router built it, transmitted on `egress` and its
     /// port) and queues it on the port.
     #[inline(always)]
-    pub(crate) fn enqueue(&mut self, mut m: Mbuf, egress: u16) {
+    pub(crate) fn enqueue(&mut self, m: Mbuf, egress: u16) {
         let port = self.ifaces[egress as usize].port;
         if !m.local_origin {
             self.count_forwarded(m.iface);
         }
+        self.queue(m, egress, port);
+    }
+
+    /// [`Ctx::enqueue`] for a frame the fast path forwards, `port` being
+    /// that of `egress`: counted as taking the fast path (and so forwarded)
+    /// on its ingress interface, with no test of its origin, which the fast
+    /// path knows.
+    #[inline(always)]
+    pub(crate) fn enqueue_fast_path(&mut self, m: Mbuf, egress: u16, port: u16) {
+        self.ingress(m.iface).fast_path += 1;
+        self.queue(m, egress, port);
+    }
+
+    /// Counts `m` sent on `egress` and its port `port`, and queues it there.
+    #[inline(always)]
+    fn queue(&mut self, mut m: Mbuf, egress: u16, port: u16) {
         self.tally_tx(egress, port, m.len() as u64);
         m.port = port;
         self.tx.ports[port as usize].push(m);

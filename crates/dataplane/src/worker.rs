@@ -255,16 +255,18 @@ impl Vr {
     /// What next hop `id` of the VR's FIB means in this worker.
     #[inline(always)]
     pub(crate) fn resolve(&mut self, id: u32) -> Option<NextHop> {
-        Some(match *self.nexthops.get(id as usize)? {
+        // Matched by reference: the gateway's address is read only when its
+        // slot is not yet resolved, not copied for every packet.
+        Some(match self.nexthops.get(id as usize)? {
             RouteHop::Local => NextHop::Local,
             RouteHop::Broadcast => NextHop::Broadcast,
             RouteHop::Blackhole => NextHop::Blackhole,
             RouteHop::Unreachable => NextHop::Unreachable,
-            RouteHop::Connected { iface } => NextHop::Connected { iface },
-            RouteHop::Gateway { iface, addr } => {
+            &RouteHop::Connected { iface } => NextHop::Connected { iface },
+            &RouteHop::Gateway { iface, ref addr } => {
                 let slot = self.gw_slots.get_mut(id as usize)?;
                 if *slot == u32::MAX {
-                    *slot = self.neighbors.ensure(iface, addr, true).unwrap_or(u32::MAX);
+                    *slot = self.neighbors.ensure(iface, *addr, true).unwrap_or(u32::MAX);
                 }
                 NextHop::Gateway {
                     iface,

@@ -24,6 +24,61 @@ use core::net::{Ipv4Addr, Ipv6Addr};
 /// of several concatenated pieces may have odd length: the padding byte
 /// would otherwise shift every following word.
 pub fn sum(data: &[u8]) -> u32 {
+    let mut acc = native_sum(data);
+    // Fold the 64-bit accumulator down to 16 bits with end-around carries,
+    // in a fixed number of steps (at most 2^33, then 0x2fffe, which fits
+    // [`fold`]): a loop until it fits would run a data-dependent number of
+    // times, and its mispredicted exit cost the forwarding path more than
+    // the whole sum. A step on a value that already fits changes nothing.
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
+    acc = (acc & 0xffff) + (acc >> 16);
+    let folded = fold(acc as u32);
+    // The native-order sum's bytes, read big-endian. Byte-swapping keeps
+    // both of ones' complement's special values: 0 (only an all-zero sum)
+    // and 0xffff.
+    u32::from(u16::from_be_bytes(folded.to_ne_bytes()))
+}
+
+/// Whether `data` verifies: its ones' complement sum is all ones, that is
+/// `fold(sum(data)) == 0xffff`, as for a header with its checksum in place
+/// (RFC 1071 §1).
+///
+/// Decided without folding: the folded sum is the plain sum of the words
+/// modulo `0xffff` (with `0xffff` standing for a nonzero multiple), so it
+/// is all ones exactly when the plain sum is a nonzero multiple of
+/// `0xffff`. That holds for the native-order words too: a byte swap
+/// multiplies a word by 256 modulo `0xffff`, and 256 is prime to `0xffff`.
+/// The multiple is tested with one multiplication and one comparison
+/// (`x` is a multiple of an odd `d` exactly when `x · d⁻¹ mod 2⁶⁴ ≤
+/// ⌊(2⁶⁴ − 1) / d⌋`: Hacker's Delight, "Test for zero remainder after
+/// division by a constant"), where folding takes
+/// a dozen dependent steps; the forwarding fast path runs this on every
+/// header.
+#[inline]
+pub fn verifies(data: &[u8]) -> bool {
+    let acc = native_sum(data);
+    acc != 0 && acc.wrapping_mul(INVERSE_FFFF) <= u64::MAX / 0xffff
+}
+
+/// The inverse of `0xffff` modulo 2⁶⁴, by Newton's iteration (each step
+/// doubles the correct low bits; `0xffff` is its own inverse modulo 2³,
+/// and six steps reach 2⁶⁴).
+const INVERSE_FFFF: u64 = {
+    let d: u64 = 0xffff;
+    let mut x = d;
+    let mut i = 0;
+    while i < 6 {
+        x = x.wrapping_mul(2u64.wrapping_sub(d.wrapping_mul(x)));
+        i += 1;
+    }
+    assert!(d.wrapping_mul(x) == 1);
+    x
+};
+
+/// The sum of `data` as native-order 32-bit words (RFC 1071 §2 (B)), an
+/// odd trailing byte padded with a zero on the right, unfolded.
+#[inline]
+fn native_sum(data: &[u8]) -> u64 {
     // Adding 32-bit words is the same as adding their two 16-bit halves,
     // because 2^16 = 1 in ones' complement (mod 0xffff) arithmetic, and the
     // sum of byte-swapped words is the byte-swapped sum (RFC 1071 §2 (B),
@@ -44,18 +99,7 @@ pub fn sum(data: &[u8]) -> u32 {
     if let Some(&last) = rest.first() {
         acc += u64::from(u16::from_ne_bytes([last, 0]));
     }
-    // Fold the 64-bit accumulator down to 16 bits with end-around carries,
-    // in a fixed number of steps (at most 2^33, then 0x2fffe, which fits
-    // [`fold`]): a loop until it fits would run a data-dependent number of
-    // times, and its mispredicted exit cost the forwarding path more than
-    // the whole sum. A step on a value that already fits changes nothing.
-    acc = (acc & 0xffff_ffff) + (acc >> 32);
-    acc = (acc & 0xffff) + (acc >> 16);
-    let folded = fold(acc as u32);
-    // The native-order sum's bytes, read big-endian. Byte-swapping keeps
-    // both of ones' complement's special values: 0 (only an all-zero sum)
-    // and 0xffff.
-    u32::from(u16::from_be_bytes(folded.to_ne_bytes()))
+    acc
 }
 
 /// Folds the carries of a partial sum back into the low 16 bits (RFC 1071
@@ -112,6 +156,20 @@ pub fn update_u16(old_checksum: u16, old_word: u16, new_word: u16) -> u16 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn verifies_corner_sums() {
+        // All zeros sums to ones' complement +0, not all ones.
+        assert!(!verifies(&[]));
+        assert!(!verifies(&[0; 20]));
+        // Nonzero multiples of 0xffff are all ones, however many.
+        assert!(verifies(&[0xff, 0xff]));
+        assert!(verifies(&[0xff; 20]));
+        assert!(verifies(&[0xff, 0xfe, 0x00, 0x01]));
+        // An odd trailing byte pads on the right: 0xff00 + 0x00ff.
+        assert!(verifies(&[0x00, 0xff, 0xff]));
+        assert!(!verifies(&[0xff, 0xff, 0x01]));
+    }
 
     /// A plain word-by-word reference implementation of RFC 1071.
     fn naive_sum(data: &[u8]) -> u32 {
@@ -273,6 +331,30 @@ mod tests {
         #[test]
         fn sum_matches_naive(data in proptest::collection::vec(any::<u8>(), 0..300)) {
             prop_assert_eq!(fold(sum(&data)), fold(naive_sum(&data)));
+        }
+
+        #[test]
+        fn verifies_is_folding_to_all_ones(
+            data in proptest::collection::vec(any::<u8>(), 0..300),
+            at in any::<prop::sample::Index>(),
+            corrupt in any::<Option<(prop::sample::Index, u8)>>(),
+        ) {
+            // Random data, and the same data with a checksum written into an
+            // even-aligned zeroed word so that it verifies, then perhaps one
+            // byte changed: each must agree with the fold.
+            prop_assert_eq!(verifies(&data), fold(sum(&data)) == 0xffff);
+            let mut with = data.clone();
+            let at = at.index(with.len() / 2 + 1) * 2;
+            with.splice(at..at, [0, 0]);
+            let c = checksum(&with).to_be_bytes();
+            with[at..at + 2].copy_from_slice(&c);
+            prop_assert!(verifies(&with));
+            prop_assert_eq!(fold(sum(&with)), 0xffff);
+            if let Some((i, b)) = corrupt {
+                let i = i.index(with.len());
+                with[i] ^= b;
+                prop_assert_eq!(verifies(&with), fold(sum(&with)) == 0xffff);
+            }
         }
 
         #[test]

@@ -282,7 +282,7 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
 
     /// Whether the checksum over the whole buffer verifies (RFC 792).
     pub fn verify_checksum(&self) -> bool {
-        checksum::fold(checksum::sum(self.buffer.as_ref())) == 0xffff
+        checksum::verifies(self.buffer.as_ref())
     }
 }
 

@@ -216,7 +216,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// header, checksum included, is all ones).
     pub fn verify_checksum(&self) -> bool {
         let header = &self.buffer.as_ref()[..usize::from(self.header_len())];
-        checksum::fold(checksum::sum(header)) == 0xffff
+        checksum::verifies(header)
     }
 }
 
