@@ -68,15 +68,21 @@ pub(crate) struct Group {
 }
 
 /// A group's direct array: 16-bit entries when every walk state fits
-/// (leaf values < 2^15, node indices and block offsets < 2^14 — nearly
-/// every group of a real table), halving the array that every lookup
-/// touches; 32-bit entries otherwise.
+/// (leaf values, node indices and block offsets < 2^14 — nearly every
+/// group of a real table, whose next hops number in the hundreds),
+/// halving the array that every lookup touches; 32-bit entries otherwise.
 ///
 /// ```text
-///   16-bit entry   1vvv vvvv vvvv vvvv   LEAF  | v
+///   16-bit entry   10vv vvvv vvvv vvvv   LEAF  | v
 ///                  01oo oooo oooo oooo   BLOCK | o
 ///                  00nn nnnn nnnn nnnn   node n
+///                  11.. .... .... ....   never written
 /// ```
+///
+/// The tag is the walk state's own two top bits, so widening is two masks
+/// and a shift. (A 15-bit leaf value took 13 instructions to widen without
+/// a branch: this form runs 7 to 8 fewer per forwarded packet, callgrind,
+/// 16 and 1M routes.)
 #[derive(Clone, Debug)]
 enum Direct {
     Narrow(Box<[u16]>),
@@ -160,7 +166,7 @@ fn block_offset(state: u32) -> usize {
 /// The 16-bit form of a walk state, if it has one.
 fn narrow(state: u32) -> Option<u16> {
     let (tag, payload, limit) = if state & LEAF != 0 {
-        (0x8000, state & !LEAF, 0x7fff)
+        (0x8000, state & !LEAF, 0x3fff)
     } else if state & BLOCK != 0 {
         (0x4000, state & !BLOCK, 0x3fff)
     } else {
@@ -169,22 +175,11 @@ fn narrow(state: u32) -> Option<u16> {
     (payload <= limit).then_some((tag | payload) as u16)
 }
 
-/// The walk state of a 16-bit entry, without a branch.
+/// The walk state of a 16-bit entry: its tag bits moved to the top.
 #[inline(always)]
 fn widen(entry: u16) -> u32 {
     let entry = u32::from(entry);
-    let is_leaf = entry & 0x8000 != 0;
-    let tag = if is_leaf {
-        LEAF
-    } else {
-        (entry & 0x4000) << 16
-    };
-    let payload = if is_leaf {
-        entry & 0x7fff
-    } else {
-        entry & 0x3fff
-    };
-    tag | payload
+    ((entry & 0xc000) << 16) | (entry & 0x3fff)
 }
 
 /// One node's 64 positions after painting the routes that end in it.
@@ -725,10 +720,10 @@ mod tests {
 
     #[test]
     fn direct_entries_narrow_where_they_fit() {
-        for state in [LEAF, LEAF | 0x7fff, BLOCK, BLOCK | 0x3fff, 0, 0x3fff] {
+        for state in [LEAF, LEAF | 0x3fff, BLOCK, BLOCK | 0x3fff, 0, 0x3fff] {
             assert_eq!(narrow(state).map(widen), Some(state), "{state:#x}");
         }
-        for state in [LEAF | 0x8000, BLOCK | 0x4000, 0x4000, LEAF | 0x7fff_ffff] {
+        for state in [LEAF | 0x4000, BLOCK | 0x4000, 0x4000, LEAF | 0x7fff_ffff] {
             assert_eq!(narrow(state), None, "{state:#x}");
         }
         let mut direct = Direct::new(vec![LEAF | 1, BLOCK | 2, 3]);
