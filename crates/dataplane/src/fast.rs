@@ -32,30 +32,28 @@ use crate::mbuf::Mbuf;
 use crate::output::Ctx;
 use crate::worker::{NextHop, Vr};
 
-/// Forwards `m` (demuxed as IPv4, `id` its FIB answer) if it qualifies,
-/// returning it untouched otherwise, for the full stages.
+/// Forwards `m` (demuxed as IPv4, `id` its FIB answer) if it qualifies:
+/// rewrites it in place, counts it, and returns the port it leaves by, for
+/// the caller to queue it there ([`Ctx::push_tx`], or with the rest of its
+/// burst). Returns `None`, the frame untouched, otherwise: it is for the
+/// full stages.
 ///
 /// Works on fixed-size views of the Ethernet (14 bytes) and IPv4 (20 bytes)
 /// headers, so the checks and rewrites below carry no bounds checks of their own;
 /// the frame is changed only once every check has passed.
 #[inline]
-pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> Option<Mbuf> {
+pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16> {
     if m.l3_off != 14 {
-        return Some(m);
+        return None;
     }
     // One length test for both headers: the two views below are of a
     // 34-byte array, so they cannot fail, and `l3_len` cannot underflow.
     let len = m.len();
-    let Some(headers) = m.data_mut().first_chunk_mut::<34>() else {
-        return Some(m);
-    };
+    let headers = m.data_mut().first_chunk_mut::<34>()?;
     let l3_len = len - 14;
     let (l2, ip) = headers.split_at_mut(14);
-    let (Ok(l2), Ok(ip)) = (
-        <&mut [u8; 14]>::try_from(l2),
-        <&mut [u8; 20]>::try_from(ip),
-    ) else {
-        return Some(m);
+    let (Ok(l2), Ok(ip)) = (<&mut [u8; 14]>::try_from(l2), <&mut [u8; 20]>::try_from(ip)) else {
+        return None;
     };
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
     // Version 4 and IHL 5, a total length the frame holds, a good checksum,
@@ -69,24 +67,22 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
         || martian_octet(ip[12]) | martian_octet(ip[16])
         || ip[8] <= 1
     {
-        return Some(m);
+        return None;
     }
     let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
     let (egress, neigh) = match vr.resolve(id.0) {
         Some(NextHop::Gateway { iface, neigh }) => (iface, neigh),
         Some(NextHop::Connected { iface }) => match vr.neighbors.find(iface, IpAddr::V4(dst)) {
             Some(n) => (iface, n),
-            None => return Some(m),
+            None => return None,
         },
-        _ => return Some(m),
+        _ => return None,
     };
     let e = &ctx.ifaces[egress as usize];
     if e.vlan.is_some() || total_len > usize::from(e.mtu) {
-        return Some(m);
+        return None;
     }
-    let Some(mac) = vr.neighbors.usable_mac(neigh, ctx.now) else {
-        return Some(m);
-    };
+    let mac = vr.neighbors.usable_mac(neigh, ctx.now)?;
     // The frame keeps its place and its EtherType: only the MACs change.
     Ipv4Packet::new_unchecked(&mut ip[..]).decrement_ttl();
     let mut eth = EthernetFrame::new_unchecked(&mut l2[..]);
@@ -94,6 +90,6 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, id: NextHopId) -> 
     eth.set_src_addr(e.mac);
     m.truncate(14 + total_len);
     let port = e.port;
-    ctx.enqueue_fast_path(m, egress, port);
-    None
+    ctx.count_fast_path(m, egress, port);
+    Some(port)
 }

@@ -206,14 +206,23 @@ impl Ctx<'_> {
         self.queue(m, egress, port);
     }
 
-    /// [`Ctx::enqueue`] for a frame the fast path forwards, `port` being
-    /// that of `egress`: counted as taking the fast path (and so forwarded)
-    /// on its ingress interface, with no test of its origin, which the fast
-    /// path knows.
+    /// What [`Ctx::enqueue`] does for a frame the fast path rewrote in
+    /// place, but the queueing: counts it as taking the fast path (and so
+    /// forwarded) on its ingress interface, with no test of its origin,
+    /// which the fast path knows, and as sent on `egress`, and addresses it
+    /// to `port`, that of `egress`. The caller queues it there: with
+    /// [`Ctx::push_tx`], or a whole burst at once.
     #[inline(always)]
-    pub(crate) fn enqueue_fast_path(&mut self, m: Mbuf, egress: u16, port: u16) {
+    pub(crate) fn count_fast_path(&mut self, m: &mut Mbuf, egress: u16, port: u16) {
         self.ingress(m.iface).fast_path += 1;
-        self.queue(m, egress, port);
+        self.tally_tx(egress, port, m.len() as u64);
+        m.port = port;
+    }
+
+    /// Queues `m`, counted already, on its port (`m.port`).
+    #[inline(always)]
+    pub(crate) fn push_tx(&mut self, m: Mbuf) {
+        self.tx.ports[usize::from(m.port)].push(m);
     }
 
     /// Counts `m` sent on `egress` and its port `port`, and queues it there.
@@ -221,7 +230,7 @@ impl Ctx<'_> {
     fn queue(&mut self, mut m: Mbuf, egress: u16, port: u16) {
         self.tally_tx(egress, port, m.len() as u64);
         m.port = port;
-        self.tx.ports[port as usize].push(m);
+        self.push_tx(m);
     }
 
     /// Sends an L3 packet to neighbor `addr` on `egress`, resolving its MAC.

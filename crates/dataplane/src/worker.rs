@@ -266,7 +266,10 @@ impl Vr {
             &RouteHop::Gateway { iface, ref addr } => {
                 let slot = self.gw_slots.get_mut(id as usize)?;
                 if *slot == u32::MAX {
-                    *slot = self.neighbors.ensure(iface, *addr, true).unwrap_or(u32::MAX);
+                    *slot = self
+                        .neighbors
+                        .ensure(iface, *addr, true)
+                        .unwrap_or(u32::MAX);
                 }
                 NextHop::Gateway {
                     iface,

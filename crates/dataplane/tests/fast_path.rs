@@ -5,7 +5,8 @@
 //! ```text
 //!   port 0 ── in0 10.0.0.1/24 ── r ──┬─ out0 10.1.0.1/24 (MTU 1400) ── port 1: gw 10.1.0.2 (static),
 //!                                    │                                  host 10.1.0.5 (static), 10.1.0.9 (unresolved)
-//!                                    └─ tag0 10.2.0.1/24 VLAN 7 ──────── port 2: gw 10.2.0.2 (static)
+//!                                    ├─ tag0 10.2.0.1/24 VLAN 7 ──────── port 2: gw 10.2.0.2 (static)
+//!                                    └─ out1 10.3.0.1/24 ─────────────── port 3: gw 10.3.0.2 (static)
 //! ```
 
 mod common;
@@ -26,6 +27,8 @@ const TAG_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x21]);
 const GW_MAC: EthernetAddress = EthernetAddress([0x02, 0xbb, 0, 0, 0, 0x02]);
 const HOST5_MAC: EthernetAddress = EthernetAddress([0x02, 0xbb, 0, 0, 0, 0x05]);
 const GW2_MAC: EthernetAddress = EthernetAddress([0x02, 0xcc, 0, 0, 0, 0x02]);
+const OUT1_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x31]);
+const GW3_MAC: EthernetAddress = EthernetAddress([0x02, 0xdd, 0, 0, 0, 0x02]);
 
 fn iface(
     name: &str,
@@ -53,13 +56,14 @@ fn spec() -> EngineSpec {
     };
     let via = |a: [u8; 4]| RouteTarget::Via(IpAddr::V4(Ipv4Addr::from(a)));
     EngineSpec {
-        ports: vec![port("p0"), port("p1"), port("p2")],
+        ports: vec![port("p0"), port("p1"), port("p2"), port("p3")],
         routers: vec![RouterSpec {
             name: "r".into(),
             interfaces: vec![
                 iface("in0", 0, None, IN_MAC, 1500, [10, 0, 0, 1]),
                 iface("out0", 1, None, OUT_MAC, 1400, [10, 1, 0, 1]),
                 iface("tag0", 2, Some(7), TAG_MAC, 1500, [10, 2, 0, 1]),
+                iface("out1", 3, None, OUT1_MAC, 1500, [10, 3, 0, 1]),
             ],
             routes4: vec![
                 ("192.0.2.0/24".parse().unwrap(), via([10, 1, 0, 2])),
@@ -67,12 +71,14 @@ fn spec() -> EngineSpec {
                 ("100.64.0.0/10".parse().unwrap(), via([10, 1, 0, 3])),
                 ("203.0.113.0/24".parse().unwrap(), RouteTarget::Blackhole),
                 ("198.51.100.0/24".parse().unwrap(), RouteTarget::Unreachable),
+                ("172.20.0.0/16".parse().unwrap(), via([10, 3, 0, 2])),
             ],
             routes6: vec![],
             neighbors: vec![
                 (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)), GW_MAC),
                 (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 5)), HOST5_MAC),
                 (IpAddr::V4(Ipv4Addr::new(10, 2, 0, 2)), GW2_MAC),
+                (IpAddr::V4(Ipv4Addr::new(10, 3, 0, 2)), GW3_MAC),
             ],
             limits: Limits {
                 icmp_rate: 1_000_000,
@@ -83,7 +89,7 @@ fn spec() -> EngineSpec {
 }
 
 /// Destinations that reach every kind of next hop and every special case of input.
-const DESTINATIONS: [[u8; 4]; 17] = [
+const DESTINATIONS: [[u8; 4]; 18] = [
     [192, 0, 2, 7],    // gateway, untagged: the fast path
     [10, 1, 0, 5],     // attached host with a static entry: the fast path
     [10, 1, 0, 9],     // attached host never resolved: held, ARP
@@ -100,7 +106,8 @@ const DESTINATIONS: [[u8; 4]; 17] = [
     [240, 0, 0, 1],
     [0, 1, 2, 3],
     [127, 0, 0, 1],
-    [10, 0, 0, 2], // back out of the ingress interface
+    [10, 0, 0, 2],   // back out of the ingress interface
+    [172, 20, 1, 1], // gateway, untagged, on another port: the fast path
 ];
 
 const SOURCES: [[u8; 4]; 5] = [
@@ -357,6 +364,109 @@ fn a_neighbor_past_its_reachable_time_goes_to_the_full_stages() {
         without_fast_count(all_counters(&fast)),
         without_fast_count(all_counters(&slow))
     );
+}
+
+/// Runs `bursts` through `e` one after the other into one transmit batch
+/// (as a worker does between two flushes), then returns what left, port by
+/// port in queue order.
+fn run_into_one_batch(e: &mut Engine, bursts: &[Vec<(u16, Vec<u8>)>], now: u64) -> Vec<Out> {
+    let mut tx = vrhost_dataplane::TxBatch::new(e.port_count());
+    for burst in bursts {
+        let mut rx: Vec<_> = burst
+            .iter()
+            .map(|(port, f)| {
+                let mut m = e.pool().get();
+                m.fill(f);
+                m.port = *port;
+                m
+            })
+            .collect();
+        e.process_burst(&mut rx, now, &mut tx);
+        assert!(rx.is_empty(), "the burst was consumed");
+    }
+    common::collect(e, &mut tx)
+}
+
+/// A plain forward to destination `dst` whose UDP payload is `mark` bytes
+/// long, so that frames can be told apart.
+fn marked(dst: usize, mark: usize) -> (u16, Vec<u8>) {
+    let f = Frame {
+        dst,
+        src: 0,
+        ttl: 64,
+        df: false,
+        payload: mark,
+        bend: 0,
+        port: 0,
+    };
+    (0, build(&f))
+}
+
+/// The fast path leaves forwarded frames in the burst and queues them
+/// together: by swapping the burst's vector with an empty queue, appending
+/// to a queue that holds frames already, or frame by frame when they go to
+/// several ports; from the first frame it refuses, frame by frame. Every
+/// way, each port sends its frames in arrival order, as the full stages
+/// alone send them.
+#[test]
+fn forwarded_frames_leave_in_arrival_order_however_a_burst_is_queued() {
+    // out0 (port 1): destination 0; out1 (port 3): destination 17; the
+    // tagged gateway (destination 3) only the full stages forward.
+    let one_port: Vec<_> = (0..6).map(|i| marked(0, 18 + i)).collect();
+    let two_ports: Vec<_> = (0..6).map(|i| marked([0, 17][i % 2], 30 + i)).collect();
+    let mut refused_midway: Vec<_> = (0..6).map(|i| marked(0, 40 + i)).collect();
+    refused_midway[2] = marked(3, 46);
+    refused_midway[4].1[14 + 8] = 1; // TTL 1: ICMP time exceeded, full stages
+    fix_ipv4_checksum(&mut refused_midway[4].1, 14);
+    type Bursts = Vec<Vec<(u16, Vec<u8>)>>;
+    let cases: [(&str, Bursts, u64); 4] = [
+        ("swap into an empty queue", vec![one_port.clone()], 6),
+        (
+            "append to a queue that holds frames",
+            vec![one_port.clone(), one_port.clone()],
+            12,
+        ),
+        ("frame by frame to two ports", vec![two_ports.clone()], 6),
+        (
+            "fast, refused, fast, then the rest one by one",
+            vec![refused_midway, two_ports, one_port],
+            4 + 6 + 6,
+        ),
+    ];
+    for (what, bursts, fast_frames) in cases {
+        let (mut fast, mut slow) = engines();
+        let a = run_into_one_batch(&mut fast, &bursts, SEC);
+        let b = run_into_one_batch(&mut slow, &bursts, SEC);
+        let sent = |o: &[Out]| {
+            o.iter()
+                .map(|o| (o.port, o.frame.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(sent(&a), sent(&b), "{what}");
+        assert_eq!(fast.iface_counters(0).fast_path, fast_frames, "{what}");
+        assert_eq!(
+            without_fast_count(all_counters(&fast)),
+            without_fast_count(all_counters(&slow)),
+            "{what}"
+        );
+        // Arrival order, port by port, spelled out: the frames to out0
+        // and out1 (told apart by length), burst after burst.
+        for (port, dst) in [(1u16, [192, 0, 2, 7]), (3, [172, 20, 1, 1])] {
+            let arrived: Vec<usize> = bursts
+                .iter()
+                .flatten()
+                .filter(|(_, f)| f[30..34] == dst && f[14 + 8] > 1)
+                .map(|(_, f)| f.len())
+                .collect();
+            let left: Vec<usize> = a
+                .iter()
+                .filter(|o| o.port == port)
+                .map(|o| o.frame.len())
+                .collect();
+            assert!(!arrived.is_empty() || port == 3, "{what}");
+            assert_eq!(left, arrived, "{what}: port {port}");
+        }
+    }
 }
 
 proptest! {

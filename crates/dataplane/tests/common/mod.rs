@@ -227,7 +227,8 @@ pub fn poll(e: &mut Engine, now: u64) -> Vec<Out> {
     collect(e, &mut tx)
 }
 
-fn collect(e: &mut Engine, tx: &mut TxBatch) -> Vec<Out> {
+/// Drains `tx`, port by port in queue order, recycling the buffers.
+pub fn collect(e: &mut Engine, tx: &mut TxBatch) -> Vec<Out> {
     let mut out = Vec::new();
     for (p, q) in tx.ports.iter_mut().enumerate() {
         for m in q.drain(..) {
