@@ -25,7 +25,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use vrhost_fib::NextHopId;
 use vrhost_wire::ethernet::EthernetFrame;
-use vrhost_wire::ipv4::Ipv4Packet;
+use vrhost_wire::ipv4::{self, Ipv4Packet};
 
 use crate::ipv4_input::martian_octet;
 use crate::mbuf::Mbuf;
@@ -56,6 +56,7 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) ->
         return None;
     };
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+    let (ttl, checksum) = (ip[8], [ip[10], ip[11]]);
     // Version 4 and IHL 5, a total length the frame holds, a good checksum,
     // no martian source (RFC 1812 §5.3.7), a destination that is neither
     // martian nor multicast, class E or broadcast (the same first-octet
@@ -65,7 +66,7 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) ->
         || total_len > l3_len
         || !Ipv4Packet::new_unchecked(&ip[..]).verify_checksum()
         || martian_octet(ip[12]) | martian_octet(ip[16])
-        || ip[8] <= 1
+        || ttl <= 1
     {
         return None;
     }
@@ -84,7 +85,9 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) ->
     }
     let mac = vr.neighbors.usable_mac(neigh, ctx.now)?;
     // The frame keeps its place and its EtherType: only the MACs change.
-    Ipv4Packet::new_unchecked(&mut ip[..]).decrement_ttl();
+    // The TTL and checksum are those read above (the TTL is > 1).
+    ip[8] = ttl - 1;
+    [ip[10], ip[11]] = ipv4::checksum_after_ttl_decrement(checksum);
     let mut eth = EthernetFrame::new_unchecked(&mut l2[..]);
     eth.set_dst_addr(mac);
     eth.set_src_addr(e.mac);

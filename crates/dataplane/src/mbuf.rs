@@ -97,6 +97,18 @@ impl Mbuf {
         &mut b.buf.0[b.head + b.l3_off as usize..b.head + b.len]
     }
 
+    /// Marks the frame as received on interface `iface` (not built by the
+    /// router), its L3 header `l3_off` bytes in: what demux sets. The three
+    /// fields are written through one borrow of the buffer, so a loop over
+    /// a burst does not reload the buffer's address between them.
+    #[inline(always)]
+    pub fn set_received(&mut self, iface: u16, l3_off: u16) {
+        let b = &mut *self.0;
+        b.iface = iface;
+        b.l3_off = l3_off;
+        b.local_origin = false;
+    }
+
     /// The frame.
     #[inline]
     pub fn data(&self) -> &[u8] {

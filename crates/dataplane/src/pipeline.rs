@@ -121,9 +121,12 @@ impl Worker {
         // bytes 0-5 and 12-13. A frame that passes is demuxed here (the
         // fields a refused burst leaves set, demux sets again).
         let want = u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0x08, 0x00]);
+        // Each frame's destination is written in place: no capacity test
+        // and length update per frame, as a push has.
         self.dsts.clear();
+        self.dsts.resize(rx.len(), Ipv4Addr::UNSPECIFIED);
         let mut bytes = 0u64;
-        for m in rx.iter_mut() {
+        for (m, dst) in rx.iter_mut().zip(self.dsts.iter_mut()) {
             let d = m.data();
             let Some(h) = d.first_chunk::<34>() else {
                 return false;
@@ -137,11 +140,9 @@ impl Worker {
             if got != want || m.port != port {
                 return false;
             }
-            self.dsts.push(Ipv4Addr::new(h[30], h[31], h[32], h[33]));
+            *dst = Ipv4Addr::new(h[30], h[31], h[32], h[33]);
             bytes += d.len() as u64;
-            m.iface = iface;
-            m.l3_off = 14;
-            m.local_origin = false;
+            m.set_received(iface, 14);
         }
         let mut ctx = ctx!(self, now, tx, &self.peers);
         let n = rx.len() as u64;

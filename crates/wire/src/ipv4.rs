@@ -220,6 +220,21 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 }
 
+/// The header checksum field (`checksum`, as on the wire) once the TTL
+/// drops by one, for [`Ipv4Packet::decrement_ttl`] and for a caller that
+/// holds the header's bytes already (the forwarding fast path).
+///
+/// RFC 1624 for this one change: the TTL is the high byte of its 16-bit
+/// word, so the header's one's-complement sum drops by 0x0100 and the
+/// checksum rises by it, with the end-around carry. A sum that reaches
+/// 0xffff becomes 0 as a full recomputation gives it (as Linux's
+/// ip_decrease_ttl does).
+#[inline(always)]
+pub fn checksum_after_ttl_decrement(checksum: [u8; 2]) -> [u8; 2] {
+    let c = u32::from(u16::from_be_bytes(checksum)) + 0x0100;
+    ((c + u32::from(c >= 0xffff)) as u16).to_be_bytes()
+}
+
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// The whole wrapped buffer, mutably.
     pub fn buffer_mut(&mut self) -> &mut [u8] {
@@ -336,14 +351,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
             return;
         }
         b[field::TTL] = ttl - 1;
-        // RFC 1624 for this one change: the TTL is the high byte of its
-        // 16-bit word, so the header's one's-complement sum drops by 0x0100
-        // and the checksum rises by it, with the end-around carry. A sum that
-        // reaches 0xffff becomes 0 as a full recomputation gives it (as
-        // Linux's ip_decrease_ttl does).
-        let c = u32::from(u16::from_be_bytes([c0, c1])) + 0x0100;
-        let c = (c + u32::from(c >= 0xffff)) as u16;
-        b[field::CHECKSUM].copy_from_slice(&c.to_be_bytes());
+        b[field::CHECKSUM].copy_from_slice(&checksum_after_ttl_decrement([c0, c1]));
     }
 
     /// The options, mutably.
