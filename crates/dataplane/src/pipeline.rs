@@ -419,10 +419,9 @@ fn forward_ipv4(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     fast_path: bool,
-    m: Mbuf,
+    mut m: Mbuf,
     route: Option<NextHopId>,
 ) {
-    let mut m = m;
     if let (true, Some(id)) = (fast_path, route) {
         if fast::v4(ctx, vr, &mut m, id).is_some() {
             return ctx.push_tx(m);
