@@ -5,7 +5,7 @@
 //!   [`NextHopId`], an index into the VR's next-hop table, so neighbour changes
 //!   never touch the FIB (DESIGN.md, "FIB").
 //! - [`PoptrieLpm`] ([`Fib4`], [`Fib6`]): the engine's table, a Poptrie with a
-//!   copy-on-write group per /8 (see `crates/fib/DESIGN.md`). Bulk load with
+//!   copy-on-write group per /8 (see `docs/fib.md`). Bulk load with
 //!   [`PoptrieLpm::from_routes`]; take an immutable [`FibSnapshot`] at any time.
 //! - [`FibHandle`] / [`FibReader`]: RCU-style publication of a table to
 //!   lock-free readers on other cores.

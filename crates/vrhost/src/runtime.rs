@@ -699,7 +699,7 @@ fn discard_punted(w: &mut Worker, cp: &mut crate::cplane::CpStats) {
 /// tables whose routes stopped changing. With this budget the garbage of an
 /// incrementally grown 1M-route IPv4 table goes in 20 ticks of at most
 /// 2 ms of control-lock time each; one busy IPv6 /8 (a single group) can
-/// take about 20 ms (`crates/fib/DESIGN.md`, "Compaction").
+/// take about 20 ms (`docs/fib.md`, "Compaction").
 const COMPACT_ROUTES_PER_TICK: usize = 50_000;
 
 /// `vrhost run`: forward until SIGINT or SIGTERM.

@@ -351,7 +351,7 @@ impl<A: FibAddr> PoptrieLpm<A> {
     /// Answers do not change, and a published snapshot keeps its groups
     /// (they are replaced, not changed in place). Meant for when updates
     /// pause: an incrementally grown table carries up to its live size in
-    /// garbage (see `DESIGN.md`), which spreads the live data over more
+    /// garbage (see `docs/fib.md`), which spreads the live data over more
     /// cache lines, and about as much again in spare room. The budget
     /// bounds the time one call takes: rebuilding costs about 40 ns per
     /// IPv4 route here.
