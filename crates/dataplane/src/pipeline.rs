@@ -68,6 +68,11 @@ impl Worker {
     /// on `tx`. `now` is the caller's clock in nanoseconds; it only needs to
     /// be monotonic. Published tables and neighbor events are picked up
     /// first; timers run from here, at most every 100 ms.
+    ///
+    /// `rx` comes back empty, but not always as the same allocation: a
+    /// burst the fast path forwards whole to one port is queued by swapping
+    /// `rx` with that port's empty queue in `tx`. Capacities only grow, so
+    /// after the first bursts neither side allocates.
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         self.refresh();
         self.apply_events(now, tx);

@@ -301,21 +301,18 @@ impl Vr {
     }
 
     /// The FIB's answers for `addrs`, in one batch: with the prefetching
-    /// passes if the worker has the CPU's prefetch and the table has at
-    /// least the routes given with it ([`Worker::set_prefetch`]), else the
-    /// plain lanes.
+    /// passes when the worker prefetches ([`Worker::set_prefetch`]), else
+    /// the plain lanes.
     #[inline]
     pub(crate) fn lookup4_many(
         &self,
         addrs: &[Ipv4Addr],
         out: &mut [Option<NextHopId>],
-        prefetch: Option<(Prefetch, usize)>,
+        prefetch: Option<Prefetch>,
     ) {
         match prefetch {
-            Some((prefetch, min_routes)) if self.fib4.len() >= min_routes => {
-                self.fib4.lookup_batch_prefetch(addrs, out, prefetch)
-            }
-            _ => self.fib4.lookup_batch(addrs, out),
+            Some(prefetch) => self.fib4.lookup_batch_prefetch(addrs, out, prefetch),
+            None => self.fib4.lookup_batch(addrs, out),
         }
     }
 
@@ -324,7 +321,7 @@ impl Vr {
     /// its own packet; each answer lands in the frame's [`Staged::route`].
     /// Frames with no destination read ([`Route::None`]) are left to the
     /// per-packet path.
-    pub(crate) fn lookup4_batch(&self, frames: &mut [Staged], prefetch: Option<(Prefetch, usize)>) {
+    pub(crate) fn lookup4_batch(&self, frames: &mut [Staged], prefetch: Option<Prefetch>) {
         const LANES: usize = 64;
         let mut addrs = [Ipv4Addr::UNSPECIFIED; LANES];
         let mut out = [None; LANES];
@@ -406,8 +403,12 @@ pub struct Worker {
     /// frame runs the full stages.
     pub(crate) fast_path: bool,
     /// The CPU's prefetch for the FIB's batch lookups, and from how many
-    /// routes on a table uses it ([`Worker::set_prefetch`]).
-    pub(crate) prefetch: Option<(Prefetch, usize)>,
+    /// IPv4 routes in all the VRs' tables together it is used
+    /// ([`Worker::set_prefetch`]).
+    pub(crate) prefetch_with: Option<(Prefetch, usize)>,
+    /// The prefetch while the tables hold that many routes, else `None`:
+    /// what the lookups use, decided whenever the tables change.
+    pub(crate) prefetch: Option<Prefetch>,
 }
 
 /// A demuxed frame waiting for its VR's turn within a burst.
@@ -522,6 +523,7 @@ impl Worker {
             dsts: Vec::with_capacity(256),
             routes: Vec::with_capacity(256),
             fast_path: true,
+            prefetch_with: None,
             prefetch: None,
         };
         w.refresh();
@@ -551,7 +553,29 @@ impl Worker {
                     vr.nexthops = nh;
                 }
             }
+            self.choose_prefetch();
         }
+    }
+
+    /// Prefetches in every VR's batch lookups when the IPv4 tables hold at
+    /// least the routes given to [`Worker::set_prefetch`] together. What
+    /// matters is whether the tables a worker reads still fit the caches:
+    /// 50 tables of 20,000 routes miss them as one of 1M routes does, and
+    /// forwarded 1.65× the packets with the prefetch (docs/benchmarks.md,
+    /// "Prefetch"), while a threshold per table never prefetched there.
+    fn choose_prefetch(&mut self) {
+        self.prefetch = self.prefetch_with.and_then(|(prefetch, min_routes)| {
+            let enough = min_routes == 0
+                || self
+                    .vrs
+                    .iter()
+                    .scan(0usize, |routes, vr| {
+                        *routes = routes.saturating_add(vr.fib4.len());
+                        Some(*routes)
+                    })
+                    .any(|routes| routes >= min_routes);
+            enough.then_some(prefetch)
+        });
     }
 
     /// Switches to a new topology: state for VRs created since, and the
@@ -612,14 +636,15 @@ impl Worker {
         self.fast_path = on;
     }
 
-    /// Hands the worker the CPU's prefetch (`vrhost_io::prefetch`): batch
-    /// lookups in tables of `min_routes` routes or more
-    /// ([`vrhost_fib::PREFETCH_MIN_ROUTES`] by default) then prefetch each
-    /// pass's direct entries and leaf blocks
-    /// ([`FibSnapshot::lookup_batch_prefetch`]). Without it they never do;
-    /// the answers are the same either way.
+    /// Hands the worker the CPU's prefetch (`vrhost_io::prefetch`): while
+    /// the VRs' IPv4 tables hold `min_routes` routes or more together
+    /// ([`vrhost_fib::PREFETCH_MIN_ROUTES`] by default, 0 for always), every
+    /// batch lookup then prefetches each pass's direct entries and leaf
+    /// blocks ([`FibSnapshot::lookup_batch_prefetch`]). Without it they
+    /// never do; the answers are the same either way.
     pub fn set_prefetch(&mut self, prefetch: Prefetch, min_routes: usize) {
-        self.prefetch = Some((prefetch, min_routes));
+        self.prefetch_with = Some((prefetch, min_routes));
+        self.choose_prefetch();
     }
 
     /// Enforce fair shares when saturated (`true`, the default once a clock

@@ -407,26 +407,35 @@ fn marked(dst: usize, mark: usize) -> (u16, Vec<u8>) {
 /// to a queue that holds frames already, or frame by frame when they go to
 /// several ports; from the first frame it refuses, frame by frame. Every
 /// way, each port sends its frames in arrival order, as the full stages
-/// alone send them.
+/// alone send them. (Every burst here is plain: untagged IPv4 on port 0 to
+/// in0's MAC, so `plain_burst` takes it.)
 #[test]
 fn forwarded_frames_leave_in_arrival_order_however_a_burst_is_queued() {
     // out0 (port 1): destination 0; out1 (port 3): destination 17; the
     // tagged gateway (destination 3) only the full stages forward.
     let one_port: Vec<_> = (0..6).map(|i| marked(0, 18 + i)).collect();
+    let later: Vec<_> = (0..6).map(|i| marked(0, 50 + i)).collect();
+    let mut refused_first = later.clone();
+    refused_first[0] = marked(3, 56);
     let two_ports: Vec<_> = (0..6).map(|i| marked([0, 17][i % 2], 30 + i)).collect();
     let mut refused_midway: Vec<_> = (0..6).map(|i| marked(0, 40 + i)).collect();
     refused_midway[2] = marked(3, 46);
     refused_midway[4].1[14 + 8] = 1; // TTL 1: ICMP time exceeded, full stages
     fix_ipv4_checksum(&mut refused_midway[4].1, 14);
     type Bursts = Vec<Vec<(u16, Vec<u8>)>>;
-    let cases: [(&str, Bursts, u64); 4] = [
+    let cases: [(&str, Bursts, u64); 5] = [
         ("swap into an empty queue", vec![one_port.clone()], 6),
         (
             "append to a queue that holds frames",
-            vec![one_port.clone(), one_port.clone()],
+            vec![one_port.clone(), later.clone()],
             12,
         ),
         ("frame by frame to two ports", vec![two_ports.clone()], 6),
+        (
+            "the first refused, then the rest one by one",
+            vec![one_port.clone(), refused_first],
+            6 + 5,
+        ),
         (
             "fast, refused, fast, then the rest one by one",
             vec![refused_midway, two_ports, one_port],

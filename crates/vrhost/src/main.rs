@@ -98,8 +98,9 @@ enum Command {
         /// through the full stages, to measure what it buys).
         #[arg(long, value_enum, default_value = "on")]
         fast_path: OnOff,
-        /// Prefetch in batch FIB lookups: auto (tables of 100,000 routes or
-        /// more, as `vrhost run` does), on (every table) or off.
+        /// Prefetch in batch FIB lookups: auto (when the VRs' IPv4 tables
+        /// hold 100,000 routes or more together, as `vrhost run` does), on
+        /// (always) or off.
         #[arg(long, value_enum, default_value = "auto")]
         prefetch: bench::Prefetch,
     },

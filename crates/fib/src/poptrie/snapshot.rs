@@ -107,9 +107,11 @@ fn finish_lanes<K: Key>(lanes: Lanes<'_, K>, out: &mut [Option<NextHopId>; LANES
 const PREFETCH_BATCH: usize = 64;
 
 /// From how many routes on [`FibSnapshot::lookup_batch_prefetch`] pays, by
-/// default: a smaller table stays in the core's caches, and the prefetching
-/// passes would be pure cost (2–8% slower with 10k–30k routes; see
-/// `docs/benchmarks.md`, "Prefetch").
+/// default, counting every table a worker reads: smaller tables stay in the
+/// core's caches, and the prefetching passes would be pure cost (2–8%
+/// slower with one table of 10k–30k routes; see `docs/benchmarks.md`,
+/// "Prefetch"), while many tables that add up to more miss them as one big
+/// table does.
 pub const PREFETCH_MIN_ROUTES: usize = 100_000;
 
 /// The address left-aligned in a `u64`; only for families of ≤ 64 bits.

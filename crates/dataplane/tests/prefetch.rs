@@ -1,0 +1,95 @@
+//! Whether a worker's batch lookups prefetch depends on how many IPv4
+//! routes all its VRs' tables hold together, not on the table looked up:
+//! many medium tables miss the caches as one big table does.
+
+mod common;
+
+use std::cell::Cell;
+use std::net::{IpAddr, Ipv4Addr};
+
+use common::*;
+use vrhost_dataplane::{Control, Limits, RouteTarget, TxBatch, Worker};
+use vrhost_fib::Prefix4;
+
+thread_local! {
+    static LINES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A `Prefetch` that counts lines (on this thread) and touches nothing.
+fn count_lines(lines: &[*const u8]) {
+    LINES.with(|n| n.set(n.get() + lines.len()));
+}
+
+/// Lines prefetched while `w` forwards a burst of eight frames into red.
+fn lines_for_a_burst(w: &mut Worker) -> usize {
+    let before = LINES.with(Cell::get);
+    let mut rx: Vec<_> = (0..8)
+        .map(|_| {
+            let mut m = w.pool().get();
+            m.fill(&udp4_frame(REMOTE, 64, false, 18));
+            m.port = 0;
+            m
+        })
+        .collect();
+    let mut tx = TxBatch::new(3);
+    w.process_burst(&mut rx, SEC, &mut tx);
+    let sent: usize = tx.ports.iter().map(Vec::len).sum();
+    assert_eq!(sent, 8, "every frame forwarded");
+    for q in &mut tx.ports {
+        for m in q.drain(..) {
+            w.pool().put(m);
+        }
+    }
+    LINES.with(Cell::get) - before
+}
+
+/// `n` /24s in `first`.0.0.0/8 onwards, via red's and blue's gateway.
+fn add_routes(control: &mut Control, vr: usize, first: u8, n: u32) {
+    for i in 0..n {
+        let p = Prefix4::new(
+            Ipv4Addr::new(first + (i >> 16) as u8, (i >> 8) as u8, i as u8, 0),
+            24,
+        )
+        .unwrap();
+        control
+            .add_route4(vr, p, RouteTarget::Via(IpAddr::V4(GW)))
+            .unwrap();
+    }
+    control.commit();
+}
+
+#[test]
+fn prefetch_follows_the_routes_of_all_tables_together() {
+    let mut control = Control::new(&spec(Limits::default())).unwrap();
+    add_routes(&mut control, 0, 20, 3000);
+    add_routes(&mut control, 1, 20, 3000);
+    let mut workers = Worker::create(&mut control, 3);
+    let mut always = workers.pop().unwrap();
+    let mut high = workers.pop().unwrap();
+    let mut low = workers.pop().unwrap();
+    always.set_prefetch(count_lines, 0);
+    // Red alone holds ~3000 routes; red and blue together ~6000.
+    low.set_prefetch(count_lines, 4000);
+    high.set_prefetch(count_lines, 10_000);
+    assert_eq!(
+        lines_for_a_burst(&mut always),
+        2 * 8,
+        "two lines per lookup"
+    );
+    assert_eq!(
+        lines_for_a_burst(&mut low),
+        2 * 8,
+        "red's table is under 4000 routes, the two together over"
+    );
+    assert_eq!(lines_for_a_burst(&mut high), 0, "under 10,000 in all");
+    // Blue grows past the threshold: red's lookups prefetch from the next
+    // burst on, as the worker picks the new tables up.
+    add_routes(&mut control, 1, 40, 5000);
+    assert_eq!(lines_for_a_burst(&mut high), 2 * 8, "over 10,000 in all");
+    // Blue goes away: back under.
+    control.remove_vr(1).unwrap();
+    control.commit();
+    assert_eq!(lines_for_a_burst(&mut high), 0, "blue's routes are gone");
+    assert_eq!(lines_for_a_burst(&mut low), 0, "red alone is under 4000");
+    assert_eq!(lines_for_a_burst(&mut always), 2 * 8);
+}
