@@ -46,15 +46,14 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) ->
     if m.l3_off != 14 {
         return None;
     }
-    // One length test for both headers: the two views below are of a
-    // 34-byte array, so they cannot fail, and `l3_len` cannot underflow.
+    // One length test for both headers: the two views below are taken
+    // from a 34-byte array, so the compiler drops their tests, and `l3_len`
+    // cannot underflow.
     let len = m.len();
     let headers = m.data_mut().first_chunk_mut::<34>()?;
     let l3_len = len - 14;
-    let (l2, ip) = headers.split_at_mut(14);
-    let (Ok(l2), Ok(ip)) = (<&mut [u8; 14]>::try_from(l2), <&mut [u8; 20]>::try_from(ip)) else {
-        return None;
-    };
+    let (l2, ip) = headers.split_first_chunk_mut::<14>()?;
+    let ip = ip.first_chunk_mut::<20>()?;
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
     let (ttl, checksum) = (ip[8], [ip[10], ip[11]]);
     // Version 4 and IHL 5, a total length the frame holds, a good checksum,

@@ -215,8 +215,7 @@ impl Ctx<'_> {
     #[inline(always)]
     pub(crate) fn count_fast_path(&mut self, m: &mut Mbuf, egress: u16, port: u16) {
         self.ingress(m.iface).fast_path += 1;
-        self.tally_tx(egress, port, m.len() as u64);
-        m.port = port;
+        self.count_tx(m, egress, port);
     }
 
     /// Queues `m`, counted already, on its port (`m.port`).
@@ -225,11 +224,18 @@ impl Ctx<'_> {
         self.tx.ports[usize::from(m.port)].push(m);
     }
 
+    /// Counts `m` sent on `egress` and its port `port`, and addresses it
+    /// to that port.
+    #[inline(always)]
+    fn count_tx(&mut self, m: &mut Mbuf, egress: u16, port: u16) {
+        self.tally_tx(egress, port, m.len() as u64);
+        m.port = port;
+    }
+
     /// Counts `m` sent on `egress` and its port `port`, and queues it there.
     #[inline(always)]
     fn queue(&mut self, mut m: Mbuf, egress: u16, port: u16) {
-        self.tally_tx(egress, port, m.len() as u64);
-        m.port = port;
+        self.count_tx(&mut m, egress, port);
         self.push_tx(m);
     }
 

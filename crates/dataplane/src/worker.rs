@@ -564,18 +564,10 @@ impl Worker {
     /// forwarded 1.65× the packets with the prefetch (docs/benchmarks.md,
     /// "Prefetch"), while a threshold per table never prefetched there.
     fn choose_prefetch(&mut self) {
-        self.prefetch = self.prefetch_with.and_then(|(prefetch, min_routes)| {
-            let enough = min_routes == 0
-                || self
-                    .vrs
-                    .iter()
-                    .scan(0usize, |routes, vr| {
-                        *routes = routes.saturating_add(vr.fib4.len());
-                        Some(*routes)
-                    })
-                    .any(|routes| routes >= min_routes);
-            enough.then_some(prefetch)
-        });
+        let routes: usize = self.vrs.iter().map(|vr| vr.fib4.len()).sum();
+        self.prefetch = self
+            .prefetch_with
+            .and_then(|(prefetch, min_routes)| (routes >= min_routes).then_some(prefetch));
     }
 
     /// Switches to a new topology: state for VRs created since, and the

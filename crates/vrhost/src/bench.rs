@@ -35,11 +35,12 @@ pub struct Args {
 /// `vrhost bench --prefetch`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Prefetch {
-    /// Tables of [`vrhost_fib::PREFETCH_MIN_ROUTES`] routes or more.
+    /// While the VRs' IPv4 tables hold [`vrhost_fib::PREFETCH_MIN_ROUTES`]
+    /// routes or more together.
     Auto,
-    /// Every table.
+    /// Always.
     On,
-    /// None.
+    /// Never.
     Off,
 }
 

@@ -88,9 +88,10 @@ pub struct Runtime {
     /// Plain IPv4 forwards take the fast path (the default; off for A/B
     /// benchmarks of it).
     pub fast_path: bool,
-    /// Batch FIB lookups in tables of at least this many routes prefetch
-    /// with the CPU's prefetch (default [`vrhost_fib::PREFETCH_MIN_ROUTES`];
-    /// 0: every table; `None`: never, for A/B benchmarks).
+    /// Batch FIB lookups prefetch with the CPU's prefetch while a worker's
+    /// VRs hold at least this many IPv4 routes together (default
+    /// [`vrhost_fib::PREFETCH_MIN_ROUTES`]; 0: always; `None`: never, for
+    /// A/B benchmarks). See `Worker::set_prefetch`.
     pub prefetch_min_routes: Option<usize>,
 }
 

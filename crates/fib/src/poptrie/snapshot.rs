@@ -179,9 +179,9 @@ impl<A: FibAddr> FibSnapshot<A> {
     /// direct entry, then every address's leaf block, before the lanes read
     /// them, so a pass has up to 64 misses in flight instead of 8, and the
     /// two dependent misses of a lookup cost two memory latencies per pass
-    /// rather than per 8 addresses. Worth it for tables of
-    /// [`PREFETCH_MIN_ROUTES`] or more; the answers are those of
-    /// `lookup_batch` either way.
+    /// rather than per 8 addresses. Worth it once the tables a core reads
+    /// hold [`PREFETCH_MIN_ROUTES`] or more together; the answers are those
+    /// of `lookup_batch` either way.
     ///
     /// `prefetch` only hints: it must not read or write through the
     /// pointers (the I/O crate's `vrhost_io::prefetch` issues one
