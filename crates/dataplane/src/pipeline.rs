@@ -68,11 +68,6 @@ impl Worker {
     /// on `tx`. `now` is the caller's clock in nanoseconds; it only needs to
     /// be monotonic. Published tables and neighbor events are picked up
     /// first; timers run from here, at most every 100 ms.
-    ///
-    /// `rx` comes back empty, but not always as the same allocation: a
-    /// burst the fast path forwards whole to one port is queued by swapping
-    /// `rx` with that port's empty queue in `tx`. Capacities only grow, so
-    /// after the first bursts neither side allocates.
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         self.refresh();
         self.apply_events(now, tx);
@@ -179,10 +174,9 @@ impl Worker {
         self.routes.resize(rx.len(), None);
         v.lookup4_many(&self.dsts, &mut self.routes, self.prefetch);
         // The fast path rewrites frames where they lie, up to the first it
-        // refuses; that prefix is queued as a whole: in the common burst,
-        // all of it to one port whose queue is empty, by swapping the
-        // vectors. (Pushing each frame was an out-of-line call of ~20
-        // instructions per packet.)
+        // refuses; that prefix is queued as a whole, appended in one copy
+        // when it all goes to one port. (Pushing each frame was an
+        // out-of-line call of ~20 instructions per packet.)
         let mut done = 0;
         let mut to = None;
         let mut one_port = true;
@@ -196,11 +190,8 @@ impl Worker {
             }
         }
         if let Some(port) = to {
-            let q = &mut ctx.tx.ports[usize::from(port)];
-            if one_port && done == rx.len() && q.is_empty() {
-                std::mem::swap(rx, q);
-            } else if one_port {
-                q.extend(rx.drain(..done));
+            if one_port {
+                ctx.tx.ports[usize::from(port)].extend(rx.drain(..done));
             } else {
                 for m in rx.drain(..done) {
                     ctx.push_tx(m);

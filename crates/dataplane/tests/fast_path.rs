@@ -403,9 +403,8 @@ fn marked(dst: usize, mark: usize) -> (u16, Vec<u8>) {
 }
 
 /// The fast path leaves forwarded frames in the burst and queues them
-/// together: by swapping the burst's vector with an empty queue, appending
-/// to a queue that holds frames already, or frame by frame when they go to
-/// several ports; from the first frame it refuses, frame by frame. Every
+/// together: appended in one copy to an empty queue or to one that holds
+/// frames already, or frame by frame when they go to several ports; from the first frame it refuses, frame by frame. Every
 /// way, each port sends its frames in arrival order, as the full stages
 /// alone send them. (Every burst here is plain: untagged IPv4 on port 0 to
 /// in0's MAC, so `plain_burst` takes it.)
@@ -424,7 +423,7 @@ fn forwarded_frames_leave_in_arrival_order_however_a_burst_is_queued() {
     fix_ipv4_checksum(&mut refused_midway[4].1, 14);
     type Bursts = Vec<Vec<(u16, Vec<u8>)>>;
     let cases: [(&str, Bursts, u64); 5] = [
-        ("swap into an empty queue", vec![one_port.clone()], 6),
+        ("append to an empty queue", vec![one_port.clone()], 6),
         (
             "append to a queue that holds frames",
             vec![one_port.clone(), later.clone()],
