@@ -5,15 +5,15 @@
 //! action would be the plain one:
 //!
 //! ```text
-//!   untagged Ethernet, IPv4 with IHL 5 (no options), checksum good,
+//!   untagged or one 802.1Q tag, IPv4 with IHL 5 (no options), checksum good,
 //!   total length within the frame, no martian source or destination,
 //!   destination below 224/4 (no multicast, class E or broadcast),
 //!   FIB answer: gateway or attached host, TTL > 1, fits the egress MTU,
-//!   egress untagged, neighbor static or reachable (no probe due)
+//!   neighbor static or reachable (no probe due)
 //!       │ yes                                        │ any no
 //!       ▼                                            ▼
 //!   trim padding, TTL − 1 (RFC 1624),            the full stages
-//!   MACs, counters, egress queue                 (ipv4_input, ip_forward, output)
+//!   MACs and tag, counters, egress queue         (ipv4_input, ip_forward, output)
 //! ```
 //!
 //! It decides nothing on its own: every frame it refuses goes through the
@@ -38,22 +38,37 @@ use crate::worker::{NextHop, Vr};
 /// burst). Returns `None`, the frame untouched, otherwise: it is for the
 /// full stages.
 ///
-/// Works on fixed-size views of the Ethernet (14 bytes) and IPv4 (20 bytes)
-/// headers, so the checks and rewrites below carry no bounds checks of their own;
-/// the frame is changed only once every check has passed.
+/// Untagged (`l3_off` 14) and 802.1Q-tagged (18) frames both qualify; each
+/// has its own copy of [`v4_at`], with its header offsets constant.
 #[inline]
 pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16> {
-    if m.l3_off != 14 {
-        return None;
+    match m.l3_off {
+        14 => v4_at::<14>(ctx, vr, m, id),
+        18 => v4_at::<18>(ctx, vr, m, id),
+        _ => None,
     }
-    // One length test for both headers: the two views below are taken
-    // from a 34-byte array, so the compiler drops their tests, and `l3_len`
-    // cannot underflow.
-    let len = m.len();
-    let headers = m.data_mut().first_chunk_mut::<34>()?;
-    let l3_len = len - 14;
-    let (l2, ip) = headers.split_first_chunk_mut::<14>()?;
-    let ip = ip.first_chunk_mut::<20>()?;
+}
+
+/// [`v4`] for a frame whose IPv4 header starts `L2` bytes in: 14
+/// (untagged) or 18 (one 802.1Q tag).
+///
+/// Works on fixed-size views of the IPv4 header (20 bytes) and, where the
+/// egress needs the frame's L2 header to grow or shrink, moves only the
+/// frame's start: the MACs are rewritten anyway, so popping a tag is a
+/// 4-byte trim of the front and pushing one takes 4 bytes of headroom; a
+/// tagged frame leaving tagged keeps its size and gets the egress VID.
+/// Everything is written only once every check has passed.
+#[inline(always)]
+pub(crate) fn v4_at<const L2: usize>(
+    ctx: &mut Ctx<'_>,
+    vr: &mut Vr,
+    m: &mut Mbuf,
+    id: NextHopId,
+) -> Option<u16> {
+    // One length test for both headers: `l3_len` cannot underflow below.
+    let (len, room) = (m.len(), m.headroom());
+    let ip = m.data_mut().get_mut(L2..)?.first_chunk_mut::<20>()?;
+    let l3_len = len - L2;
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
     let (ttl, checksum) = (ip[8], [ip[10], ip[11]]);
     // Version 4 and IHL 5, a total length the frame holds, a good checksum,
@@ -79,18 +94,38 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) ->
         _ => return None,
     };
     let e = &ctx.ifaces[egress as usize];
-    if e.vlan.is_some() || total_len > usize::from(e.mtu) {
+    if total_len > usize::from(e.mtu) {
+        return None;
+    }
+    let out_l2 = if e.vlan.is_some() { 18 } else { 14 };
+    // Pushing a tag takes 4 bytes of headroom (a received frame has 128).
+    if out_l2 > L2 + room {
         return None;
     }
     let mac = vr.neighbors.usable_mac(neigh, ctx.now)?;
-    // The frame keeps its place and its EtherType: only the MACs change.
     // The TTL and checksum are those read above (the TTL is > 1).
     ip[8] = ttl - 1;
     [ip[10], ip[11]] = ipv4::checksum_after_ttl_decrement(checksum);
-    let mut eth = EthernetFrame::new_unchecked(&mut l2[..]);
+    // Grow or shrink the L2 header by moving the frame's start. The inner
+    // EtherType needs no write either way: popping brings the tag's inner
+    // EtherType (IPv4) to bytes 12-13, pushing moves the untagged one to
+    // 16-17.
+    if out_l2 != L2 {
+        let moved = m.adjust_head(L2 as isize - out_l2 as isize);
+        debug_assert!(moved, "headroom tested above");
+    }
+    let l2 = m.data_mut().first_chunk_mut::<18>()?;
+    let mut eth = EthernetFrame::new_unchecked(&mut l2[..14]);
     eth.set_dst_addr(mac);
     eth.set_src_addr(e.mac);
-    m.truncate(14 + total_len);
+    if let Some(vid) = e.vlan {
+        // TPID, then the TCI: PCP 0, DEI 0 and the egress VID, as the full
+        // stages write it.
+        l2[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+        l2[14..16].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
+    }
+    m.l3_off = out_l2 as u16;
+    m.truncate(out_l2 + total_len);
     let port = e.port;
     ctx.count_fast_path(m, egress, port);
     Some(port)

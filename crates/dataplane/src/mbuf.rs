@@ -123,6 +123,12 @@ impl Mbuf {
         &mut b.buf.0[b.head..b.head + b.len]
     }
 
+    /// Bytes free in front of the frame.
+    #[inline]
+    pub fn headroom(&self) -> usize {
+        self.0.head
+    }
+
     /// Frame length in bytes.
     #[inline]
     pub fn len(&self) -> usize {

@@ -185,7 +185,10 @@ impl Ctx<'_> {
             Some(vid) => {
                 eth.set_ethertype(EtherType::Vlan);
                 let mut tag = VlanHeader::new_unchecked(&mut data[14..18]);
+                // PCP 0, DEI 0: the bytes under the tag are what the
+                // buffer held before (an old MAC, when a tag is pushed).
                 tag.set_pcp(0);
+                tag.set_dei(false);
                 tag.set_vlan_id(vid);
                 tag.set_ethertype(ethertype);
             }

@@ -7,6 +7,8 @@
 //!                                    │                                  host 10.1.0.5 (static), 10.1.0.9 (unresolved)
 //!                                    ├─ tag0 10.2.0.1/24 VLAN 7 ──────── port 2: gw 10.2.0.2 (static)
 //!                                    └─ out1 10.3.0.1/24 ─────────────── port 3: gw 10.3.0.2 (static)
+//!   port 0 ── tin0 10.5.0.1/24 VLAN 5 ── r  (tagged frames in: to out0 a tag is popped,
+//!                                            to tag0 rewritten; in0's frames to tag0 get one pushed)
 //! ```
 
 mod common;
@@ -64,6 +66,7 @@ fn spec() -> EngineSpec {
                 iface("out0", 1, None, OUT_MAC, 1400, [10, 1, 0, 1]),
                 iface("tag0", 2, Some(7), TAG_MAC, 1500, [10, 2, 0, 1]),
                 iface("out1", 3, None, OUT1_MAC, 1500, [10, 3, 0, 1]),
+                iface("tin0", 0, Some(5), IN_MAC, 1500, [10, 5, 0, 1]),
             ],
             routes4: vec![
                 ("192.0.2.0/24".parse().unwrap(), via([10, 1, 0, 2])),
@@ -132,6 +135,8 @@ struct Frame {
     /// 8: to another MAC, 9: tagged VLAN 7 on port 0, 10: cut to 30 bytes.
     bend: u8,
     port: u16,
+    /// 0: untagged, 1: VLAN 5 (tin0) with PCP 3, 2: a priority tag (VID 0: in0).
+    tag: u8,
 }
 
 fn frame_strategy() -> impl Strategy<Value = Frame> {
@@ -143,8 +148,9 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
         prop_oneof![Just(18usize), Just(100), Just(1372), Just(1373), Just(1480)],
         prop_oneof![6 => Just(0u8), 10 => 1u8..=10],
         prop_oneof![9 => Just(0u16), 1 => Just(1u16)],
+        prop_oneof![6 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8)],
     )
-        .prop_map(|(dst, src, ttl, df, payload, bend, port)| Frame {
+        .prop_map(|(dst, src, ttl, df, payload, bend, port, tag)| Frame {
             dst,
             src,
             ttl,
@@ -152,6 +158,7 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
             payload,
             bend,
             port,
+            tag,
         })
 }
 
@@ -188,8 +195,16 @@ fn build(f: &Frame) -> Vec<u8> {
         p[10] ^= 0x5a;
     }
     let mac = if f.bend == 8 { HOST5_MAC } else { IN_MAC };
-    let vlan = (f.bend == 9).then_some(7);
+    let vlan = match (f.bend, f.tag) {
+        (9, _) => Some(7),
+        (_, 1) => Some(5),
+        (_, 2) => Some(0),
+        _ => None,
+    };
     let mut frame = eth(mac, HOST_MAC, vlan, EtherType::Ipv4, &p);
+    if f.tag == 1 && f.bend != 9 {
+        frame[14] |= 3 << 5; // PCP 3: demux ignores it, egress writes 0
+    }
     if f.bend == 10 {
         frame.truncate(30);
     }
@@ -240,24 +255,34 @@ fn both(fast: &mut Engine, slow: &mut Engine, frames: &[(u16, Vec<u8>)], now: u6
     a
 }
 
-fn plain(dst: usize) -> (u16, Vec<u8>) {
+/// A frame on port 0 from 10.0.0.2 with TTL 64 to destination `dst`, with
+/// `payload` bytes of UDP payload, bent by `bend` and tagged by `tag` (see
+/// [`Frame`]).
+fn frame(dst: usize, payload: usize, bend: u8, tag: u8) -> (u16, Vec<u8>) {
     let f = Frame {
         dst,
         src: 0,
         ttl: 64,
         df: false,
-        payload: 18,
-        bend: 0,
+        payload,
+        bend,
         port: 0,
+        tag,
     };
     (0, build(&f))
+}
+
+/// A plain forward to destination `dst`.
+fn plain(dst: usize) -> (u16, Vec<u8>) {
+    frame(dst, 18, 0, 0)
 }
 
 #[test]
 fn plain_forwards_take_the_fast_path_and_leave_as_the_full_stages_send_them() {
     let (mut fast, mut slow) = engines();
-    // Gateway, attached host, then what the fast path leaves alone: a
-    // tagged egress, an unresolved gateway, the router itself.
+    // Gateway, attached host, a gateway behind a tag (one pushed), then
+    // what the fast path leaves alone: an unresolved gateway, the router
+    // itself.
     let frames: Vec<_> = [0, 1, 3, 4, 8].into_iter().map(plain).collect();
     let a = both(&mut fast, &mut slow, &frames, SEC);
     let to_gw = &a[0];
@@ -267,10 +292,14 @@ fn plain_forwards_take_the_fast_path_and_leave_as_the_full_stages_send_them() {
     assert_eq!(to_gw.frame[14 + 8], 63, "TTL decremented");
     let in0 = fast.iface_counters(0);
     assert_eq!(
-        in0.fast_path, 2,
-        "gateway and attached host took the fast path"
+        in0.fast_path, 3,
+        "gateway, attached host and tagged gateway took the fast path"
     );
-    assert_eq!(in0.forwarded, 3, "and the tagged egress the full stages");
+    assert_eq!(in0.forwarded, 3);
+    let to_tagged = a.iter().find(|o| o.port == 2).expect("sent on port 2");
+    assert_eq!(to_tagged.vlan(), Some(7), "a tag pushed");
+    assert_eq!(&to_tagged.frame[14..16], &[0x00, 0x07], "PCP 0, DEI 0");
+    assert_eq!(to_tagged.ipv4().ttl(), 63);
     assert_eq!(slow.iface_counters(0).fast_path, 0);
     assert_eq!(
         without_fast_count(all_counters(&fast)),
@@ -279,16 +308,26 @@ fn plain_forwards_take_the_fast_path_and_leave_as_the_full_stages_send_them() {
 }
 
 /// Frames of one burst that alternate between two egress interfaces (one
-/// on the fast path, one tagged, through the full stages) are each counted
-/// once, on their own interface and port: the per-frame counters are summed
-/// per run of frames and written when the interface changes.
+/// untagged, one tagged), some on the fast path and some, with an IPv4
+/// option, through the full stages, are each counted once, on their own
+/// interface and port: the per-frame counters are summed per run of frames
+/// and written when the interface changes.
 #[test]
 fn counters_are_exact_when_a_burst_alternates_interfaces() {
     for fast_path in [true, false] {
         let mut e = Engine::new(&spec()).expect("spec builds");
         e.set_fast_path(fast_path);
-        // Gateway on out0, gateway behind tag0, attached host on out0.
-        let frames: Vec<_> = [0, 3, 0, 3, 1, 3, 0].into_iter().map(plain).collect();
+        // Gateway on out0, gateway behind tag0, attached host on out0;
+        // two of those behind tag0 with an option.
+        let frames = vec![
+            plain(0),
+            refused(3, 18),
+            plain(0),
+            plain(3),
+            plain(1),
+            refused(3, 18),
+            plain(0),
+        ];
         let out = run(&mut e, &frames, SEC);
         let sent = |port: u16| {
             let o: Vec<_> = out.iter().filter(|o| o.port == port).collect();
@@ -312,7 +351,7 @@ fn counters_are_exact_when_a_burst_alternates_interfaces() {
         }
         let in0 = e.iface_counters(0);
         assert_eq!(in0.forwarded, 7);
-        assert_eq!(in0.fast_path, if fast_path { 4 } else { 0 });
+        assert_eq!(in0.fast_path, if fast_path { 5 } else { 0 });
     }
 }
 
@@ -327,11 +366,44 @@ fn padding_is_trimmed_on_the_fast_path() {
         payload: 18,
         bend: 2,
         port: 0,
+        tag: 0,
     };
     let frames = vec![(0, build(&f))];
     let a = both(&mut fast, &mut slow, &frames, SEC);
     assert_eq!(fast.iface_counters(0).fast_path, 1);
     assert_eq!(a[0].frame.len(), 14 + 20 + 8 + 18);
+}
+
+/// Tagged frames take the fast path both as a plain burst (all in tin0's
+/// VLAN) and frame by frame: the tag popped toward out0, rewritten toward
+/// tag0 (VLAN 7, PCP and DEI cleared), and the frames leave exactly as the
+/// full stages send them.
+#[test]
+fn tagged_frames_take_the_fast_path_and_lose_or_change_their_tag() {
+    let tagged = |dst: usize, tag: u8| frame(dst, 18, 0, tag);
+    let (mut fast, mut slow) = engines();
+    // A plain burst of VLAN 5: to out0, to tag0, to out1.
+    let plain_burst = vec![tagged(0, 1), tagged(3, 1), tagged(17, 1)];
+    let a = both(&mut fast, &mut slow, &plain_burst, SEC);
+    assert_eq!(fast.iface_counters(4).fast_path, 3, "{a:?}");
+    assert_eq!((a[0].port, a[0].vlan()), (1, None), "popped");
+    assert_eq!(a[0].frame.len(), 64 - 4);
+    assert_eq!((a[1].port, a[1].vlan()), (2, Some(7)), "rewritten");
+    assert_eq!(&a[1].frame[14..16], &[0x00, 0x07], "PCP 3 cleared");
+    assert_eq!(a[1].ipv4().ttl(), 63);
+    assert_eq!((a[2].port, a[2].vlan()), (3, None));
+    // Interleaved with untagged and priority-tagged frames: the
+    // frame-by-frame demux, and the fast path still.
+    let mixed = vec![tagged(0, 0), tagged(3, 1), tagged(3, 2), tagged(0, 1)];
+    let b = both(&mut fast, &mut slow, &mixed, 2 * SEC);
+    assert_eq!(b.len(), 4);
+    assert_eq!(fast.iface_counters(4).fast_path, 5);
+    assert_eq!(fast.iface_counters(0).fast_path, 2);
+    assert!(b.iter().all(|o| o.ipv4().ttl() == 63));
+    assert_eq!(
+        without_fast_count(all_counters(&fast)),
+        without_fast_count(all_counters(&slow))
+    );
 }
 
 #[test]
@@ -390,16 +462,13 @@ fn run_into_one_batch(e: &mut Engine, bursts: &[Vec<(u16, Vec<u8>)>], now: u64) 
 /// A plain forward to destination `dst` whose UDP payload is `mark` bytes
 /// long, so that frames can be told apart.
 fn marked(dst: usize, mark: usize) -> (u16, Vec<u8>) {
-    let f = Frame {
-        dst,
-        src: 0,
-        ttl: 64,
-        df: false,
-        payload: mark,
-        bend: 0,
-        port: 0,
-    };
-    (0, build(&f))
+    frame(dst, mark, 0, 0)
+}
+
+/// What [`marked`] makes, with a NOP option (IHL 6): the full stages
+/// forward it to the same place.
+fn refused(dst: usize, mark: usize) -> (u16, Vec<u8>) {
+    frame(dst, mark, 5, 0)
 }
 
 /// The fast path leaves forwarded frames in the burst and queues them
@@ -410,15 +479,15 @@ fn marked(dst: usize, mark: usize) -> (u16, Vec<u8>) {
 /// in0's MAC, so `plain_burst` takes it.)
 #[test]
 fn forwarded_frames_leave_in_arrival_order_however_a_burst_is_queued() {
-    // out0 (port 1): destination 0; out1 (port 3): destination 17; the
-    // tagged gateway (destination 3) only the full stages forward.
+    // out0 (port 1): destination 0; out1 (port 3): destination 17; a
+    // frame with an IPv4 option only the full stages forward.
     let one_port: Vec<_> = (0..6).map(|i| marked(0, 18 + i)).collect();
     let later: Vec<_> = (0..6).map(|i| marked(0, 50 + i)).collect();
     let mut refused_first = later.clone();
-    refused_first[0] = marked(3, 56);
+    refused_first[0] = refused(0, 56);
     let two_ports: Vec<_> = (0..6).map(|i| marked([0, 17][i % 2], 30 + i)).collect();
     let mut refused_midway: Vec<_> = (0..6).map(|i| marked(0, 40 + i)).collect();
-    refused_midway[2] = marked(3, 46);
+    refused_midway[2] = refused(0, 46);
     refused_midway[4].1[14 + 8] = 1; // TTL 1: ICMP time exceeded, full stages
     fix_ipv4_checksum(&mut refused_midway[4].1, 14);
     type Bursts = Vec<Vec<(u16, Vec<u8>)>>;
@@ -499,8 +568,9 @@ proptest! {
     }
 }
 
-/// Frames that all pass the plain-burst test (untagged IPv4 on port 0 to
-/// in0's MAC), however their IPv4 headers are bent.
+/// Frames that all pass the plain-burst test (IPv4 on port 0 to in0's MAC,
+/// all untagged, all priority-tagged, or all in tin0's VLAN 5), however
+/// their IPv4 headers are bent.
 fn plain_burst_strategy() -> impl Strategy<Value = Vec<Frame>> {
     proptest::collection::vec(frame_strategy(), 1..80).prop_map(|mut v| {
         for f in &mut v {
@@ -509,6 +579,9 @@ fn plain_burst_strategy() -> impl Strategy<Value = Vec<Frame>> {
                 f.bend = 0;
             }
         }
+        // One VLAN (or none) for the whole burst: the first frame's.
+        let tag = v[0].tag;
+        v.iter_mut().for_each(|f| f.tag = tag);
         v
     })
 }
@@ -542,7 +615,7 @@ proptest! {
         let mut mixed = Engine::new(&spec()).expect("spec builds");
         plain.set_fast_path(fast_path);
         mixed.set_fast_path(fast_path);
-        let stranger = build(&Frame { dst: 0, src: 0, ttl: 64, df: false, payload: 18, bend: 8, port: 0 });
+        let stranger = build(&Frame { dst: 0, src: 0, ttl: 64, df: false, payload: 18, bend: 8, port: 0, tag: 0 });
         for (i, burst) in bursts.iter().enumerate() {
             let frames: Vec<_> = burst.iter().map(|f| (0u16, build(f))).collect();
             let mut with_stranger = frames.clone();
@@ -554,7 +627,8 @@ proptest! {
             prop_assert_eq!(sent(&a), sent(&b));
         }
         let n: u64 = bursts.iter().map(|b| b.len() as u64).sum();
-        prop_assert_eq!(plain.iface_counters(0).rx_packets, n);
+        let rx = plain.iface_counters(0).rx_packets + plain.iface_counters(4).rx_packets;
+        prop_assert_eq!(rx, n);
         prop_assert_eq!(plain.port_counters(0).rx_packets, n);
         prop_assert_eq!(mixed.port_counters(0).rx_packets, n + bursts.len() as u64);
         prop_assert_eq!(

@@ -21,6 +21,10 @@ pub struct Args {
     pub workers: Vec<usize>,
     pub vrs: Vec<usize>,
     pub routes_per_vr: usize,
+    /// Synthetic workload: tag the frames of one VR too.
+    pub tagged: bool,
+    /// Synthetic workload: the baseline, every VR's routes and frames in one VR.
+    pub one_vr: bool,
     pub modes: Vec<Mode>,
     pub csv: Option<PathBuf>,
     pub plots: Option<PathBuf>,
@@ -130,11 +134,20 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     for &n in &counts {
                         let threads = if mode == Mode::Pipeline { 2 * n } else { n };
                         let cores = cores_for(threads, &[]);
-                        let mut rt = sweep::runtime(vrs, a.routes_per_vr, n, &cores, mode)?;
+                        let shape = sweep::Synthetic {
+                            vrs,
+                            routes_per_vr: a.routes_per_vr,
+                            tagged: a.tagged,
+                            one_vr: a.one_vr,
+                        };
+                        let mut rt = sweep::runtime(&shape, n, &cores, mode)?;
                         rt.fair_share = a.fair_share;
                         rt.fast_path = a.fast_path;
                         rt.prefetch_min_routes = a.prefetch_min_routes;
-                        rows.push(measure(rt.start(), span, n, vrs, mode, &cores));
+                        let mut row = measure(rt.start(), span, n, vrs, mode, &cores);
+                        row["tagged"] = json!(a.tagged || (vrs > 1 && !a.one_vr));
+                        row["one_vr"] = json!(a.one_vr);
+                        rows.push(row);
                     }
                 }
             }

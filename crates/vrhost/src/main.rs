@@ -82,6 +82,14 @@ enum Command {
         /// Synthetic workload: routes in each VR's table.
         #[arg(long, default_value_t = 1000)]
         routes_per_vr: usize,
+        /// Synthetic workload: tag the frames with a VLAN even for one VR
+        /// (several VRs always get one VLAN each).
+        #[arg(long)]
+        tagged: bool,
+        /// Synthetic workload, the baseline: the same routes and frames
+        /// (untagged unless --tagged), all in one VR.
+        #[arg(long)]
+        one_vr: bool,
         /// Core mappings to measure (comma-separated): rtc, pipeline.
         #[arg(long, value_enum, value_delimiter = ',', default_value = "rtc")]
         mode: Vec<runtime::Mode>,
@@ -192,6 +200,8 @@ fn main() -> ExitCode {
             workers,
             vrs,
             routes_per_vr,
+            tagged,
+            one_vr,
             mode,
             csv,
             plots,
@@ -205,6 +215,8 @@ fn main() -> ExitCode {
             workers,
             vrs,
             routes_per_vr,
+            tagged,
+            one_vr,
             modes: mode,
             csv,
             plots,

@@ -1,13 +1,20 @@
 //! The synthetic multi-VR workload of `vrhost bench --vrs N`, and the CSV
 //! and SVG output of sweeps.
 //!
-//! N VRs share two memory ports, `in` and `out`, one VLAN per VR (VR `i` on
-//! VLAN `i + 1`), all with the same addresses: 10.0.0.1/24 toward the
-//! traffic source, 10.1.0.1/24 toward a gateway 10.1.0.2 with a static MAC.
-//! Each VR has its own table of `routes_per_vr` Internet-like prefixes. The
-//! traffic is 64-byte UDP, spread evenly over the VRs, to random
-//! destinations inside each VR's own table.
+//! N VRs share memory ports, `in` and `out`, one VLAN per VR (VR `i` on
+//! VLAN `i % 4000 + 1`; past 4,000 VRs, every 4,000 more get their own
+//! pair of ports, `in1`/`out1` and so on, since a port has 4,094 VLANs),
+//! all with the same addresses: 10.0.0.1/24 toward the traffic source,
+//! 10.1.0.1/24 toward a gateway 10.1.0.2 with a static MAC. Each VR has its
+//! own table of `routes_per_vr` Internet-like prefixes. The traffic is
+//! 64-byte UDP, spread evenly over the VRs (frame `i` is VR `i % N`'s), to
+//! random destinations inside each VR's own table.
+//!
+//! The baseline (`--one-vr`) is the same frames, untagged, to one VR that
+//! holds every VR's routes: what the N VRs should cost if many VRs cost what
+//! one does.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
@@ -30,14 +37,64 @@ const HOST_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x02]);
 const GW_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0x02, 0x02]);
 /// Distinct frames in the synthetic pcap.
 const FRAMES: usize = 65_536;
+/// VRs per pair of ports: VLANs 1-4000 of each.
+const VRS_PER_PORT: usize = 4000;
 
-/// The spec of `vrs` VRs, each with `routes` prefixes; also returns each VR's table.
-pub fn spec(vrs: usize, routes: usize, seed: u64) -> (EngineSpec, Vec<Vec<(Ipv4Addr, u8)>>) {
+/// The shape of a synthetic workload.
+#[derive(Clone, Copy, Debug)]
+pub struct Synthetic {
+    /// VRs sharing the traffic.
+    pub vrs: usize,
+    /// Routes in each VR's table.
+    pub routes_per_vr: usize,
+    /// Tag the frames even when there is one VR (VLAN 1); several VRs are
+    /// always tagged, one VLAN each.
+    pub tagged: bool,
+    /// The baseline: the same routes and frames, all in one VR.
+    pub one_vr: bool,
+}
+
+impl Synthetic {
+    /// VRs in the engine: one for the baseline.
+    fn engine_vrs(&self) -> usize {
+        if self.one_vr {
+            1
+        } else {
+            self.vrs
+        }
+    }
+
+    /// VLAN of the frames and interfaces of engine VR `i`, if tagged.
+    fn vlan(&self, i: usize) -> Option<u16> {
+        (self.tagged || self.engine_vrs() > 1).then_some((i % VRS_PER_PORT) as u16 + 1)
+    }
+
+    /// Pairs of ports (`in`/`out`, then `in1`/`out1`, ...).
+    fn port_pairs(&self) -> usize {
+        self.engine_vrs().div_ceil(VRS_PER_PORT)
+    }
+}
+
+/// Name of port `kind` ("in" or "out") of pair `pair`.
+fn port_name(kind: &str, pair: usize) -> String {
+    match pair {
+        0 => kind.to_string(),
+        n => format!("{kind}{n}"),
+    }
+}
+
+/// The tables of the workload's `vrs` VRs (each `routes_per_vr` prefixes).
+fn tables(w: &Synthetic, seed: u64) -> Vec<Vec<(Ipv4Addr, u8)>> {
     let mut rng = SmallRng::seed_from_u64(seed);
-    let tagged = vrs > 1;
-    let tables: Vec<_> = (0..vrs)
-        .map(|_| workload::table(routes.max(1), &mut rng))
-        .collect();
+    (0..w.vrs)
+        .map(|_| workload::table(w.routes_per_vr.max(1), &mut rng))
+        .collect()
+}
+
+/// The engine spec of workload `w`; also returns each VR's table (the N
+/// VRs', also for the baseline, whose one VR holds them all).
+pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<(Ipv4Addr, u8)>>) {
+    let tables = tables(w, seed);
     let iface = |name: String, port: u16, vlan: Option<u16>, mac, addr| InterfaceSpec {
         name,
         port,
@@ -47,102 +104,110 @@ pub fn spec(vrs: usize, routes: usize, seed: u64) -> (EngineSpec, Vec<Vec<(Ipv4A
         addrs4: vec![(addr, 24)],
         addrs6: vec![],
     };
-    let routers = tables
-        .iter()
+    let via = RouteTarget::Via(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)));
+    let routes = |t: &[(Ipv4Addr, u8)]| -> Vec<_> {
+        t.iter()
+            .filter_map(|&(a, l)| Prefix4::new(a, l).ok())
+            .map(|p| (p, via.clone()))
+            .collect()
+    };
+    let per_vr: Vec<Vec<_>> = if w.one_vr {
+        // The union: a prefix two VRs drew is one route.
+        let mut seen = HashSet::new();
+        let all = tables.iter().flatten().filter(|p| seen.insert(**p));
+        vec![routes(&all.copied().collect::<Vec<_>>())]
+    } else {
+        tables.iter().map(|t| routes(t)).collect()
+    };
+    let routers = per_vr
+        .into_iter()
         .enumerate()
-        .map(|(i, t)| {
-            let vlan = tagged.then_some(i as u16 + 1);
+        .map(|(i, routes4)| {
+            let vlan = w.vlan(i);
+            let pair = (i / VRS_PER_PORT) as u16;
             RouterSpec {
                 name: format!("vr{i}"),
                 interfaces: vec![
                     iface(
                         format!("vr{i}-in"),
-                        0,
+                        2 * pair,
                         vlan,
                         IN_MAC,
                         Ipv4Addr::new(10, 0, 0, 1),
                     ),
                     iface(
                         format!("vr{i}-out"),
-                        1,
+                        2 * pair + 1,
                         vlan,
                         OUT_MAC,
                         Ipv4Addr::new(10, 1, 0, 1),
                     ),
                 ],
-                routes4: t
-                    .iter()
-                    .filter_map(|&(a, l)| Prefix4::new(a, l).ok())
-                    .map(|p| (p, RouteTarget::Via(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)))))
-                    .collect(),
+                routes4,
                 routes6: vec![],
                 neighbors: vec![(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)), GW_MAC)],
                 limits: Limits::default(),
             }
         })
         .collect();
-    let ports = vec![
-        PortSpec {
-            name: "in".into(),
-            mtu: 1500,
-        },
-        PortSpec {
-            name: "out".into(),
-            mtu: 1500,
-        },
-    ];
+    let ports = (0..w.port_pairs())
+        .flat_map(|pair| ["in", "out"].map(|kind| port_name(kind, pair)))
+        .map(|name| PortSpec { name, mtu: 1500 })
+        .collect();
     (EngineSpec { ports, routers }, tables)
 }
 
-/// 64-byte frames spread evenly over the VRs, to destinations in each VR's table.
-pub fn frames(tables: &[Vec<(Ipv4Addr, u8)>], seed: u64) -> Vec<Vec<u8>> {
+/// 64-byte frames spread evenly over the VRs, to destinations in each VR's
+/// table, grouped by the pair of ports they arrive on (for the baseline,
+/// all on the first, untagged unless `tagged`).
+pub fn frames(w: &Synthetic, tables: &[Vec<(Ipv4Addr, u8)>], seed: u64) -> Vec<Vec<Vec<u8>>> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed);
-    let tagged = tables.len() > 1;
-    (0..FRAMES)
-        .map(|i| {
-            let v = i % tables.len();
-            let t = &tables[v];
-            workload::udp4_frame(&FrameSpec {
-                src_mac: HOST_MAC,
-                dst_mac: IN_MAC,
-                vlan: tagged.then_some(v as u16 + 1),
-                src: Ipv4Addr::new(10, 0, 0, 2),
-                dst: workload::inside(t[rng.gen_range(0..t.len())], &mut rng),
-                ttl: 64,
-                src_port: 1024 + (i % 50_000) as u16,
-                dst_port: 9,
-            })
-        })
-        .collect()
+    let mut by_pair = vec![Vec::new(); w.port_pairs()];
+    for i in 0..FRAMES.max(tables.len()) {
+        let v = i % tables.len();
+        let t = &tables[v];
+        let engine_vr = if w.one_vr { 0 } else { v };
+        by_pair[engine_vr / VRS_PER_PORT].push(workload::udp4_frame(&FrameSpec {
+            src_mac: HOST_MAC,
+            dst_mac: IN_MAC,
+            vlan: w.vlan(engine_vr),
+            src: Ipv4Addr::new(10, 0, 0, 2),
+            dst: workload::inside(t[rng.gen_range(0..t.len())], &mut rng),
+            ttl: 64,
+            src_port: 1024 + (i % 50_000) as u16,
+            dst_port: 9,
+        }));
+    }
+    by_pair
 }
 
 /// A runtime for the synthetic workload with `workers` workers, each
-/// generating from its own queue of port `in`.
-pub fn runtime(
-    vrs: usize,
-    routes: usize,
-    workers: usize,
-    cores: &[usize],
-    mode: Mode,
-) -> Result<Runtime> {
-    let (spec, tables) = spec(vrs, routes, 1);
-    let frames = frames(&tables, 1);
-    let queues = MemoryPort::from_frames(frames.iter().map(Vec::as_slice)).split_by_flow(workers);
-    let ports = vec![
-        PortQueues {
-            name: "in".into(),
-            rx: queues
-                .into_iter()
-                .map(|q| Box::new(q) as Box<dyn Port>)
-                .collect(),
-            tx: TxQueue::discard(),
-        },
-        PortQueues {
-            name: "out".into(),
-            rx: vec![],
-            tx: TxQueue::discard(),
-        },
-    ];
+/// generating from its own queue of every `in` port.
+pub fn runtime(w: &Synthetic, workers: usize, cores: &[usize], mode: Mode) -> Result<Runtime> {
+    let (spec, tables) = spec(w, 1);
+    let ports = frames(w, &tables, 1)
+        .into_iter()
+        .enumerate()
+        .flat_map(|(pair, frames)| {
+            let queues =
+                MemoryPort::from_frames(frames.iter().map(Vec::as_slice)).split_by_flow(workers);
+            [
+                PortQueues {
+                    name: port_name("in", pair),
+                    rx: queues
+                        .into_iter()
+                        .map(|q| Box::new(q) as Box<dyn Port>)
+                        .collect(),
+                    tx: TxQueue::discard(),
+                },
+                PortQueues {
+                    name: port_name("out", pair),
+                    rx: vec![],
+                    tx: TxQueue::discard(),
+                },
+            ]
+        })
+        .collect();
     Runtime::new(&spec, ports, cores, mode)
 }
 
@@ -157,7 +222,13 @@ pub fn rss_bytes() -> Option<u64> {
 /// for `n` VRs with no routes beyond their interfaces, divided by `n`.
 pub fn idle_vr_bytes(n: usize) -> Result<f64> {
     let before = rss_bytes().context("reading /proc/self/statm")?;
-    let (spec, _) = spec(n, 1, 7);
+    let shape = Synthetic {
+        vrs: n,
+        routes_per_vr: 1,
+        tagged: false,
+        one_vr: false,
+    };
+    let (spec, _) = spec(&shape, 7);
     let spec = EngineSpec {
         routers: spec
             .routers
