@@ -26,7 +26,7 @@
 
 use std::net::Ipv4Addr;
 
-use vrhost_fib::NextHopId;
+use vrhost_fib::{lookup_batch_each, NextHopId};
 
 use crate::demux;
 use crate::drop_reason::Drop;
@@ -38,7 +38,7 @@ use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
 use crate::tables::NO_IFACE;
-use crate::worker::{Event, Route, Staged, TxBatch, Vr, Worker};
+use crate::worker::{Event, Staged, TxBatch, Vr, Worker};
 use crate::{arp_input, icmp_error};
 
 /// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
@@ -204,76 +204,101 @@ impl Worker {
         true
     }
 
-    /// Any burst: demuxed frame by frame, then run VR by VR.
+    /// Any burst: demuxed frame by frame, every IPv4 destination looked up
+    /// in one FIB batch over all the burst's VRs, then each frame to
+    /// completion in arrival order.
+    ///
+    /// Nothing is paid per run of one VR's frames, so a burst whose frames
+    /// belong to a different VR each costs what one VR's burst does: the
+    /// batch reads each lane's own table ([`lookup_batch_each`]), and with a
+    /// clock, a frame that the fast path sends is charged an equal share of
+    /// what all of them cost together (one clock difference per burst),
+    /// while a frame that takes the full stages, whose cost depends on what
+    /// it is (an ICMP error, a punt, a neighbor miss), is timed on its own.
     fn mixed_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         let mut ctx = ctx!(self, now, tx, &self.peers);
         let fair_share = self.fair.active();
         let full = self.full_burst > 0 && rx.len() >= self.full_burst;
-        // Demux the whole burst first. With a clock, each VR's frames then run
-        // together, so each VR's cost is one clock difference and an
-        // over-budget VR costs only its demux.
-        let mut first_vr = None;
-        let mut mixed = false;
-        for (i, m) in rx.drain(..).enumerate() {
+        self.dsts.clear();
+        for m in rx.drain(..) {
             if let Some((next, vr, m)) = classify(&mut ctx, &mut self.vrs, m) {
-                mixed |= *first_vr.get_or_insert(vr) != vr;
-                let route = match next {
-                    demux::Next::Ipv4 => match m.l3().first_chunk::<20>() {
-                        Some(h) => Route::Dst(Ipv4Addr::new(h[16], h[17], h[18], h[19])),
-                        None => Route::None,
-                    },
-                    _ => Route::None,
+                let dst = match next {
+                    demux::Next::Ipv4 => m
+                        .l3()
+                        .first_chunk::<20>()
+                        .map(|h| Ipv4Addr::new(h[16], h[17], h[18], h[19])),
+                    _ => None,
                 };
                 self.staged.push(Staged {
-                    key: (u64::from(vr) << 32) | i as u64,
+                    vr,
                     next,
                     m: Some(m),
-                    route,
+                    looked_up: dst.is_some(),
                 });
+                // Frames with no destination are looked up too, in their
+                // VR's table, and the answer ignored: no gaps to track.
+                self.dsts.push(dst.unwrap_or(Ipv4Addr::UNSPECIFIED));
             }
         }
-        // Frames of one VR are already in order.
-        if fair_share && mixed {
-            self.staged.sort_unstable_by_key(|s| s.key);
-        }
-        // Run by run of one VR's frames: admit (with a clock), look the run's
-        // IPv4 destinations up in one FIB batch, then each frame to completion.
+        let (vrs, staged) = (&self.vrs, &self.staged);
+        self.routes.clear();
+        self.routes.resize(staged.len(), None);
+        let table = |i: usize| &*vrs[usize::from(staged[i].vr)].fib4;
+        lookup_batch_each(table, &self.dsts, &mut self.routes, self.prefetch);
         let fair = &mut self.fair;
         let fast_path = self.fast_path;
         let (mut any_admitted, mut any_refused) = (false, false);
-        for run in self.staged.chunk_by_mut(|a, b| a.key >> 32 == b.key >> 32) {
-            let vr = (run[0].key >> 32) as usize;
+        let start = fair.now();
+        let mut timed = 0u64;
+        self.fast_vrs.clear();
+        for (s, &route) in self.staged.iter_mut().zip(&self.routes) {
+            let Some(mut m) = s.m.take() else { continue };
+            let vr = usize::from(s.vr);
+            let Some(v) = self.vrs.get_mut(vr) else {
+                ctx.drop(m, Drop::NoInterface);
+                continue;
+            };
+            if fair_share && !fair.admit_run(vr, full) {
+                any_refused = true;
+                ctx.drop(m, Drop::OverShare);
+                continue;
+            }
+            any_admitted = true;
+            let route = s.looked_up.then_some(route);
+            if let (true, demux::Next::Ipv4, Some(Some(id))) = (fast_path, s.next, route) {
+                if fast::v4(&mut ctx, v, &mut m, id).is_some() {
+                    ctx.push_tx(m);
+                    if fair_share {
+                        self.fast_vrs.push(s.vr);
+                    }
+                    continue;
+                }
+            }
             let t0 = fair.now();
-            let admitted = !fair_share || fair.admit_run(vr, full);
-            any_admitted |= admitted;
-            any_refused |= !admitted;
-            if admitted {
-                if let Some(v) = self.vrs.get(vr) {
-                    v.lookup4_batch(run, self.prefetch);
-                }
-            }
-            for s in run.iter_mut() {
-                let Some(m) = s.m.take() else { continue };
-                if !admitted {
-                    ctx.drop(m, Drop::OverShare);
-                    continue;
-                }
-                if let (demux::Next::Ipv4, Route::Found(route), Some(v)) =
-                    (s.next, s.route, self.vrs.get_mut(vr))
-                {
-                    forward_ipv4(&mut ctx, v, fast_path, m, route);
-                    continue;
-                }
-                dispatch(&mut ctx, &mut self.vrs, s.next, m, s.route.found());
-            }
-            if fair_share && admitted {
-                let t = fair.now();
-                fair.charge(vr, t.saturating_sub(t0));
+            stages(&mut ctx, v, s.next, m, route);
+            if fair_share {
+                let ticks = fair.now().saturating_sub(t0);
+                fair.charge(vr, ticks);
+                timed += ticks;
             }
         }
         self.staged.clear();
-        if fair_share && (any_refused || any_admitted) {
-            fair.note_refused_burst(any_refused && !any_admitted);
+        if fair_share {
+            // What the fast path's frames cost together, in equal shares
+            // (the remainder one tick each to the first frames: nothing is
+            // lost, however coarse the clock).
+            let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed);
+            let n = self.fast_vrs.len() as u64;
+            if let (Some(share), Some(rest)) =
+                (fast_ticks.checked_div(n), fast_ticks.checked_rem(n))
+            {
+                for (k, &vr) in self.fast_vrs.iter().enumerate() {
+                    fair.charge(usize::from(vr), share + u64::from((k as u64) < rest));
+                }
+            }
+            if any_refused || any_admitted {
+                fair.note_refused_burst(any_refused && !any_admitted);
+            }
         }
     }
 
@@ -445,20 +470,6 @@ fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Ne
         }
     }
     Some((next, vr, m))
-}
-
-/// Runs a classified frame through its VR's stages; `route` is its IPv4
-/// FIB answer when the burst's batch lookup found it ([`Staged::route`]).
-#[inline]
-fn dispatch(
-    ctx: &mut Ctx<'_>,
-    vrs: &mut [Vr],
-    next: demux::Next,
-    m: Mbuf,
-    route: Option<Option<NextHopId>>,
-) {
-    let vr = &mut vrs[ctx.ifaces[m.iface as usize].vr as usize];
-    stages(ctx, vr, next, m, route);
 }
 
 /// An IPv4 frame of `vr` whose FIB answer is `route`: the fast path when it

@@ -287,7 +287,7 @@ impl Vr {
     }
 
     /// Longest-prefix match for IPv4, or the answer the burst's batch lookup
-    /// already found for this destination ([`Staged::route`]).
+    /// already found for this destination.
     #[inline]
     pub(crate) fn lookup4_or(
         &mut self,
@@ -313,37 +313,6 @@ impl Vr {
         match prefetch {
             Some(prefetch) => self.fib4.lookup_batch_prefetch(addrs, out, prefetch),
             None => self.fib4.lookup_batch(addrs, out),
-        }
-    }
-
-    /// Looks up the IPv4 destinations of `frames` (all of this VR) in
-    /// batches, so the FIB's cache misses overlap instead of each stalling
-    /// its own packet; each answer lands in the frame's [`Staged::route`].
-    /// Frames with no destination read ([`Route::None`]) are left to the
-    /// per-packet path.
-    pub(crate) fn lookup4_batch(&self, frames: &mut [Staged], prefetch: Option<Prefetch>) {
-        const LANES: usize = 64;
-        let mut addrs = [Ipv4Addr::UNSPECIFIED; LANES];
-        let mut out = [None; LANES];
-        let mut at = [0usize; LANES];
-        let mut next = 0;
-        loop {
-            let mut n = 0;
-            while n < LANES && next < frames.len() {
-                if let Route::Dst(a) = frames[next].route {
-                    addrs[n] = a;
-                    at[n] = next;
-                    n += 1;
-                }
-                next += 1;
-            }
-            if n == 0 {
-                return;
-            }
-            self.lookup4_many(&addrs[..n], &mut out[..n], prefetch);
-            for (&found, &i) in out[..n].iter().zip(&at[..n]) {
-                frames[i].route = Route::Found(found);
-            }
         }
     }
 
@@ -394,11 +363,14 @@ pub struct Worker {
     pub(crate) fair: Fair,
     /// A burst at least this long means its queue had more waiting (0: never).
     pub(crate) full_burst: usize,
-    /// One burst, demuxed and sorted by VR (reused; never shrinks).
+    /// One mixed burst, demuxed (reused; never shrinks).
     pub(crate) staged: Vec<Staged>,
-    /// A plain burst's IPv4 destinations and their FIB answers (reused).
+    /// A burst's IPv4 destinations and their FIB answers, frame by frame (reused).
     pub(crate) dsts: Vec<Ipv4Addr>,
     pub(crate) routes: Vec<Option<NextHopId>>,
+    /// The VR of each frame a mixed burst sent by the fast path, charged
+    /// its share of their cost at the end of the burst (reused).
+    pub(crate) fast_vrs: Vec<u16>,
     /// Plain IPv4 forwards take [`crate::fast`] (the default); off, every
     /// frame runs the full stages.
     pub(crate) fast_path: bool,
@@ -411,40 +383,16 @@ pub struct Worker {
     pub(crate) prefetch: Option<Prefetch>,
 }
 
-/// A demuxed frame waiting for its VR's turn within a burst.
+/// A demuxed frame of a mixed burst, waiting for the burst's FIB batch.
 pub(crate) struct Staged {
-    /// VR in the high 32 bits, position in the burst below: sorting keeps
-    /// each VR's frames in arrival order.
-    pub key: u64,
+    /// Its VR.
+    pub vr: u16,
     pub next: crate::demux::Next,
     /// Taken when the frame is dispatched or dropped.
     pub m: Option<Mbuf>,
-    /// The frame's IPv4 destination, read when it was demuxed, and then the
-    /// VR's FIB answer for it, looked up for the whole run at once
-    /// ([`Vr::lookup4_batch`]).
-    pub route: Route,
-}
-
-/// Where a staged frame's IPv4 route lookup stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Route {
-    /// Not IPv4, or too short to hold a destination: the stages decide.
-    None,
-    /// The destination, waiting for the run's batch lookup.
-    Dst(Ipv4Addr),
-    /// The batch lookup's answer (`None`: no route).
-    Found(Option<NextHopId>),
-}
-
-impl Route {
-    /// The batch lookup's answer, if it ran.
-    #[inline]
-    pub(crate) fn found(self) -> Option<Option<NextHopId>> {
-        match self {
-            Route::Found(f) => Some(f),
-            _ => None,
-        }
-    }
+    /// IPv4 with a whole header: its destination is in the burst's batch
+    /// lookup (`Worker::dsts`, answer in `Worker::routes`).
+    pub looked_up: bool,
 }
 
 impl Worker {
@@ -522,6 +470,7 @@ impl Worker {
             staged: Vec::with_capacity(256),
             dsts: Vec::with_capacity(256),
             routes: Vec::with_capacity(256),
+            fast_vrs: Vec::with_capacity(256),
             fast_path: true,
             prefetch_with: None,
             prefetch: None,

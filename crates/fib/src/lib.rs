@@ -27,7 +27,7 @@ mod reference;
 pub use addr::{FibAddr, NextHopId};
 pub use lpm::Lpm;
 pub use multibit::MultibitLpm;
-pub use poptrie::PREFETCH_MIN_ROUTES;
+pub use poptrie::{lookup_batch_each, PREFETCH_MIN_ROUTES};
 pub use poptrie::{FibSnapshot, PoptrieLpm, PoptrieStats};
 pub use prefix::{Prefix, Prefix4, Prefix6, PrefixError};
 pub use publish::{FibHandle, FibReader, SnapshotGuard};

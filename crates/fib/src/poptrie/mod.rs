@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-pub use snapshot::{FibSnapshot, PREFETCH_MIN_ROUTES};
+pub use snapshot::{lookup_batch_each, FibSnapshot, PREFETCH_MIN_ROUTES};
 
 use crate::{FibAddr, Lpm, NextHopId, Prefix};
 use group::{bits128, BuildRoute, Group};

@@ -126,6 +126,155 @@ fn key128<A: FibAddr>(addr: A) -> u128 {
     addr.to_u128() << (128 - u32::from(A::BITS))
 }
 
+/// Looks up `addrs[i]` in `table(i)` into `out[i]`, for every `i`: one
+/// batch over many tables, such as a burst whose frames belong to many VRs
+/// (extra tail of the longer slice ignored). The answers are each table's
+/// own [`FibSnapshot::lookup`].
+///
+/// Without `prefetch` the addresses go through the same 8 lanes as
+/// [`FibSnapshot::lookup_batch`], each lane reading its own table. With it,
+/// for tables that miss the caches, every level a lookup depends on is
+/// prefetched for a pass of up to 64 addresses before any is read, so a
+/// pass has up to 64 misses in flight at each level instead of one chain
+/// of dependent misses per address; a small table's top levels are as
+/// cold as its leaves when thousands of tables take turns:
+///
+/// ```text
+///   pass 1: table        ──▶ prefetch the snapshot
+///   pass 2: top slot     ──▶ prefetch its line of slots
+///   pass 3: group        ──▶ prefetch the group
+///   pass 4: direct index ──▶ prefetch the direct entry
+///   pass 5: direct entry ──▶ prefetch the leaf block
+///   pass 6: 8 lanes at a time: leaf-block word, answer
+/// ```
+pub fn lookup_batch_each<'t, A: FibAddr>(
+    table: impl Fn(usize) -> &'t FibSnapshot<A>,
+    addrs: &[A],
+    out: &mut [Option<NextHopId>],
+    prefetch: Option<Prefetch>,
+) {
+    let n = addrs.len().min(out.len());
+    for (c, (a, o)) in addrs[..n]
+        .chunks(PREFETCH_BATCH)
+        .zip(out[..n].chunks_mut(PREFETCH_BATCH))
+        .enumerate()
+    {
+        let at = c * PREFETCH_BATCH;
+        let t = |i: usize| table(at + i);
+        if A::BITS <= 64 {
+            each_pass(t, a.iter().map(|&a| key64(a)), o, prefetch);
+        } else {
+            each_pass(t, a.iter().map(|&a| key128(a)), o, prefetch);
+        }
+    }
+}
+
+/// One pass of [`lookup_batch_each`]: `keys` yields `out.len()` ≤
+/// [`PREFETCH_BATCH`] keys, key `i` for `table(i)`.
+#[inline(always)]
+fn each_pass<'t, A: FibAddr, K: Key>(
+    table: impl Fn(usize) -> &'t FibSnapshot<A>,
+    keys: impl Iterator<Item = K>,
+    out: &mut [Option<NextHopId>],
+    prefetch: Option<Prefetch>,
+) {
+    let mut key = [K::default(); PREFETCH_BATCH];
+    let mut m = 0;
+    for (k, i) in keys.zip(0..PREFETCH_BATCH) {
+        key[i] = k;
+        m = i + 1;
+    }
+    let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
+    let hint = |line: &[*const u8]| {
+        if let Some(p) = prefetch {
+            p(line)
+        }
+    };
+    if prefetch.is_some() {
+        for (i, l) in line[..m].iter_mut().enumerate() {
+            *l = core::ptr::from_ref(table(i)).cast();
+        }
+        hint(&line[..m]);
+        for (i, l) in line[..m].iter_mut().enumerate() {
+            *l = table(i)
+                .slots
+                .as_ptr()
+                .wrapping_add(key[i].bits(0, TOP_BITS))
+                .cast();
+        }
+        hint(&line[..m]);
+    }
+    // An empty table has no slots: its lanes are answered here.
+    let mut slot: [Option<&Slot>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
+    for i in 0..m {
+        slot[i] = table(i).slots.get(key[i].bits(0, TOP_BITS));
+        line[i] = slot[i].map_or(core::ptr::null(), |s| Arc::as_ptr(&s.group).cast());
+    }
+    if prefetch.is_none() {
+        return each_lanes(&key[..m], &slot[..m], out);
+    }
+    hint(&line[..m]);
+    let mut direct = [0usize; PREFETCH_BATCH];
+    for i in 0..m {
+        if let Some(s) = slot[i] {
+            direct[i] = s.group.direct_index(key[i]);
+            line[i] = s.group.direct_line(direct[i]);
+        }
+    }
+    hint(&line[..m]);
+    let mut state = [0u32; PREFETCH_BATCH];
+    for i in 0..m {
+        if let Some(s) = slot[i] {
+            state[i] = s.group.direct_at(direct[i]);
+            line[i] = s.group.block_line(state[i]);
+        }
+    }
+    hint(&line[..m]);
+    for i in 0..m {
+        out[i] = slot[i].and_then(|s| {
+            s.answer(
+                s.group
+                    .finish_with(state[i], key[i], s.group.block_leafvec(state[i])),
+            )
+        });
+    }
+}
+
+/// The lanes of [`lookup_batch_each`] without prefetching: 8 at a time
+/// where all 8 tables have routes, one by one otherwise.
+#[inline(always)]
+fn each_lanes<K: Key>(key: &[K], slot: &[Option<&Slot>], out: &mut [Option<NextHopId>]) {
+    for ((k, s), o) in key
+        .chunks(LANES)
+        .zip(slot.chunks(LANES))
+        .zip(out.chunks_mut(LANES))
+    {
+        let whole = (
+            <&[K; LANES]>::try_from(k),
+            <&[Option<&Slot>; LANES]>::try_from(s),
+            <&mut [Option<NextHopId>; LANES]>::try_from(&mut *o),
+        );
+        if let (Ok(k), Ok(s), Ok(o)) = whole {
+            if s.iter().all(Option::is_some) {
+                let slots = s.map(|s| s.expect("tested above"));
+                let state = core::array::from_fn(|l| slots[l].group.direct_entry(k[l]));
+                finish_lanes(
+                    Lanes {
+                        keys: *k,
+                        slots,
+                        state,
+                    },
+                    o,
+                );
+                continue;
+            }
+        }
+        for ((&k, s), o) in k.iter().zip(s).zip(o.iter_mut()) {
+            *o = s.and_then(|s| s.answer(s.group.lookup(k)));
+        }
+    }
+}
+
 impl<A: FibAddr> FibSnapshot<A> {
     /// A snapshot with no route.
     pub(crate) fn empty() -> Self {
