@@ -316,6 +316,20 @@ impl Vr {
         }
     }
 
+    /// [`Vr::lookup4_many`] for IPv6.
+    #[inline]
+    pub(crate) fn lookup6_many(
+        &self,
+        addrs: &[Ipv6Addr],
+        out: &mut [Option<NextHopId>],
+        prefetch: Option<Prefetch>,
+    ) {
+        match prefetch {
+            Some(prefetch) => self.fib6.lookup_batch_prefetch(addrs, out, prefetch),
+            None => self.fib6.lookup_batch(addrs, out),
+        }
+    }
+
     /// Longest-prefix match for IPv6.
     #[inline]
     pub fn lookup6(&mut self, dst: Ipv6Addr) -> Option<NextHop> {
@@ -367,6 +381,8 @@ pub struct Worker {
     pub(crate) staged: Vec<Staged>,
     /// A burst's IPv4 destinations and their FIB answers, frame by frame (reused).
     pub(crate) dsts: Vec<Ipv4Addr>,
+    /// A plain IPv6 burst's destinations (reused).
+    pub(crate) dsts6: Vec<Ipv6Addr>,
     pub(crate) routes: Vec<Option<NextHopId>>,
     /// The VR of each frame a mixed burst sent by the fast path, charged
     /// its share of their cost at the end of the burst (reused).
@@ -469,6 +485,7 @@ impl Worker {
             full_burst: 0,
             staged: Vec::with_capacity(256),
             dsts: Vec::with_capacity(256),
+            dsts6: Vec::with_capacity(256),
             routes: Vec::with_capacity(256),
             fast_vrs: Vec::with_capacity(256),
             fast_path: true,

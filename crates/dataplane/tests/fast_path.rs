@@ -1,4 +1,4 @@
-//! The IPv4 fast path changes nothing but speed: the same bursts through an
+//! The fast path, IPv4 and IPv6, changes nothing but speed: the same bursts through an
 //! engine with it and one without leave the same frames on the same ports
 //! with the same counters, whatever the frames hold.
 //!
@@ -10,10 +10,14 @@
 //!   port 0 ── tin0 10.5.0.1/24 VLAN 5 ── r  (tagged frames in: to out0 a tag is popped,
 //!                                            to tag0 rewritten; in0's frames to tag0 get one pushed)
 //! ```
+//!
+//! IPv6 mirrors it: interface `k` holds 2001:db8:k::1/64 (tin0: :5::), with
+//! static neighbors 2001:db8:1::2 (gw), 2001:db8:1::5 (host) and
+//! 2001:db8:2::2 (behind the tag).
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use common::{eth, fix_ipv4_checksum, ipv4, send_burst, udp, Out, HOST_MAC, SEC};
 use proptest::prelude::*;
@@ -47,8 +51,13 @@ fn iface(
         mac,
         mtu,
         addrs4: vec![(Ipv4Addr::from(a), 24)],
-        addrs6: vec![],
+        addrs6: vec![(v6(u16::from(a[1]), 1), 64)],
     }
+}
+
+/// 2001:db8:`net`::`host`.
+fn v6(net: u16, host: u16) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 0xdb8, net, 0, 0, 0, 0, host)
 }
 
 fn spec() -> EngineSpec {
@@ -57,6 +66,7 @@ fn spec() -> EngineSpec {
         mtu: 1500,
     };
     let via = |a: [u8; 4]| RouteTarget::Via(IpAddr::V4(Ipv4Addr::from(a)));
+    let via6 = |a: Ipv6Addr| RouteTarget::Via(IpAddr::V6(a));
     EngineSpec {
         ports: vec![port("p0"), port("p1"), port("p2"), port("p3")],
         routers: vec![RouterSpec {
@@ -76,8 +86,22 @@ fn spec() -> EngineSpec {
                 ("198.51.100.0/24".parse().unwrap(), RouteTarget::Unreachable),
                 ("172.20.0.0/16".parse().unwrap(), via([10, 3, 0, 2])),
             ],
-            routes6: vec![],
+            routes6: vec![
+                ("2001:db8:100::/48".parse().unwrap(), via6(v6(1, 2))),
+                ("2001:db8:200::/48".parse().unwrap(), via6(v6(2, 2))),
+                ("2001:db8:300::/48".parse().unwrap(), RouteTarget::Blackhole),
+                (
+                    "2001:db8:400::/48".parse().unwrap(),
+                    RouteTarget::Unreachable,
+                ),
+                ("2001:db8:500::/48".parse().unwrap(), via6(v6(1, 3))),
+                ("2001:db8:600::/48".parse().unwrap(), via6(v6(3, 2))),
+            ],
             neighbors: vec![
+                (IpAddr::V6(v6(1, 2)), GW_MAC),
+                (IpAddr::V6(v6(1, 5)), HOST5_MAC),
+                (IpAddr::V6(v6(2, 2)), GW2_MAC),
+                (IpAddr::V6(v6(3, 2)), GW3_MAC),
                 (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)), GW_MAC),
                 (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 5)), HOST5_MAC),
                 (IpAddr::V4(Ipv4Addr::new(10, 2, 0, 2)), GW2_MAC),
@@ -113,6 +137,29 @@ const DESTINATIONS: [[u8; 4]; 18] = [
     [172, 20, 1, 1], // gateway, untagged, on another port: the fast path
 ];
 
+/// The IPv6 destinations: the same kinds as [`DESTINATIONS`], and scopes.
+const DESTINATIONS6: [&str; 16] = [
+    "2001:db8:100::7", // gateway, untagged: the fast path
+    "2001:db8:1::5",   // attached host with a static entry
+    "2001:db8:1::9",   // attached host never resolved: held, NS
+    "2001:db8:200::4", // gateway behind a VLAN tag
+    "2001:db8:500::1", // gateway never resolved
+    "2001:db8:300::1", // blackhole
+    "2001:db8:400::1", // unreachable
+    "2001:db8:999::1", // no route
+    "2001:db8::1",     // the router itself
+    "fe80::1",         // link-local
+    "ff02::1",         // link-scope group
+    "ff0e::1",         // global multicast
+    "::1",
+    "::",
+    "2001:db8::2",     // back out of the ingress interface
+    "2001:db8:600::1", // gateway, untagged, on another port
+];
+
+/// IPv6 sources.
+const SOURCES6: [&str; 5] = ["2001:db8::2", "fe80::2", "::", "ff02::1", "::1"];
+
 const SOURCES: [[u8; 4]; 5] = [
     [10, 0, 0, 2],
     [172, 16, 0, 1],
@@ -137,6 +184,9 @@ struct Frame {
     port: u16,
     /// 0: untagged, 1: VLAN 5 (tin0) with PCP 3, 2: a priority tag (VID 0: in0).
     tag: u8,
+    /// IPv6 ([`DESTINATIONS6`], [`SOURCES6`], the TTL as hop limit; bends
+    /// 1: a Hop-by-Hop header, 4: version 4, 5-7: none, the rest as IPv4).
+    v6: bool,
 }
 
 fn frame_strategy() -> impl Strategy<Value = Frame> {
@@ -149,8 +199,9 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
         prop_oneof![6 => Just(0u8), 10 => 1u8..=10],
         prop_oneof![9 => Just(0u16), 1 => Just(1u16)],
         prop_oneof![6 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8)],
+        any::<bool>(),
     )
-        .prop_map(|(dst, src, ttl, df, payload, bend, port, tag)| Frame {
+        .prop_map(|(dst, src, ttl, df, payload, bend, port, tag, v6)| Frame {
             dst,
             src,
             ttl,
@@ -159,10 +210,14 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
             bend,
             port,
             tag,
+            v6,
         })
 }
 
 fn build(f: &Frame) -> Vec<u8> {
+    if f.v6 {
+        return build6(f);
+    }
     let dst = Ipv4Addr::from(DESTINATIONS[f.dst]);
     let src = Ipv4Addr::from(SOURCES[f.src]);
     let mut p = ipv4(src, dst, IpProtocol::Udp, f.ttl, f.df, &udp(f.payload));
@@ -194,6 +249,34 @@ fn build(f: &Frame) -> Vec<u8> {
         fix_ipv4_checksum(&mut p, 0);
         p[10] ^= 0x5a;
     }
+    l2(f, EtherType::Ipv4, &p)
+}
+
+/// [`build`] for IPv6.
+fn build6(f: &Frame) -> Vec<u8> {
+    let parse = |a: &str| a.parse::<Ipv6Addr>().expect("a valid address");
+    let dst = parse(DESTINATIONS6[f.dst % DESTINATIONS6.len()]);
+    let src = parse(SOURCES6[f.src % SOURCES6.len()]);
+    let nh = if f.bend == 1 {
+        IpProtocol::HopByHop
+    } else {
+        IpProtocol::Udp
+    };
+    let mut p = common::ipv6(src, dst, nh, f.ttl, &udp(f.payload));
+    match f.bend {
+        2 => p.extend_from_slice(&[0xee; 12]),
+        3 => {
+            let l = (p.len() - 40 + 8) as u16;
+            p[4..6].copy_from_slice(&l.to_be_bytes());
+        }
+        4 => p[0] = 0x40 | (p[0] & 0x0f),
+        _ => {}
+    }
+    l2(f, EtherType::Ipv6, &p)
+}
+
+/// The Ethernet frame of `f` around the L3 packet `p`.
+fn l2(f: &Frame, ethertype: EtherType, p: &[u8]) -> Vec<u8> {
     let mac = if f.bend == 8 { HOST5_MAC } else { IN_MAC };
     let vlan = match (f.bend, f.tag) {
         (9, _) => Some(7),
@@ -201,7 +284,7 @@ fn build(f: &Frame) -> Vec<u8> {
         (_, 2) => Some(0),
         _ => None,
     };
-    let mut frame = eth(mac, HOST_MAC, vlan, EtherType::Ipv4, &p);
+    let mut frame = eth(mac, HOST_MAC, vlan, ethertype, p);
     if f.tag == 1 && f.bend != 9 {
         frame[14] |= 3 << 5; // PCP 3: demux ignores it, egress writes 0
     }
@@ -268,6 +351,7 @@ fn frame(dst: usize, payload: usize, bend: u8, tag: u8) -> (u16, Vec<u8>) {
         bend,
         port: 0,
         tag,
+        v6: false,
     };
     (0, build(&f))
 }
@@ -367,6 +451,7 @@ fn padding_is_trimmed_on_the_fast_path() {
         bend: 2,
         port: 0,
         tag: 0,
+        v6: false,
     };
     let frames = vec![(0, build(&f))];
     let a = both(&mut fast, &mut slow, &frames, SEC);
@@ -400,6 +485,59 @@ fn tagged_frames_take_the_fast_path_and_lose_or_change_their_tag() {
     assert_eq!(fast.iface_counters(4).fast_path, 5);
     assert_eq!(fast.iface_counters(0).fast_path, 2);
     assert!(b.iter().all(|o| o.ipv4().ttl() == 63));
+    assert_eq!(
+        without_fast_count(all_counters(&fast)),
+        without_fast_count(all_counters(&slow))
+    );
+}
+
+/// IPv6 plain forwards take the fast path, as a plain burst and frame by
+/// frame, and leave as the full stages send them: hop limit one less, a tag
+/// pushed toward tag0, padding trimmed.
+#[test]
+fn ipv6_plain_forwards_take_the_fast_path() {
+    let six = |dst: usize, tag: u8, bend: u8| {
+        let f = Frame {
+            dst,
+            src: 0,
+            ttl: 64,
+            df: false,
+            payload: 18,
+            bend,
+            port: 0,
+            tag,
+            v6: true,
+        };
+        (0u16, build(&f))
+    };
+    let (mut fast, mut slow) = engines();
+    // Gateway, attached host, tagged gateway, padded, another port.
+    let burst = vec![
+        six(0, 0, 0),
+        six(1, 0, 0),
+        six(3, 0, 0),
+        six(0, 0, 2),
+        six(15, 0, 0),
+    ];
+    let a = both(&mut fast, &mut slow, &burst, SEC);
+    assert_eq!(fast.iface_counters(0).fast_path, 5, "{a:?}");
+    assert!(a.iter().all(|o| o.ipv6().hop_limit() == 63));
+    let tagged = a.iter().find(|o| o.port == 2).expect("sent behind the tag");
+    assert_eq!(tagged.vlan(), Some(7));
+    let padded = &a.iter().filter(|o| o.port == 1).collect::<Vec<_>>()[2];
+    assert_eq!(padded.frame.len(), 14 + 40 + 8 + 18, "padding trimmed");
+    // Interleaved with IPv4 and tagged frames: frame by frame, still fast;
+    // a Hop-by-Hop header and the router's own address are not.
+    let mixed = vec![
+        six(0, 1, 0),
+        plain(0),
+        six(3, 2, 0),
+        six(0, 0, 1),
+        six(8, 0, 0),
+    ];
+    both(&mut fast, &mut slow, &mixed, 2 * SEC);
+    assert_eq!(fast.iface_counters(4).fast_path, 1);
+    assert_eq!(fast.iface_counters(0).fast_path, 5 + 2);
     assert_eq!(
         without_fast_count(all_counters(&fast)),
         without_fast_count(all_counters(&slow))
@@ -568,9 +706,9 @@ proptest! {
     }
 }
 
-/// Frames that all pass the plain-burst test (IPv4 on port 0 to in0's MAC,
-/// all untagged, all priority-tagged, or all in tin0's VLAN 5), however
-/// their IPv4 headers are bent.
+/// Frames that all pass the plain-burst test (all IPv4 or all IPv6, on port
+/// 0 to in0's MAC, all untagged, all priority-tagged, or all in tin0's
+/// VLAN 5), however their IP headers are bent.
 fn plain_burst_strategy() -> impl Strategy<Value = Vec<Frame>> {
     proptest::collection::vec(frame_strategy(), 1..80).prop_map(|mut v| {
         for f in &mut v {
@@ -579,9 +717,10 @@ fn plain_burst_strategy() -> impl Strategy<Value = Vec<Frame>> {
                 f.bend = 0;
             }
         }
-        // One VLAN (or none) for the whole burst: the first frame's.
-        let tag = v[0].tag;
-        v.iter_mut().for_each(|f| f.tag = tag);
+        // One VLAN (or none) and one family for the whole burst: the
+        // first frame's.
+        let (tag, v6) = (v[0].tag, v[0].v6);
+        v.iter_mut().for_each(|f| (f.tag, f.v6) = (tag, v6));
         v
     })
 }
@@ -615,7 +754,7 @@ proptest! {
         let mut mixed = Engine::new(&spec()).expect("spec builds");
         plain.set_fast_path(fast_path);
         mixed.set_fast_path(fast_path);
-        let stranger = build(&Frame { dst: 0, src: 0, ttl: 64, df: false, payload: 18, bend: 8, port: 0, tag: 0 });
+        let stranger = build(&Frame { dst: 0, src: 0, ttl: 64, df: false, payload: 18, bend: 8, port: 0, tag: 0, v6: false });
         for (i, burst) in bursts.iter().enumerate() {
             let frames: Vec<_> = burst.iter().map(|f| (0u16, build(f))).collect();
             let mut with_stranger = frames.clone();

@@ -25,6 +25,8 @@ pub struct Args {
     pub tagged: bool,
     /// Synthetic workload: the baseline, every VR's routes and frames in one VR.
     pub one_vr: bool,
+    /// Synthetic workload: the family of tables and frames.
+    pub family: sweep::Family,
     pub modes: Vec<Mode>,
     pub csv: Option<PathBuf>,
     pub plots: Option<PathBuf>,
@@ -139,6 +141,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                             routes_per_vr: a.routes_per_vr,
                             tagged: a.tagged,
                             one_vr: a.one_vr,
+                            family: a.family,
                         };
                         let mut rt = sweep::runtime(&shape, n, &cores, mode)?;
                         rt.fair_share = a.fair_share;
@@ -147,6 +150,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                         let mut row = measure(rt.start(), span, n, vrs, mode, &cores);
                         row["tagged"] = json!(a.tagged || (vrs > 1 && !a.one_vr));
                         row["one_vr"] = json!(a.one_vr);
+                        row["family"] = json!(a.family);
                         rows.push(row);
                     }
                 }

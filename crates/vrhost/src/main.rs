@@ -90,6 +90,9 @@ enum Command {
         /// (untagged unless --tagged), all in one VR.
         #[arg(long)]
         one_vr: bool,
+        /// Synthetic workload: the family of the tables and frames.
+        #[arg(long, value_enum, default_value = "ipv4")]
+        family: sweep::Family,
         /// Core mappings to measure (comma-separated): rtc, pipeline.
         #[arg(long, value_enum, value_delimiter = ',', default_value = "rtc")]
         mode: Vec<runtime::Mode>,
@@ -202,6 +205,7 @@ fn main() -> ExitCode {
             routes_per_vr,
             tagged,
             one_vr,
+            family,
             mode,
             csv,
             plots,
@@ -217,6 +221,7 @@ fn main() -> ExitCode {
             routes_per_vr,
             tagged,
             one_vr,
+            family,
             modes: mode,
             csv,
             plots,

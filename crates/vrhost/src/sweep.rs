@@ -16,7 +16,7 @@
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -24,7 +24,7 @@ use plotters::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vrhost_dataplane::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};
-use vrhost_fib::Prefix4;
+use vrhost_fib::{Prefix4, Prefix6};
 use vrhost_io::{MemoryPort, Port};
 use vrhost_wire::ethernet::EthernetAddress;
 
@@ -52,6 +52,19 @@ pub struct Synthetic {
     pub tagged: bool,
     /// The baseline: the same routes and frames, all in one VR.
     pub one_vr: bool,
+    /// The family of the tables and frames.
+    pub family: Family,
+}
+
+/// `vrhost bench --family`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// Internet-like IPv4 tables (about 60% /24), 64-byte UDP/IPv4 frames.
+    Ipv4,
+    /// Internet-like IPv6 tables (about half /48, inside 2000::/3),
+    /// 62-byte UDP/IPv6 frames (the smallest).
+    Ipv6,
 }
 
 impl Synthetic {
@@ -83,35 +96,81 @@ fn port_name(kind: &str, pair: usize) -> String {
     }
 }
 
+/// A prefix of either family.
+type Route = (IpAddr, u8);
+
 /// The tables of the workload's `vrs` VRs (each `routes_per_vr` prefixes).
-fn tables(w: &Synthetic, seed: u64) -> Vec<Vec<(Ipv4Addr, u8)>> {
+fn tables(w: &Synthetic, seed: u64) -> Vec<Vec<Route>> {
     let mut rng = SmallRng::seed_from_u64(seed);
+    let n = w.routes_per_vr.max(1);
     (0..w.vrs)
-        .map(|_| workload::table(w.routes_per_vr.max(1), &mut rng))
+        .map(|_| match w.family {
+            Family::Ipv4 => workload::table(n, &mut rng)
+                .into_iter()
+                .map(|(a, l)| (IpAddr::V4(a), l))
+                .collect(),
+            Family::Ipv6 => workload::table6(n, &mut rng)
+                .into_iter()
+                .map(|(a, l)| (IpAddr::V6(a), l))
+                .collect(),
+        })
         .collect()
+}
+
+/// The address of the host behind `in` (the frames' source) and of the
+/// gateway behind `out`, in the workload's family.
+fn host_and_gateway(family: Family) -> (IpAddr, IpAddr) {
+    match family {
+        Family::Ipv4 => (
+            Ipv4Addr::new(10, 0, 0, 2).into(),
+            Ipv4Addr::new(10, 1, 0, 2).into(),
+        ),
+        Family::Ipv6 => (
+            Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2).into(),
+            Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2).into(),
+        ),
+    }
 }
 
 /// The engine spec of workload `w`; also returns each VR's table (the N
 /// VRs', also for the baseline, whose one VR holds them all).
-pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<(Ipv4Addr, u8)>>) {
+pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
     let tables = tables(w, seed);
-    let iface = |name: String, port: u16, vlan: Option<u16>, mac, addr| InterfaceSpec {
+    // Both families on every interface: 10.k.0.1/24 and 2001:db8:k::1/64.
+    let iface = |name: String, port: u16, vlan: Option<u16>, mac, k: u8| InterfaceSpec {
         name,
         port,
         vlan,
         mac,
         mtu: 1500,
-        addrs4: vec![(addr, 24)],
-        addrs6: vec![],
+        addrs4: vec![(Ipv4Addr::new(10, k, 0, 1), 24)],
+        addrs6: vec![(
+            Ipv6Addr::new(0x2001, 0xdb8, u16::from(k), 0, 0, 0, 0, 1),
+            64,
+        )],
     };
-    let via = RouteTarget::Via(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)));
-    let routes = |t: &[(Ipv4Addr, u8)]| -> Vec<_> {
-        t.iter()
-            .filter_map(|&(a, l)| Prefix4::new(a, l).ok())
+    let (_, gw) = host_and_gateway(w.family);
+    let via = RouteTarget::Via(gw);
+    let routes = |t: &[Route]| -> (Vec<_>, Vec<_>) {
+        let v4 = t
+            .iter()
+            .filter_map(|&(a, l)| match a {
+                IpAddr::V4(a) => Prefix4::new(a, l).ok(),
+                IpAddr::V6(_) => None,
+            })
             .map(|p| (p, via.clone()))
-            .collect()
+            .collect();
+        let v6 = t
+            .iter()
+            .filter_map(|&(a, l)| match a {
+                IpAddr::V6(a) => Prefix6::new(a, l).ok(),
+                IpAddr::V4(_) => None,
+            })
+            .map(|p| (p, via.clone()))
+            .collect();
+        (v4, v6)
     };
-    let per_vr: Vec<Vec<_>> = if w.one_vr {
+    let per_vr: Vec<(Vec<_>, Vec<_>)> = if w.one_vr {
         // The union: a prefix two VRs drew is one route.
         let mut seen = HashSet::new();
         let all = tables.iter().flatten().filter(|p| seen.insert(**p));
@@ -122,30 +181,18 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<(Ipv4Addr, u8)>>) 
     let routers = per_vr
         .into_iter()
         .enumerate()
-        .map(|(i, routes4)| {
+        .map(|(i, (routes4, routes6))| {
             let vlan = w.vlan(i);
             let pair = (i / VRS_PER_PORT) as u16;
             RouterSpec {
                 name: format!("vr{i}"),
                 interfaces: vec![
-                    iface(
-                        format!("vr{i}-in"),
-                        2 * pair,
-                        vlan,
-                        IN_MAC,
-                        Ipv4Addr::new(10, 0, 0, 1),
-                    ),
-                    iface(
-                        format!("vr{i}-out"),
-                        2 * pair + 1,
-                        vlan,
-                        OUT_MAC,
-                        Ipv4Addr::new(10, 1, 0, 1),
-                    ),
+                    iface(format!("vr{i}-in"), 2 * pair, vlan, IN_MAC, 0),
+                    iface(format!("vr{i}-out"), 2 * pair + 1, vlan, OUT_MAC, 1),
                 ],
                 routes4,
-                routes6: vec![],
-                neighbors: vec![(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)), GW_MAC)],
+                routes6,
+                neighbors: vec![(gw, GW_MAC)],
                 limits: Limits::default(),
             }
         })
@@ -160,23 +207,26 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<(Ipv4Addr, u8)>>) 
 /// 64-byte frames spread evenly over the VRs, to destinations in each VR's
 /// table, grouped by the pair of ports they arrive on (for the baseline,
 /// all on the first, untagged unless `tagged`).
-pub fn frames(w: &Synthetic, tables: &[Vec<(Ipv4Addr, u8)>], seed: u64) -> Vec<Vec<Vec<u8>>> {
+pub fn frames(w: &Synthetic, tables: &[Vec<Route>], seed: u64) -> Vec<Vec<Vec<u8>>> {
+    let (host, _) = host_and_gateway(w.family);
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed);
     let mut by_pair = vec![Vec::new(); w.port_pairs()];
     for i in 0..FRAMES.max(tables.len()) {
         let v = i % tables.len();
         let t = &tables[v];
         let engine_vr = if w.one_vr { 0 } else { v };
-        by_pair[engine_vr / VRS_PER_PORT].push(workload::udp4_frame(&FrameSpec {
+        let dst = workload::inside_ip(t[rng.gen_range(0..t.len())], &mut rng);
+        let spec = FrameSpec {
             src_mac: HOST_MAC,
             dst_mac: IN_MAC,
             vlan: w.vlan(engine_vr),
             src: Ipv4Addr::new(10, 0, 0, 2),
-            dst: workload::inside(t[rng.gen_range(0..t.len())], &mut rng),
+            dst: Ipv4Addr::UNSPECIFIED,
             ttl: 64,
             src_port: 1024 + (i % 50_000) as u16,
             dst_port: 9,
-        }));
+        };
+        by_pair[engine_vr / VRS_PER_PORT].push(workload::udp_frame(&spec, host, dst));
     }
     by_pair
 }
@@ -227,6 +277,7 @@ pub fn idle_vr_bytes(n: usize) -> Result<f64> {
         routes_per_vr: 1,
         tagged: false,
         one_vr: false,
+        family: Family::Ipv4,
     };
     let (spec, _) = spec(&shape, 7);
     let spec = EngineSpec {

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -16,6 +16,7 @@ use vrhost_wire::checksum;
 use vrhost_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame};
 use vrhost_wire::ip::IpProtocol;
 use vrhost_wire::ipv4::{Ipv4Packet, Ipv4Repr};
+use vrhost_wire::ipv6::{Ipv6Packet, Ipv6Repr};
 use vrhost_wire::vlan::VlanHeader;
 
 /// Prefix-length mix of the public IPv4 table, in per-mille: about 60% /24,
@@ -92,6 +93,119 @@ pub fn inside(prefix: (Ipv4Addr, u8), rng: &mut SmallRng) -> Ipv4Addr {
     Ipv4Addr::from(u32::from(prefix.0) | host)
 }
 
+/// Prefix-length mix of the public IPv6 table, in per-mille: about half
+/// /48, then /32, /44, /40, /36 … (shape of the 2024 RouteViews tables,
+/// mostly /32–/48 inside 2000::/3).
+const LENGTH_MIX6: &[(u8, u32)] = &[
+    (48, 480),
+    (32, 120),
+    (44, 80),
+    (40, 70),
+    (36, 40),
+    (46, 25),
+    (47, 25),
+    (42, 20),
+    (45, 20),
+    (29, 20),
+    (56, 20),
+    (33, 15),
+    (64, 15),
+    (34, 10),
+    (35, 10),
+    (38, 10),
+    (28, 10),
+    (30, 10),
+];
+
+/// `n` distinct IPv6 prefixes with the Internet length mix, in 2000::/3
+/// outside 2001:db8::/32 (which the generated configs use for interfaces).
+pub fn table6(n: usize, rng: &mut SmallRng) -> Vec<(Ipv6Addr, u8)> {
+    const DOC: u128 = 0x2001_0db8 << 96;
+    let total: u32 = LENGTH_MIX6.iter().map(|(_, w)| w).sum();
+    let mut seen = HashSet::with_capacity(n);
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let mut x = rng.gen_range(0..total);
+        let len = LENGTH_MIX6
+            .iter()
+            .find(|&&(_, w)| {
+                let hit = x < w;
+                x = x.saturating_sub(w);
+                hit
+            })
+            .map_or(48, |&(l, _)| l);
+        // 2000::/3: the top three bits 001.
+        let addr = (1u128 << 125) | (rng.gen::<u128>() >> 3);
+        let masked = addr & (u128::MAX << (128 - u32::from(len)));
+        let covers_doc = (masked ^ DOC) >> (128 - u32::from(len.min(32))) == 0;
+        if !covers_doc && seen.insert((masked, len)) {
+            out.push((Ipv6Addr::from(masked), len));
+        }
+    }
+    out
+}
+
+/// A random address inside the IPv6 `prefix`.
+pub fn inside6(prefix: (Ipv6Addr, u8), rng: &mut SmallRng) -> Ipv6Addr {
+    let host = u128::MAX.checked_shr(u32::from(prefix.1)).unwrap_or(0);
+    Ipv6Addr::from(u128::from(prefix.0) | (rng.gen::<u128>() & host))
+}
+
+/// A random address inside `prefix`, of either family.
+pub fn inside_ip(prefix: (IpAddr, u8), rng: &mut SmallRng) -> IpAddr {
+    match prefix.0 {
+        IpAddr::V4(a) => IpAddr::V4(inside((a, prefix.1), rng)),
+        IpAddr::V6(a) => IpAddr::V6(inside6((a, prefix.1), rng)),
+    }
+}
+
+/// A UDP frame of either family: [`udp4_frame`], or for IPv6 addresses the
+/// smallest UDP/IPv6 frame, 62 bytes (66 on the wire) untagged, with the
+/// TTL as hop limit.
+pub fn udp_frame(f: &FrameSpec, src: IpAddr, dst: IpAddr) -> Vec<u8> {
+    let (src, dst) = match (src, dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => return udp4_frame(&FrameSpec { src, dst, ..*f }),
+        (IpAddr::V6(src), IpAddr::V6(dst)) => (src, dst),
+        // Mixed families: the IPv4 frame of the spec.
+        _ => return udp4_frame(f),
+    };
+    let l2 = if f.vlan.is_some() { 18 } else { 14 };
+    let mut buf = vec![0u8; l2 + 40 + 8];
+    write_l2(&mut buf, f, EtherType::Ipv6);
+    let ip = Ipv6Repr {
+        src_addr: src,
+        dst_addr: dst,
+        next_header: IpProtocol::Udp,
+        payload_len: 8,
+        hop_limit: f.ttl,
+    };
+    ip.emit(&mut Ipv6Packet::new_unchecked(&mut buf[l2..l2 + 40]));
+    let udp = &mut buf[l2 + 40..];
+    udp[0..2].copy_from_slice(&f.src_port.to_be_bytes());
+    udp[2..4].copy_from_slice(&f.dst_port.to_be_bytes());
+    udp[4..6].copy_from_slice(&8u16.to_be_bytes());
+    let sum = checksum::pseudo_header_v6(&src, &dst, 17, 8) + checksum::sum(udp);
+    let c = !checksum::fold(sum);
+    udp[6..8].copy_from_slice(&(if c == 0 { 0xffff } else { c }).to_be_bytes());
+    buf
+}
+
+/// Writes the Ethernet header (and tag) of `f` for `ethertype` into `buf`.
+fn write_l2(buf: &mut [u8], f: &FrameSpec, ethertype: EtherType) {
+    let mut eth = EthernetFrame::new_unchecked(&mut buf[..]);
+    eth.set_dst_addr(f.dst_mac);
+    eth.set_src_addr(f.src_mac);
+    match f.vlan {
+        Some(vid) => {
+            eth.set_ethertype(EtherType::Vlan);
+            let mut tag = VlanHeader::new_unchecked(&mut buf[14..18]);
+            tag.set_vlan_id(vid);
+            tag.set_ethertype(ethertype);
+        }
+        None => eth.set_ethertype(ethertype),
+    }
+}
+
 /// What one synthetic frame looks like.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameSpec {
@@ -111,18 +225,7 @@ pub fn udp4_frame(f: &FrameSpec) -> Vec<u8> {
     let l2 = if f.vlan.is_some() { 18 } else { 14 };
     let l3_len = 60 - 14; // IPv4 20 + UDP 8 + 18 bytes of payload
     let mut buf = vec![0u8; l2 + l3_len];
-    let mut eth = EthernetFrame::new_unchecked(&mut buf[..]);
-    eth.set_dst_addr(f.dst_mac);
-    eth.set_src_addr(f.src_mac);
-    match f.vlan {
-        Some(vid) => {
-            eth.set_ethertype(EtherType::Vlan);
-            let mut tag = VlanHeader::new_unchecked(&mut buf[14..18]);
-            tag.set_vlan_id(vid);
-            tag.set_ethertype(EtherType::Ipv4);
-        }
-        None => eth.set_ethertype(EtherType::Ipv4),
-    }
+    write_l2(&mut buf, f, EtherType::Ipv4);
     let ip = Ipv4Repr {
         src_addr: f.src,
         dst_addr: f.dst,
@@ -276,6 +379,58 @@ mod tests {
                 "host bits in {a}/{l}"
             );
         }
+    }
+
+    #[test]
+    fn table6_has_the_internet_mix_inside_2000_3_and_not_the_documentation_block() {
+        let mut rng = SmallRng::seed_from_u64(7);
+        let t = table6(20_000, &mut rng);
+        let set: HashSet<_> = t.iter().collect();
+        assert_eq!(set.len(), t.len());
+        let share48 = t.iter().filter(|(_, l)| *l == 48).count() as f64 / t.len() as f64;
+        assert!((0.43..0.53).contains(&share48), "{share48}");
+        let doc: Ipv6Addr = "2001:db8::".parse().unwrap();
+        for &(a, l) in &t {
+            let bits = u128::from(a);
+            assert_eq!(bits >> 125, 1, "{a}/{l} outside 2000::/3");
+            assert_eq!(
+                bits & !(u128::MAX << (128 - u32::from(l))),
+                0,
+                "host bits in {a}/{l}"
+            );
+            let covers = (bits ^ u128::from(doc)) >> (128 - u32::from(l.min(32))) == 0;
+            assert!(!covers, "{a}/{l} overlaps 2001:db8::/32");
+            let inner = inside6((a, l), &mut rng);
+            assert_eq!(
+                u128::from(inner) >> (128 - u32::from(l)),
+                bits >> (128 - u32::from(l))
+            );
+        }
+    }
+
+    #[test]
+    fn ipv6_frames_are_valid_udp() {
+        let spec = FrameSpec {
+            src_mac: HOST_MAC,
+            dst_mac: IN_MAC,
+            vlan: Some(7),
+            src: Ipv4Addr::UNSPECIFIED,
+            dst: Ipv4Addr::UNSPECIFIED,
+            ttl: 64,
+            src_port: 1,
+            dst_port: 9,
+        };
+        let (src, dst): (Ipv6Addr, Ipv6Addr) =
+            ("2001:db8::2".parse().unwrap(), "2a00::1".parse().unwrap());
+        let f = udp_frame(&spec, src.into(), dst.into());
+        assert_eq!(f.len(), 18 + 40 + 8);
+        let ip = Ipv6Packet::new_checked(&f[18..]).unwrap();
+        assert_eq!(
+            (ip.src_addr(), ip.dst_addr(), ip.hop_limit()),
+            (src, dst, 64)
+        );
+        let sum = checksum::pseudo_header_v6(&src, &dst, 17, 8) + checksum::sum(&f[18 + 40..]);
+        assert_eq!(checksum::fold(sum), 0xffff, "UDP checksum verifies");
     }
 
     #[test]
