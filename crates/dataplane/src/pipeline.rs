@@ -1,19 +1,21 @@
 //! The per-burst loop: every frame runs to completion through the stages.
 //!
-//! A burst takes one of two ways in. Most bursts are plain: IPv4 from one
-//! port and one VLAN (or none) to the MAC of the interface there, one VR
-//! with no rate ceiling. Those skip per-frame demux and staging ([`Worker::plain_burst`]).
-//! Any other burst is demuxed frame by frame and run VR by VR.
+//! A burst takes one of two ways in. Most bursts are plain: IPv4, or IPv6,
+//! from one port and one VLAN (or none) to the MAC of the interface there,
+//! one VR with no rate ceiling. Those skip per-frame demux and staging
+//! ([`Worker::plain_burst`]). Any other burst is demuxed frame by frame and
+//! run frame by frame in arrival order, whatever VRs its frames belong to.
 //!
 //! ```text
 //!  plain burst: one MAC/EtherType test per frame ─▶ (with a clock: admit, charge)
-//!    ─▶ one IPv4 FIB batch ─▶ fast::v4 (the common forward) ─▶ output
+//!    ─▶ one FIB batch ─▶ fast::v4 / fast::v6 (the common forward) ─▶ output
 //!                                │ anything else
-//!                                └─▶ ipv4_input ... (below)
+//!                                └─▶ ipv4_input / ipv6_input ... (below)
 //!
-//!  any burst: demux ─▶ rate ceilings ─▶ (with a clock: sort by VR, admit by fair share, charge cycles)
-//!    │                       ─▶ per VR run: IPv4 FIB batch ─▶ fast::v4 (the common forward) ─▶ output
-//!    │                                                          │ anything else
+//!  any burst: demux ─▶ rate ceilings ─▶ one IPv4 FIB batch, each frame in its own VR's table
+//!    │   ─▶ per frame: (with a clock: admit by its VR's fair share)
+//!    │       ─▶ fast::v4 / fast::v6 (the common forward) ─▶ output
+//!    │           │ anything else (timed and charged to its VR, with a clock)
 //!    └────┬─ ARP ───────────────────────────────▶ arp_input (answer / learn)
 //!         ├─ IPv4 ─▶ ipv4_input ─┬─ Forward ─▶ ip_forward::v4 ─▶ (fragment) ─▶ output
 //!         │                      ├─ Local ───▶ local::v4 (echo / punt)

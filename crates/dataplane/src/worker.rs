@@ -387,7 +387,7 @@ pub struct Worker {
     /// The VR of each frame a mixed burst sent by the fast path, charged
     /// its share of their cost at the end of the burst (reused).
     pub(crate) fast_vrs: Vec<u16>,
-    /// Plain IPv4 forwards take [`crate::fast`] (the default); off, every
+    /// Plain IPv4 and IPv6 forwards take [`crate::fast`] (the default); off, every
     /// frame runs the full stages.
     pub(crate) fast_path: bool,
     /// The CPU's prefetch for the FIB's batch lookups, and from how many
@@ -587,7 +587,7 @@ impl Worker {
         self.fair.port_wanted(port)
     }
 
-    /// Lets plain IPv4 forwards take the fast path (on by default), or sends
+    /// Lets plain IPv4 and IPv6 forwards take the fast path (on by default), or sends
     /// every frame through the full stages: for A/B benchmarks and for tests
     /// that compare the two. Either way the output is the same.
     pub fn set_fast_path(&mut self, on: bool) {

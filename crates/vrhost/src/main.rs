@@ -105,7 +105,7 @@ enum Command {
         /// Per-VR cost accounting and fair sharing (on, as `vrhost run` does; off to measure its cost).
         #[arg(long, value_enum, default_value = "on")]
         fair_share: OnOff,
-        /// The IPv4 fast path for plain forwards (on; off sends every frame
+        /// The IPv4 and IPv6 fast path for plain forwards (on; off sends every frame
         /// through the full stages, to measure what it buys).
         #[arg(long, value_enum, default_value = "on")]
         fast_path: OnOff,

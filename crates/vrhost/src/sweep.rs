@@ -136,7 +136,10 @@ fn host_and_gateway(family: Family) -> (IpAddr, IpAddr) {
 /// VRs', also for the baseline, whose one VR holds them all).
 pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
     let tables = tables(w, seed);
-    // Both families on every interface: 10.k.0.1/24 and 2001:db8:k::1/64.
+    // 10.k.0.1/24 on every interface, and 2001:db8:k::1/64 for IPv6 (an
+    // IPv4 workload's VRs have no IPv6, as before, so their memory is
+    // comparable).
+    let v6 = w.family == Family::Ipv6;
     let iface = |name: String, port: u16, vlan: Option<u16>, mac, k: u8| InterfaceSpec {
         name,
         port,
@@ -144,10 +147,15 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
         mac,
         mtu: 1500,
         addrs4: vec![(Ipv4Addr::new(10, k, 0, 1), 24)],
-        addrs6: vec![(
-            Ipv6Addr::new(0x2001, 0xdb8, u16::from(k), 0, 0, 0, 0, 1),
-            64,
-        )],
+        addrs6: v6
+            .then(|| {
+                (
+                    Ipv6Addr::new(0x2001, 0xdb8, u16::from(k), 0, 0, 0, 0, 1),
+                    64,
+                )
+            })
+            .into_iter()
+            .collect(),
     };
     let (_, gw) = host_and_gateway(w.family);
     let via = RouteTarget::Via(gw);

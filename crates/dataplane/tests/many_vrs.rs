@@ -1,0 +1,248 @@
+//! Many VRs interleaved in every burst: nothing crosses between them.
+//!
+//! Twelve VRs with identical addresses share two ports, one VLAN each per
+//! port (VR `i`: port 0 VLAN 10+i toward its host, port 1 VLAN 100+i toward
+//! its gateway). Every burst mixes frames of random VRs and kinds, so it
+//! takes the frame-by-frame path with one FIB batch across all the VRs'
+//! tables, and every frame that leaves must leave on its own VR's VLANs:
+//!
+//! - forwarded frames go to the VR's own gateway MAC (02:bb::i) behind VLAN 100+i;
+//! - ICMP errors and echo replies go to the VR's own host MAC (02:aa::i) behind VLAN 10+i;
+//! - ARP requests ask for the VR's own addresses: 10.1.0.(50+i) behind VLAN 100+i,
+//!   its host 10.0.0.2 behind VLAN 10+i.
+//!
+//! The same bursts also go through an engine without the fast path: the
+//! same frames must leave, with the same counters.
+
+mod common;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use common::{eth, fix_ipv4_checksum, ipv4, send_burst, udp, Out, SEC};
+use proptest::prelude::*;
+use vrhost_dataplane::{
+    Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
+};
+use vrhost_wire::arp::ArpPacket;
+use vrhost_wire::ethernet::{EtherType, EthernetAddress};
+use vrhost_wire::ip::IpProtocol;
+
+const VRS: usize = 12;
+const DOWN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
+const UP_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x11]);
+
+fn host_mac(vr: usize) -> EthernetAddress {
+    EthernetAddress([0x02, 0xaa, 0, 0, 0, vr as u8])
+}
+
+fn gw_mac(vr: usize) -> EthernetAddress {
+    EthernetAddress([0x02, 0xbb, 0, 0, 0, vr as u8])
+}
+
+fn spec() -> EngineSpec {
+    let iface = |name: String, port: u16, vlan: u16, mac, net: u8| InterfaceSpec {
+        name,
+        port,
+        vlan: Some(vlan),
+        mac,
+        mtu: 1500,
+        addrs4: vec![(Ipv4Addr::new(10, net, 0, 1), 24)],
+        addrs6: vec![(
+            Ipv6Addr::new(0x2001, 0xdb8, u16::from(net), 0, 0, 0, 0, 1),
+            64,
+        )],
+    };
+    let routers = (0..VRS)
+        .map(|i| RouterSpec {
+            name: format!("vr{i}"),
+            interfaces: vec![
+                iface(format!("down{i}"), 0, 10 + i as u16, DOWN_MAC, 0),
+                iface(format!("up{i}"), 1, 100 + i as u16, UP_MAC, 1),
+            ],
+            routes4: vec![(
+                "0.0.0.0/0".parse().unwrap(),
+                RouteTarget::Via(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2))),
+            )],
+            routes6: vec![(
+                "::/0".parse().unwrap(),
+                RouteTarget::Via(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2))),
+            )],
+            neighbors: vec![
+                (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)), gw_mac(i)),
+                (
+                    IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2)),
+                    gw_mac(i),
+                ),
+            ],
+            limits: Limits {
+                icmp_rate: 1_000_000,
+                ..Limits::default()
+            },
+        })
+        .collect();
+    let port = |name: &str| PortSpec {
+        name: name.into(),
+        mtu: 1500,
+    };
+    EngineSpec {
+        ports: vec![port("p0"), port("p1")],
+        routers,
+    }
+}
+
+/// A frame from VR `vr`'s host, of kind `kind`: 0 a forward, 1 TTL 1 (an
+/// ICMP error), 2 a ping to the router, 3 to an unresolved host of the VR
+/// (an ARP request), 4 an IPv6 forward, 5 UDP to the router's other
+/// address (local).
+fn frame(vr: usize, kind: u8, last: u8) -> (u16, Vec<u8>) {
+    let src = Ipv4Addr::new(10, 0, 0, 2);
+    let l3 = match kind % 6 {
+        0 => ipv4(
+            src,
+            Ipv4Addr::new(192, 0, 2, last),
+            IpProtocol::Udp,
+            64,
+            false,
+            &udp(18),
+        ),
+        1 => ipv4(
+            src,
+            Ipv4Addr::new(192, 0, 2, last),
+            IpProtocol::Udp,
+            1,
+            false,
+            &udp(18),
+        ),
+        2 => ipv4(
+            src,
+            Ipv4Addr::new(10, 0, 0, 1),
+            IpProtocol::Icmp,
+            64,
+            false,
+            &echo(),
+        ),
+        3 => ipv4(
+            src,
+            Ipv4Addr::new(10, 1, 0, 50 + vr as u8),
+            IpProtocol::Udp,
+            64,
+            false,
+            &udp(18),
+        ),
+        4 => {
+            let v6 = |net: u16, h: u16| Ipv6Addr::new(0x2001, 0xdb8, net, 0, 0, 0, 0, h);
+            let p = common::ipv6(
+                v6(0, 2),
+                v6(0x99, u16::from(last)),
+                IpProtocol::Udp,
+                64,
+                &udp(18),
+            );
+            return (
+                0,
+                eth(
+                    DOWN_MAC,
+                    host_mac(vr),
+                    Some(10 + vr as u16),
+                    EtherType::Ipv6,
+                    &p,
+                ),
+            );
+        }
+        _ => ipv4(
+            src,
+            Ipv4Addr::new(10, 1, 0, 1),
+            IpProtocol::Udp,
+            64,
+            false,
+            &udp(18),
+        ),
+    };
+    let mut f = eth(
+        DOWN_MAC,
+        host_mac(vr),
+        Some(10 + vr as u16),
+        EtherType::Ipv4,
+        &l3,
+    );
+    fix_ipv4_checksum(&mut f, 18);
+    (0, f)
+}
+
+/// An ICMP echo request.
+fn echo() -> Vec<u8> {
+    common::echo4(7, 1, b"ping")
+}
+
+/// The VR a frame that left belongs to, from its VLAN; asserts that what it
+/// carries (MAC, ARP target) is that VR's.
+fn owner(o: &Out) -> Result<usize, TestCaseError> {
+    let vlan = o
+        .vlan()
+        .ok_or_else(|| TestCaseError::fail("untagged frame left"))?;
+    let (vr, up) = match vlan {
+        10..=21 => (usize::from(vlan - 10), false),
+        100..=111 => (usize::from(vlan - 100), true),
+        _ => return Err(TestCaseError::fail(format!("VLAN {vlan}"))),
+    };
+    prop_assert_eq!(o.port, u16::from(up));
+    let dst = o.eth().dst_addr();
+    if dst.is_broadcast() {
+        // ARP requests: for the VR's own unresolved host on the uplink,
+        // for its host 10.0.0.2 (replies and errors go there) downstream.
+        let arp =
+            ArpPacket::new_checked(o.l3()).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+        let want = if up {
+            Ipv4Addr::new(10, 1, 0, 50 + vr as u8)
+        } else {
+            Ipv4Addr::new(10, 0, 0, 2)
+        };
+        prop_assert_eq!(arp.target_protocol_addr(), &want.octets()[..]);
+    } else if dst.is_multicast() {
+        // Neighbor Solicitations: nothing here to attribute beyond the VLAN.
+    } else if up {
+        prop_assert_eq!(dst, gw_mac(vr));
+    } else {
+        prop_assert_eq!(dst, host_mac(vr));
+    }
+    Ok(vr)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    #[test]
+    fn nothing_crosses_between_many_interleaved_vrs(
+        bursts in proptest::collection::vec(
+            proptest::collection::vec((0..VRS, 0u8..6, 1u8..250), 2..64),
+            1..4,
+        ),
+    ) {
+        let mut fast = Engine::new(&spec()).expect("spec builds");
+        let mut slow = Engine::new(&spec()).expect("spec builds");
+        slow.set_fast_path(false);
+        for (k, burst) in bursts.iter().enumerate() {
+            let frames: Vec<_> = burst.iter().map(|&(vr, kind, last)| frame(vr, kind, last)).collect();
+            let refs: Vec<(u16, &[u8])> = frames.iter().map(|(p, f)| (*p, f.as_slice())).collect();
+            let now = (k as u64 + 1) * SEC;
+            let a = send_burst(&mut fast, &refs, now);
+            let b = send_burst(&mut slow, &refs, now);
+            let sent = |o: &[Out]| o.iter().map(|o| (o.port, o.frame.clone())).collect::<Vec<_>>();
+            prop_assert_eq!(sent(&a), sent(&b));
+            // Timers run between bursts (ARP retransmits), so a VR may send
+            // for a frame of an earlier burst, never for none.
+            for o in &a {
+                let vr = owner(o)?;
+                let got = bursts[..=k].iter().flatten().any(|&(v, _, _)| v == vr);
+                prop_assert!(got, "VR {} sent but got no frame", vr);
+            }
+            // Forwards (IPv4 and IPv6) each left, to their own VR's gateway.
+            let forwards = burst.iter().filter(|&&(_, kind, _)| kind % 6 == 0 || kind % 6 == 4).count();
+            let to_gw = a.iter().filter(|o| o.port == 1 && !o.eth().dst_addr().is_multicast()).count();
+            prop_assert_eq!(to_gw, forwards);
+        }
+        for vr in 0..VRS {
+            prop_assert_eq!(fast.vr_counters(vr).forwarded, slow.vr_counters(vr).forwarded);
+        }
+    }
+}
