@@ -40,12 +40,13 @@ use crate::worker::{NextHop, Vr};
 /// full stages.
 ///
 /// Untagged (`l3_off` 14) and 802.1Q-tagged (18) frames both qualify; each
-/// has its own copy of [`v4_at`], with its header offsets constant.
+/// has its own out-of-line copy ([`v4_known`], the one the plain burst
+/// calls), with its header offsets constant.
 #[inline]
 pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16> {
     match m.l3_off {
-        14 => v4_at::<14>(ctx, vr, m, id),
-        18 => v4_at::<18>(ctx, vr, m, id),
+        14 => v4_known::<14>(ctx, vr, m, id),
+        18 => v4_known::<18>(ctx, vr, m, id),
         _ => None,
     }
 }
@@ -151,8 +152,8 @@ pub(crate) fn v4_at<const L2: usize>(
 #[inline]
 pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16> {
     match m.l3_off {
-        14 => v6_at::<14>(ctx, vr, m, id),
-        18 => v6_at::<18>(ctx, vr, m, id),
+        14 => v6_known::<14>(ctx, vr, m, id),
+        18 => v6_known::<18>(ctx, vr, m, id),
         _ => None,
     }
 }

@@ -157,24 +157,7 @@ enum Command {
     },
     /// Make a synthetic benchmark workload: an Internet-like table, a pcap of
     /// 64-byte UDP frames to random destinations inside it, and a bench config.
-    Workload {
-        /// Number of prefixes (up to 1,000,000+).
-        #[arg(long, default_value_t = 1000)]
-        routes: usize,
-        /// Distinct frames in the pcap.
-        #[arg(long, default_value_t = 65536)]
-        frames: usize,
-        /// VRs in bench.toml, each with the whole table and its own pair of
-        /// memory ports replaying the whole pcap (up to 64).
-        #[arg(long, default_value_t = 1)]
-        vrs: usize,
-        /// Output directory (created).
-        #[arg(long)]
-        out: PathBuf,
-        /// Random seed.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-    },
+    Workload(workload::Args),
 }
 
 /// A switch.
@@ -253,13 +236,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }),
         Command::Demo { seconds, routes } => demo::run(seconds, routes),
-        Command::Workload {
-            routes,
-            frames,
-            vrs,
-            out,
-            seed,
-        } => workload::run(routes, frames, vrs, &out, seed),
+        Command::Workload(a) => workload::run(a),
         Command::Lab { action, spec } => lab::run(&action, &spec),
         Command::Gen(a) => tools_cli::gen(a),
         Command::Count(a) => tools_cli::count(a),

@@ -271,8 +271,45 @@ const OUT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0x01, 0x01]);
 const HOST_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x02]);
 const GATEWAYS: usize = 4;
 
+/// `vrhost workload`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Number of prefixes (up to 1,000,000+).
+    #[arg(long, default_value_t = 1000)]
+    pub routes: usize,
+    /// Distinct frames in the pcap.
+    #[arg(long, default_value_t = 65536)]
+    pub frames: usize,
+    /// VRs in bench.toml, each with the whole table and its own pair of
+    /// memory ports replaying the whole pcap (up to 64).
+    #[arg(long, default_value_t = 1)]
+    pub vrs: usize,
+    /// Output directory (created).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The family of the table and frames: IPv4 (60-byte frames, about 60%
+    /// /24) or IPv6 (62-byte frames, about half /48, inside 2000::/3).
+    #[arg(long, value_enum, default_value = "ipv4")]
+    pub family: crate::sweep::Family,
+    /// Tag every frame, and every VR's interfaces, with this VLAN (1-4094).
+    #[arg(long)]
+    pub vlan: Option<u16>,
+}
+
 /// `vrhost workload`: writes `table.txt`, `traffic.pcap` and `bench.toml` into `out`.
-pub fn run(routes: usize, frames: usize, vrs: usize, out: &Path, seed: u64) -> Result<ExitCode> {
+pub fn run(a: Args) -> Result<ExitCode> {
+    let Args {
+        routes,
+        frames,
+        vrs,
+        ref out,
+        seed,
+        family,
+        vlan,
+    } = a;
     anyhow::ensure!(
         routes > 0 && routes <= 4_000_000,
         "--routes must be between 1 and 4000000"
@@ -282,49 +319,96 @@ pub fn run(routes: usize, frames: usize, vrs: usize, out: &Path, seed: u64) -> R
         "--frames must be between 1 and 16000000"
     );
     anyhow::ensure!(vrs > 0 && vrs <= 64, "--vrs must be between 1 and 64");
+    anyhow::ensure!(
+        vlan.is_none_or(|v| (1..=4094).contains(&v)),
+        "--vlan must be between 1 and 4094"
+    );
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut rng = SmallRng::seed_from_u64(seed);
-    let t = table(routes, &mut rng);
+    let v6 = family == crate::sweep::Family::Ipv6;
+    let t: Vec<(IpAddr, u8)> = if v6 {
+        table6(routes, &mut rng)
+            .into_iter()
+            .map(|(a, l)| (a.into(), l))
+            .collect()
+    } else {
+        table(routes, &mut rng)
+            .into_iter()
+            .map(|(a, l)| (a.into(), l))
+            .collect()
+    };
     let mut text = String::with_capacity(routes * 28);
     for (i, (addr, len)) in t.iter().enumerate() {
-        let _ = writeln!(text, "{addr}/{len} 10.1.0.{}", 2 + i % GATEWAYS);
+        let _ = writeln!(text, "{addr}/{len} {}", gateway(v6, i % GATEWAYS));
     }
     std::fs::write(out.join("table.txt"), text)?;
+    let host: IpAddr = if v6 {
+        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2).into()
+    } else {
+        Ipv4Addr::new(10, 0, 0, 2).into()
+    };
     let pkts: Vec<Vec<u8>> = (0..frames)
         .map(|i| {
-            let dst = inside(t[rng.gen_range(0..t.len())], &mut rng);
-            udp4_frame(&FrameSpec {
+            let dst = inside_ip(t[rng.gen_range(0..t.len())], &mut rng);
+            let spec = FrameSpec {
                 src_mac: HOST_MAC,
                 dst_mac: IN_MAC,
-                vlan: None,
+                vlan,
                 src: Ipv4Addr::new(10, 0, 0, 2),
-                dst,
+                dst: Ipv4Addr::UNSPECIFIED,
                 ttl: 64,
                 src_port: 1024 + (i % 50_000) as u16,
                 dst_port: 9,
-            })
+            };
+            udp_frame(&spec, host, dst)
         })
         .collect();
     write_pcap(&out.join("traffic.pcap"), &pkts)?;
-    std::fs::write(out.join("bench.toml"), config(routes, frames, seed, vrs))?;
+    std::fs::write(out.join("bench.toml"), config(&a))?;
     println!(
-        "wrote {}/table.txt ({routes} routes), traffic.pcap ({frames} frames), bench.toml ({vrs} VR{})",
+        "wrote {}/table.txt ({routes} {} routes), traffic.pcap ({frames} frames{}), bench.toml ({vrs} VR{})",
         out.display(),
+        if v6 { "IPv6" } else { "IPv4" },
+        vlan.map(|v| format!(", VLAN {v}")).unwrap_or_default(),
         if vrs == 1 { "" } else { "s" }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Gateway `g` (of [`GATEWAYS`]) behind port "out": 10.1.0.(2+g) or
+/// 2001:db8:1::(2+g).
+fn gateway(v6: bool, g: usize) -> IpAddr {
+    if v6 {
+        Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2 + g as u16).into()
+    } else {
+        Ipv4Addr::new(10, 1, 0, 2 + g as u8).into()
+    }
 }
 
 /// The bench config: `vrs` VRs, each with its own "in" and "out" memory
 /// port, the whole table and the whole pcap. One VR's ports are "in" and
 /// "out" and the router "bench" (what `scripts/bench-l3fwd.sh` expects);
 /// with more, the names are numbered.
-fn config(routes: usize, frames: usize, seed: u64, vrs: usize) -> String {
+fn config(a: &Args) -> String {
+    let Args {
+        routes,
+        frames,
+        seed,
+        vrs,
+        vlan,
+        ..
+    } = *a;
+    let v6 = a.family == crate::sweep::Family::Ipv6;
     let mut cfg = String::new();
+    let flags = format!(
+        "{}{}",
+        if v6 { " --family ipv6" } else { "" },
+        vlan.map(|v| format!(" --vlan {v}")).unwrap_or_default()
+    );
     let _ = writeln!(
         cfg,
-        "# Made by `vrhost workload --routes {routes} --frames {frames} --vrs {vrs} --seed {seed}`.\n\
-         # {vrs} VR(s), each with the whole table, forward 64-byte UDP from their port \"in\"\n\
+        "# Made by `vrhost workload --routes {routes} --frames {frames} --vrs {vrs} --seed {seed}{flags}`.\n\
+         # {vrs} VR(s), each with the whole table, forward minimum-size UDP from their port \"in\"\n\
          # to {GATEWAYS} gateways on their port \"out\"."
     );
     // One VR keeps the plain names; more are numbered.
@@ -339,18 +423,19 @@ fn config(routes: usize, frames: usize, seed: u64, vrs: usize) -> String {
              [[port]]\nname = \"out{n}\"\ndriver = \"memory\"\nmac = \"{OUT_MAC}\""
         );
     }
+    let vlan_line = vlan.map(|v| format!("  vlan = {v}\n")).unwrap_or_default();
     for n in &suffixes {
         let _ = writeln!(
             cfg,
             "\n[[router]]\nname = \"bench{n}\"\nroutes_file = \"table.txt\"\n\n\
-             \x20 [[router.interface]]\n  name = \"in0\"\n  port = \"in{n}\"\n  addresses = [\"10.0.0.1/24\"]\n\n\
-             \x20 [[router.interface]]\n  name = \"out0\"\n  port = \"out{n}\"\n  addresses = [\"10.1.0.1/24\"]"
+             \x20 [[router.interface]]\n  name = \"in0\"\n  port = \"in{n}\"\n{vlan_line}  addresses = [\"10.0.0.1/24\", \"2001:db8::1/64\"]\n\n\
+             \x20 [[router.interface]]\n  name = \"out0\"\n  port = \"out{n}\"\n{vlan_line}  addresses = [\"10.1.0.1/24\", \"2001:db8:1::1/64\"]"
         );
         for g in 0..GATEWAYS {
             let _ = writeln!(
                 cfg,
-                "\n  [[router.neighbor]]\n  address = \"10.1.0.{}\"\n  mac = \"02:00:00:00:02:{:02x}\"",
-                2 + g,
+                "\n  [[router.neighbor]]\n  address = \"{}\"\n  mac = \"02:00:00:00:02:{:02x}\"",
+                gateway(v6, g),
                 2 + g
             );
         }

@@ -284,6 +284,38 @@ fn workload_then_bench_reports_throughput_as_json() {
     }
 }
 
+/// `workload --family ipv6 --vlan 10`: an IPv6 table inside 2000::/3 with
+/// IPv6 gateways, tagged 62-byte frames, and a config whose interfaces sit
+/// on VLAN 10; `bench` forwards all of it. `--vlan` out of range is refused.
+#[test]
+fn ipv6_tagged_workload_forwards_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, _, stderr) = run(
+        &[
+            "workload", "--routes", "500", "--frames", "2048", "--family", "ipv6", "--vlan", "10",
+            "--out", "w",
+        ],
+        dir.path(),
+    );
+    assert!(ok, "{stderr}");
+    let table = std::fs::read_to_string(dir.path().join("w/table.txt")).unwrap();
+    assert_eq!(table.lines().count(), 500);
+    for line in table.lines() {
+        let (prefix, via) = line.split_once(' ').unwrap();
+        assert!(prefix.starts_with('2') || prefix.starts_with('3'), "{line}");
+        assert!(via.starts_with("2001:db8:1::"), "{line}");
+    }
+    let cfg = std::fs::read_to_string(dir.path().join("w/bench.toml")).unwrap();
+    assert_eq!(cfg.matches("vlan = 10").count(), 2, "{cfg}");
+    let v = bench_forwards_everything(dir.path(), &[]);
+    assert!(v["tx_pps"].as_f64().unwrap() > 0.0);
+    let (ok, _, stderr) = run(
+        &["workload", "--routes", "10", "--vlan", "4095", "--out", "x"],
+        dir.path(),
+    );
+    assert!(!ok && stderr.contains("--vlan"), "{stderr}");
+}
+
 /// Runs `bench --json` for 0.3 s on `w/bench.toml` under `dir` (with
 /// `extra` arguments) and returns its measurement, after checking that
 /// everything received was sent: every destination of a workload is inside
