@@ -58,7 +58,7 @@ static MARTIAN_OCTET: [bool; 256] = {
 };
 
 /// `route` is the FIB's answer for the destination when the burst's batch
-/// lookup already has it ([`crate::worker::Staged::route`]).
+/// lookup already has it (`Worker::routes`).
 #[inline]
 pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: Option<Option<NextHopId>>) -> Next {
     let l3_off = m.l3_off as usize;
