@@ -166,7 +166,7 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
                 IpAddr::V4(a) => Prefix4::new(a, l).ok(),
                 IpAddr::V6(_) => None,
             })
-            .map(|p| (p, via.clone()))
+            .map(|p| (p, via))
             .collect();
         let v6 = t
             .iter()
@@ -174,7 +174,7 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
                 IpAddr::V6(a) => Prefix6::new(a, l).ok(),
                 IpAddr::V4(_) => None,
             })
-            .map(|p| (p, via.clone()))
+            .map(|p| (p, via))
             .collect();
         (v4, v6)
     };
