@@ -40,39 +40,15 @@ use crate::worker::{NextHop, Vr};
 /// full stages.
 ///
 /// Untagged (`l3_off` 14) and 802.1Q-tagged (18) frames both qualify; each
-/// has its own out-of-line copy ([`v4_known`], the one the plain burst
-/// calls), with its header offsets constant.
+/// has its own out-of-line copy ([`v4_at`], which the plain burst calls
+/// directly), with its header offsets constant.
 #[inline]
 pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16> {
     match m.l3_off {
-        14 => v4_known::<14>(ctx, vr, m, id),
-        18 => v4_known::<18>(ctx, vr, m, id),
+        14 => v4_at::<14>(ctx, vr, m, id),
+        18 => v4_at::<18>(ctx, vr, m, id),
         _ => None,
     }
-}
-
-/// [`v4_at`] kept out of line, for a caller that knows `L2`: the plain
-/// burst's loop. (Inlined into that loop, the fast path cost ~45 more
-/// instructions per packet, callgrind.)
-#[inline(never)]
-pub(crate) fn v4_known<const L2: usize>(
-    ctx: &mut Ctx<'_>,
-    vr: &mut Vr,
-    m: &mut Mbuf,
-    id: NextHopId,
-) -> Option<u16> {
-    v4_at::<L2>(ctx, vr, m, id)
-}
-
-/// [`v6_at`] kept out of line, as [`v4_known`].
-#[inline(never)]
-pub(crate) fn v6_known<const L2: usize>(
-    ctx: &mut Ctx<'_>,
-    vr: &mut Vr,
-    m: &mut Mbuf,
-    id: NextHopId,
-) -> Option<u16> {
-    v6_at::<L2>(ctx, vr, m, id)
 }
 
 /// [`v4`] for a frame whose IPv4 header starts `L2` bytes in: 14
@@ -82,7 +58,10 @@ pub(crate) fn v6_known<const L2: usize>(
 /// frame shorter than that takes the full stages; no minimum-size frame
 /// is); the L2 header is written in place or by [`retag`]. Everything is written only
 /// once every check has passed.
-#[inline(always)]
+///
+/// Out of line: inlined into the plain burst's loop, the fast path cost ~45
+/// more instructions per packet (callgrind).
+#[inline(never)]
 pub(crate) fn v4_at<const L2: usize>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
@@ -152,14 +131,15 @@ pub(crate) fn v4_at<const L2: usize>(
 #[inline]
 pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16> {
     match m.l3_off {
-        14 => v6_known::<14>(ctx, vr, m, id),
-        18 => v6_known::<18>(ctx, vr, m, id),
+        14 => v6_at::<14>(ctx, vr, m, id),
+        18 => v6_at::<18>(ctx, vr, m, id),
         _ => None,
     }
 }
 
-/// [`v6`] for a frame whose IPv6 header starts `L2` bytes in.
-#[inline(always)]
+/// [`v6`] for a frame whose IPv6 header starts `L2` bytes in; out of line,
+/// as [`v4_at`].
+#[inline(never)]
 pub(crate) fn v6_at<const L2: usize>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,

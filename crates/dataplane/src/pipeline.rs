@@ -227,7 +227,7 @@ impl Worker {
             A::stages(&mut ctx, v, m, route);
         }
         for (m, &route) in rest {
-            forward::<A>(&mut ctx, v, self.fast_path, m, route);
+            forward::<A, L2>(&mut ctx, v, self.fast_path, m, route);
         }
         if fair_share {
             let t = fair.now();
@@ -501,9 +501,8 @@ trait Family: Copy {
         out: &mut [Option<NextHopId>],
         prefetch: Option<vrhost_fib::Prefetch>,
     );
-    /// The fast path ([`fast::v4`], [`fast::v6`]).
-    fn fast(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16>;
-    /// The fast path for a frame whose L3 header is `L2` bytes in.
+    /// The fast path ([`fast::v4_at`], [`fast::v6_at`]) for a frame whose
+    /// L3 header is `L2` bytes in.
     fn fast_at<const L2: usize>(
         ctx: &mut Ctx<'_>,
         vr: &mut Vr,
@@ -540,18 +539,13 @@ impl Family for Ipv4Addr {
     }
 
     #[inline(always)]
-    fn fast(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16> {
-        fast::v4(ctx, vr, m, id)
-    }
-
-    #[inline(always)]
     fn fast_at<const L2: usize>(
         ctx: &mut Ctx<'_>,
         vr: &mut Vr,
         m: &mut Mbuf,
         id: NextHopId,
     ) -> Option<u16> {
-        fast::v4_known::<L2>(ctx, vr, m, id)
+        fast::v4_at::<L2>(ctx, vr, m, id)
     }
 
     #[inline]
@@ -586,18 +580,13 @@ impl Family for Ipv6Addr {
     }
 
     #[inline(always)]
-    fn fast(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16> {
-        fast::v6(ctx, vr, m, id)
-    }
-
-    #[inline(always)]
     fn fast_at<const L2: usize>(
         ctx: &mut Ctx<'_>,
         vr: &mut Vr,
         m: &mut Mbuf,
         id: NextHopId,
     ) -> Option<u16> {
-        fast::v6_known::<L2>(ctx, vr, m, id)
+        fast::v6_at::<L2>(ctx, vr, m, id)
     }
 
     /// IPv6 input looks the destination up itself.
@@ -640,7 +629,7 @@ fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Ne
 /// A frame of `vr` of the family of `A` whose FIB answer is `route`: the
 /// fast path when it is on and takes the frame, else the full stages.
 #[inline(always)]
-fn forward<A: Family>(
+fn forward<A: Family, const L2: usize>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     fast_path: bool,
@@ -648,7 +637,7 @@ fn forward<A: Family>(
     route: Option<NextHopId>,
 ) {
     if let (true, Some(id)) = (fast_path, route) {
-        if A::fast(ctx, vr, &mut m, id).is_some() {
+        if A::fast_at::<L2>(ctx, vr, &mut m, id).is_some() {
             return ctx.push_tx(m);
         }
     }

@@ -159,23 +159,15 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
     };
     let (_, gw) = host_and_gateway(w.family);
     let via = RouteTarget::Via(gw);
-    let routes = |t: &[Route]| -> (Vec<_>, Vec<_>) {
-        let v4 = t
-            .iter()
-            .filter_map(|&(a, l)| match a {
-                IpAddr::V4(a) => Prefix4::new(a, l).ok(),
-                IpAddr::V6(_) => None,
-            })
-            .map(|p| (p, via))
-            .collect();
-        let v6 = t
-            .iter()
-            .filter_map(|&(a, l)| match a {
-                IpAddr::V6(a) => Prefix6::new(a, l).ok(),
-                IpAddr::V4(_) => None,
-            })
-            .map(|p| (p, via))
-            .collect();
+    // Each VR's table split by family.
+    let routes = |t: &[Route]| {
+        let (mut v4, mut v6) = (Vec::new(), Vec::new());
+        for &(a, l) in t {
+            match a {
+                IpAddr::V4(a) => v4.extend(Prefix4::new(a, l).ok().map(|p| (p, via))),
+                IpAddr::V6(a) => v6.extend(Prefix6::new(a, l).ok().map(|p| (p, via))),
+            }
+        }
         (v4, v6)
     };
     let per_vr: Vec<(Vec<_>, Vec<_>)> = if w.one_vr {
