@@ -65,7 +65,7 @@ pkg-config --exists libdpdk || die "libdpdk-dev is not installed (apt-get instal
 [ -d "$SRC/l3fwd" ] || die "$SRC/l3fwd missing (apt-get install dpdk-doc)"
 if [ ! -x "$VRHOST" ]; then
     log "building vrhost"
-    (cd "$ROOT" && cargo build --release -p vrhost >&2)
+    (cd "$ROOT" && cargo build --release -p vrhost -p vrhost-tools >&2)
 fi
 
 mkdir -p "$WORK"

@@ -84,7 +84,7 @@ for t in ip ethtool taskset awk pgrep; do
 done
 if [ -z "${VRHOST:-}" ]; then
   VRHOST=target/release/vrhost
-  [ -x "$VRHOST" ] || cargo build --release -p vrhost >&2
+  [ -x "$VRHOST" ] || cargo build --release -p vrhost -p vrhost-tools >&2
 fi
 VRHOST=$(realpath "$VRHOST")
 

@@ -1,25 +1,17 @@
 //! `vrhost`: many isolated virtual routers on one shared user-space data plane.
 //!
-//! This binary is the command line only; the work lives in the library crates.
+//! This binary parses the command line and dispatches: the router is
+//! `vrhost_daemon`, and the measurement and lab tools are the separate
+//! `vrhost-tools` binary (`vrhost_tools`), which `vrhost TOOL ...` runs.
 
-mod bench;
-mod cplane;
-mod demo;
-mod fairness;
-mod lab;
-mod mgmt;
 mod replay;
-mod report;
-mod route_bench;
-mod runtime;
-mod sweep;
-mod tools_cli;
-mod workload;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use vrhost_daemon::runtime;
 
 #[derive(Parser)]
 #[command(
@@ -61,160 +53,59 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Forward from memory ports for N seconds and print throughput.
-    Bench {
-        /// Config file (TOML) whose ports are memory ports. Without it, --vrs
-        /// builds the synthetic multi-VR workload.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// How long to measure each point.
-        #[arg(long, default_value_t = 5.0)]
-        seconds: f64,
-        /// Print one JSON object per measurement.
-        #[arg(long)]
-        json: bool,
-        /// Worker counts to measure (comma-separated); default: the config's.
-        #[arg(long, value_delimiter = ',')]
-        workers: Vec<usize>,
-        /// Synthetic workload: numbers of VRs sharing the traffic (comma-separated).
-        #[arg(long, value_delimiter = ',')]
-        vrs: Vec<usize>,
-        /// Synthetic workload: routes in each VR's table.
-        #[arg(long, default_value_t = 1000)]
-        routes_per_vr: usize,
-        /// Synthetic workload: tag the frames with a VLAN even for one VR
-        /// (several VRs always get one VLAN each).
-        #[arg(long)]
-        tagged: bool,
-        /// Synthetic workload, the baseline: the same routes and frames
-        /// (untagged unless --tagged), all in one VR.
-        #[arg(long)]
-        one_vr: bool,
-        /// Synthetic workload: the family of the tables and frames.
-        #[arg(long, value_enum, default_value = "ipv4")]
-        family: sweep::Family,
-        /// Core mappings to measure (comma-separated): rtc, pipeline.
-        #[arg(long, value_enum, value_delimiter = ',', default_value = "rtc")]
-        mode: Vec<runtime::Mode>,
-        /// Also write the measurements as CSV.
-        #[arg(long)]
-        csv: Option<PathBuf>,
-        /// Also draw SVG plots into this directory.
-        #[arg(long)]
-        plots: Option<PathBuf>,
-        /// Per-VR cost accounting and fair sharing (on, as `vrhost run` does; off to measure its cost).
-        #[arg(long, value_enum, default_value = "on")]
-        fair_share: OnOff,
-        /// The IPv4 and IPv6 fast path for plain forwards (on; off sends every frame
-        /// through the full stages, to measure what it buys).
-        #[arg(long, value_enum, default_value = "on")]
-        fast_path: OnOff,
-        /// Prefetch in batch FIB lookups: auto (when the VRs' IPv4 tables
-        /// hold 100,000 routes or more together, as `vrhost run` does), on
-        /// (always) or off.
-        #[arg(long, value_enum, default_value = "auto")]
-        prefetch: bench::Prefetch,
-    },
-    /// Route-update throughput: bulk load through the API, and churn while forwarding.
-    BenchRoutes(route_bench::Args),
     /// Manage a running vrhost through its API (docs/api.md).
     Ctl(vrhost_api::CtlArgs),
     /// Print a new random API token and the SHA-256 to put in the config.
     Token,
-    /// Overload scenarios between two VRs: fair share, weights, slow-path floods (docs/isolation.md).
-    Fairness(fairness::Args),
-    /// Report the memory an idle VR costs (resident bytes per VR, for N VRs).
-    VrMemory {
-        /// How many idle VRs to create.
-        #[arg(long, default_value_t = 1000)]
-        vrs: usize,
-    },
-    /// The embedded default: several VRs on in-memory ports, live per-VR stats.
-    Demo {
-        /// How long to run.
-        #[arg(long, default_value_t = 5)]
-        seconds: u64,
-        /// Routes per VR.
-        #[arg(long, default_value_t = 10_000)]
-        routes: usize,
-    },
-    /// Build (up) or remove (down) a lab of host namespaces wired to vrhost by veth pairs.
-    Lab {
-        /// up | down
-        action: String,
-        /// Lab spec (TOML); see docs/lab.md.
-        spec: PathBuf,
-    },
-    /// Send traffic on a real port (pfsend-like): synthetic UDP or a pcap, flat out or at a rate.
-    Gen(tools_cli::GenArgs),
-    /// Receive and count on a real port (pfcount-like): pps and bps every second, then totals.
-    Count(tools_cli::CountArgs),
     /// List every drop reason with its counter name and rule.
     DropReasons {
         /// Print the Markdown table of docs/drop-reasons.md.
         #[arg(long)]
         markdown: bool,
     },
-    /// Make a synthetic benchmark workload: an Internet-like table, a pcap of
-    /// 64-byte UDP frames to random destinations inside it, and a bench config.
-    Workload(workload::Args),
+    /// Forward from memory ports for N seconds and print throughput (vrhost-tools).
+    #[command(disable_help_flag = true)]
+    Bench(ToolArgs),
+    /// Route-update throughput: bulk load through the API, and churn while forwarding (vrhost-tools).
+    #[command(disable_help_flag = true)]
+    BenchRoutes(ToolArgs),
+    /// Overload scenarios between two VRs: fair share, weights, slow-path floods (vrhost-tools).
+    #[command(disable_help_flag = true)]
+    Fairness(ToolArgs),
+    /// Report the memory an idle VR costs (vrhost-tools).
+    #[command(disable_help_flag = true)]
+    VrMemory(ToolArgs),
+    /// The embedded default: several VRs on in-memory ports, live per-VR stats (vrhost-tools).
+    #[command(disable_help_flag = true)]
+    Demo(ToolArgs),
+    /// Build (up) or remove (down) a lab of host namespaces wired to vrhost by veth pairs (vrhost-tools).
+    #[command(disable_help_flag = true)]
+    Lab(ToolArgs),
+    /// Send traffic on a real port, pfsend-like (vrhost-tools).
+    #[command(disable_help_flag = true)]
+    Gen(ToolArgs),
+    /// Receive and count on a real port, pfcount-like (vrhost-tools).
+    #[command(disable_help_flag = true)]
+    Count(ToolArgs),
+    /// Make a synthetic benchmark workload: table, pcap and bench config (vrhost-tools).
+    #[command(disable_help_flag = true)]
+    Workload(ToolArgs),
 }
 
-/// A switch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-enum OnOff {
-    On,
-    Off,
+/// Everything after a tool's name, handed to `vrhost-tools` as it is.
+#[derive(clap::Args)]
+struct ToolArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<OsString>,
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("VRHOST_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    vrhost_daemon::init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Check { config } => check(&config),
         Command::Replay { config, json } => replay::run(&config, json),
-        Command::Bench {
-            config,
-            seconds,
-            json,
-            workers,
-            vrs,
-            routes_per_vr,
-            tagged,
-            one_vr,
-            family,
-            mode,
-            csv,
-            plots,
-            fair_share,
-            fast_path,
-            prefetch,
-        } => bench::run(bench::Args {
-            config,
-            seconds,
-            json,
-            workers,
-            vrs,
-            routes_per_vr,
-            tagged,
-            one_vr,
-            family,
-            modes: mode,
-            csv,
-            plots,
-            fair_share: fair_share == OnOff::On,
-            fast_path: fast_path == OnOff::On,
-            prefetch_min_routes: prefetch.min_routes(),
-        }),
-        Command::Fairness(a) => fairness::run(a),
         Command::Ctl(a) => vrhost_api::ctl_main(a),
-        Command::BenchRoutes(a) => route_bench::run(a),
         Command::Token => {
             let t = vrhost_api::generate_token();
             println!("token:  {t}");
@@ -226,20 +117,16 @@ fn main() -> ExitCode {
             config,
             stats_interval,
             mode,
-        } => runtime::run_foreground(&config, stats_interval, mode),
-        Command::VrMemory { vrs } => sweep::idle_vr_bytes(vrs.max(1)).map(|b| {
-            println!(
-                "{:.0} bytes of resident memory per idle VR ({} VRs, one worker)",
-                b,
-                vrs.max(1)
-            );
-            ExitCode::SUCCESS
-        }),
-        Command::Demo { seconds, routes } => demo::run(seconds, routes),
-        Command::Workload(a) => workload::run(a),
-        Command::Lab { action, spec } => lab::run(&action, &spec),
-        Command::Gen(a) => tools_cli::gen(a),
-        Command::Count(a) => tools_cli::count(a),
+        } => vrhost_daemon::run_foreground(&config, stats_interval, mode),
+        Command::Bench(a) => tool("bench", a),
+        Command::BenchRoutes(a) => tool("bench-routes", a),
+        Command::Fairness(a) => tool("fairness", a),
+        Command::VrMemory(a) => tool("vr-memory", a),
+        Command::Demo(a) => tool("demo", a),
+        Command::Lab(a) => tool("lab", a),
+        Command::Gen(a) => tool("gen", a),
+        Command::Count(a) => tool("count", a),
+        Command::Workload(a) => tool("workload", a),
         Command::DropReasons { markdown } => {
             print!("{}", drop_reasons(markdown));
             Ok(ExitCode::SUCCESS)
@@ -254,22 +141,34 @@ fn main() -> ExitCode {
     }
 }
 
-/// Loads a config, or prints every error with its key and returns `None`.
-pub(crate) fn load_config(path: &std::path::Path) -> Option<vrhost_control::Config> {
-    match vrhost_control::Config::load(path) {
-        Ok(cfg) => Some(cfg),
-        Err(errors) => {
-            eprintln!("{}: invalid config", path.display());
-            for e in &errors.0 {
-                eprintln!("  {e}");
-            }
-            None
-        }
-    }
+/// The tools binary: `vrhost-tools` beside this executable, else on `PATH`.
+fn tools_binary() -> PathBuf {
+    const NAME: &str = "vrhost-tools";
+    std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name(NAME))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(NAME))
+}
+
+/// Runs `vrhost-tools NAME ARGS...` in place of this process (its exit
+/// status is ours); returns only if it cannot start.
+fn tool(name: &str, a: ToolArgs) -> anyhow::Result<ExitCode> {
+    use std::os::unix::process::CommandExt as _;
+    let bin = tools_binary();
+    let err = std::process::Command::new(&bin)
+        .arg(name)
+        .args(a.args)
+        .exec();
+    anyhow::bail!(
+        "`vrhost {name}` is in the vrhost-tools binary, which could not run ({}: {err}); \
+         build it with `cargo build --release -p vrhost-tools` (it belongs beside vrhost)",
+        bin.display()
+    )
 }
 
 fn check(path: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let Some(cfg) = load_config(path) else {
+    let Some(cfg) = vrhost_daemon::load_config(path) else {
         return Ok(ExitCode::FAILURE);
     };
     let routes: usize = cfg.routers.iter().map(|r| r.routes.len()).sum();

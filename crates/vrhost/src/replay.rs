@@ -17,21 +17,21 @@ use vrhost_io::{PcapFrames, PcapSink};
 
 /// Runs a replay of `path`'s config and prints the counters.
 pub fn run(path: &Path, json: bool) -> Result<ExitCode> {
-    let Some(cfg) = crate::load_config(path) else {
+    let Some(cfg) = vrhost_daemon::load_config(path) else {
         return Ok(std::process::ExitCode::FAILURE);
     };
     let engine = replay(&cfg)?;
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&crate::report::json(&crate::report::Source::Engine(
-                &engine
-            )))?
+            serde_json::to_string_pretty(&vrhost_daemon::report::json(
+                &vrhost_daemon::report::Source::Engine(&engine)
+            ))?
         );
     } else {
         print!(
             "{}",
-            crate::report::table(&crate::report::Source::Engine(&engine))
+            vrhost_daemon::report::table(&vrhost_daemon::report::Source::Engine(&engine))
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -24,7 +24,7 @@ use vrhost_api::types::{BulkRoutes, Prefix, Route};
 use vrhost_dataplane::{RouteHop, RouteTarget};
 use vrhost_fib::Prefix4;
 
-use crate::runtime::{lock, Mode, Runtime};
+use vrhost_daemon::runtime::{lock, Mode, Runtime};
 
 /// What `vrhost bench-routes` was asked.
 #[derive(clap::Args, Debug)]
@@ -54,7 +54,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     if a.routes == 0 {
         bail!("--routes must be at least 1");
     }
-    let Some(mut cfg) = crate::load_config(&a.config) else {
+    let Some(mut cfg) = vrhost_daemon::load_config(&a.config) else {
         return Ok(ExitCode::FAILURE);
     };
     if cfg.routers.len() != 1 {
@@ -77,7 +77,8 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let cores = crate::bench::cores_for(1, &cfg.dataplane.workers);
     let rt = Runtime::from_config(&cfg, &cores, Mode::Rtc)?;
     let running = rt.start();
-    let api = crate::mgmt::start(&cfg, &a.config, &running)?.context("API did not start")?;
+    let api = vrhost_daemon::api_backend::start(&cfg, &a.config, &running)?
+        .context("API did not start")?;
     let client =
         vrhost_api::Client::unix(api.socket(), Some(token)).with_timeout(Duration::from_secs(600));
     let vr = cfg.routers[0].name.clone();

@@ -35,8 +35,8 @@ use vrhost_fib::Prefix4;
 use vrhost_io::{MemoryPort, PacedPort, Port};
 use vrhost_wire::ethernet::EthernetAddress;
 
-use crate::runtime::{Mode, PortQueues, Runtime, TxQueue};
 use crate::workload::{self, FrameSpec};
+use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
 
 /// What `vrhost fairness` was asked.
 #[derive(clap::Args, Debug)]

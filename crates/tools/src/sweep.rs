@@ -28,8 +28,8 @@ use vrhost_fib::{Prefix4, Prefix6};
 use vrhost_io::{MemoryPort, Port};
 use vrhost_wire::ethernet::EthernetAddress;
 
-use crate::runtime::{Mode, PortQueues, Runtime, TxQueue};
 use crate::workload::{self, FrameSpec};
+use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
 
 const IN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
 const OUT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0x01, 0x01]);

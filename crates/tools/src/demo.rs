@@ -20,8 +20,8 @@ use vrhost_io::MemoryPort;
 use vrhost_wire::checksum;
 use vrhost_wire::ethernet::EthernetAddress;
 
-use crate::runtime::{Mode, PortQueues, Runtime, TxQueue};
 use crate::workload::{self, FrameSpec};
+use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
 
 /// (name, VLAN, share of the offered traffic in percent)
 const TENANTS: &[(&str, u16, u32)] = &[("red", 10, 50), ("blue", 20, 30), ("green", 30, 20)];
@@ -215,7 +215,7 @@ pub fn run(seconds: u64, routes: usize) -> Result<ExitCode> {
     println!("\nsummary after {:.1} s:", start.elapsed().as_secs_f64());
     print!(
         "{}",
-        crate::report::table(&crate::report::Source::Running(&running))
+        vrhost_daemon::report::table(&vrhost_daemon::report::Source::Running(&running))
     );
     running.stop();
     Ok(ExitCode::SUCCESS)

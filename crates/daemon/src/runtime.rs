@@ -69,7 +69,7 @@ pub struct Plan {
     /// Per port, the index into `queues` this worker transmits with.
     pub tx: Vec<usize>,
     /// This worker's queue of every TAP mirror (VRs with a control plane).
-    pub taps: Vec<crate::cplane::TapQueue>,
+    pub taps: Vec<crate::taps::TapQueue>,
 }
 
 /// Workers ready to start.
@@ -108,7 +108,7 @@ pub struct WorkerReport {
     /// without a clock).
     pub charged: Vec<u64>,
     /// Punts and TAP traffic of the control planes.
-    pub cp: crate::cplane::CpStats,
+    pub cp: crate::taps::CpStats,
 }
 
 /// Started workers.
@@ -351,10 +351,10 @@ impl Runtime {
         let shared = self.control.shared().clone();
         let n = self.plans.len();
         let mirrors =
-            crate::cplane::mirror_all(cfg, shared.ifaces(), |vr| shared.vr_ifaces(vr).to_vec(), n)?;
+            crate::taps::mirror_all(cfg, shared.ifaces(), |vr| shared.vr_ifaces(vr).to_vec(), n)?;
         for (iface, queues) in mirrors.ifaces {
             for (plan, port) in self.plans.iter_mut().zip(queues) {
-                plan.taps.push(crate::cplane::TapQueue { iface, port });
+                plan.taps.push(crate::taps::TapQueue { iface, port });
             }
         }
         Ok(())
@@ -547,7 +547,7 @@ fn run_to_completion(
     let mut tx = TxBatch::new(plan.tx.len());
     let mut idle_polls = 0u32;
     let counters = w.counters();
-    let mut taps = crate::cplane::WorkerTaps::new(std::mem::take(&mut plan.taps));
+    let mut taps = crate::taps::WorkerTaps::new(std::mem::take(&mut plan.taps));
     while !stop.load(Ordering::Relaxed) {
         let now = start.elapsed().as_nanos() as u64;
         let mut got = 0;
@@ -658,7 +658,7 @@ fn forward_thread(
     start_clock(&mut w, clock);
     let start = Instant::now();
     let mut tx = TxBatch::new(tx_ports.len());
-    let mut cp = crate::cplane::CpStats::default();
+    let mut cp = crate::taps::CpStats::default();
     while !stop.load(Ordering::Relaxed) {
         let now = start.elapsed().as_nanos() as u64;
         match from_rx.try_recv() {
@@ -692,92 +692,6 @@ fn forward_thread(
 
 /// Pipeline mode has no control-plane mirrors: punted packets are counted
 /// and recycled.
-fn discard_punted(w: &mut Worker, cp: &mut crate::cplane::CpStats) {
+fn discard_punted(w: &mut Worker, cp: &mut crate::taps::CpStats) {
     w.drain_all_punted(|_, _| cp.punt_discarded += 1);
-}
-
-/// Routes' worth of FIB groups `vrhost run` may rebuild every 100 ms in
-/// tables whose routes stopped changing. With this budget the garbage of an
-/// incrementally grown 1M-route IPv4 table goes in 20 ticks of at most
-/// 2 ms of control-lock time each; one busy IPv6 /8 (a single group) can
-/// take about 20 ms (`docs/fib.md`, "Compaction").
-const COMPACT_ROUTES_PER_TICK: usize = 50_000;
-
-/// `vrhost run`: forward until SIGINT or SIGTERM.
-pub fn run_foreground(
-    path: &std::path::Path,
-    stats_interval: u64,
-    mode: Mode,
-) -> Result<std::process::ExitCode> {
-    let Some(cfg) = crate::load_config(path) else {
-        return Ok(std::process::ExitCode::FAILURE);
-    };
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-        .context("installing the signal handler")?;
-    let rt = Runtime::from_config(&cfg, &cfg.dataplane.workers, mode)?;
-    for a in &rt.assignment {
-        tracing::info!(
-            port = a.port,
-            queue = a.queue,
-            worker = a.worker,
-            core = a.core,
-            "rx queue"
-        );
-    }
-    let running = rt.start();
-    let _api = crate::mgmt::start(&cfg, path, &running)?;
-    // Routes and addresses from the tenants' namespaces and FPM streams.
-    let planes = crate::cplane::start(&cfg, &running.control)?;
-    tracing::info!(
-        ports = cfg.ports.len(),
-        routers = cfg.routers.len(),
-        "running; SIGINT or SIGTERM stops"
-    );
-    let mut last = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        // Tables fed route by route shrink to their bulk-loaded size once
-        // their feed pauses, a few /8 groups per tick.
-        let compacted = lock(&running.control).compact_quiet_fibs(COMPACT_ROUTES_PER_TICK);
-        if compacted > 0 {
-            tracing::debug!(routes = compacted, "FIB groups compacted");
-        }
-        if stats_interval > 0 && last.elapsed().as_secs() >= stats_interval {
-            last = Instant::now();
-            println!(
-                "{}",
-                crate::report::table(&crate::report::Source::Running(&running))
-            );
-        }
-    }
-    tracing::info!("stopping");
-    println!(
-        "{}",
-        crate::report::table(&crate::report::Source::Running(&running))
-    );
-    let names: Vec<String> = (0..running.shared.port_count())
-        .map(|p| running.shared.port_name(p).to_string())
-        .collect();
-    drop(planes);
-    let reports = running.stop_with_reports();
-    let mut cp = crate::cplane::CpStats::default();
-    for r in &reports {
-        cp.add(&r.cp);
-    }
-    if cfg.routers.iter().any(|r| r.control.is_some()) || cp.punt_discarded > 0 {
-        println!(
-            "control planes: {} punted to TAPs, {} punts discarded (no control plane), {} TAP writes failed, \
-             {} injected from TAPs, {} duplicate ARP/NA answers dropped, {} bad frames from TAPs",
-            cp.to_tap, cp.punt_discarded, cp.tap_write_failed, cp.injected, cp.duplicate_answers, cp.bad_from_tap
-        );
-    }
-    let stats: Vec<(u16, PortStats)> = reports.into_iter().flat_map(|r| r.queues).collect();
-    println!("driver receive queues (port, received, dropped by the ring):");
-    for (p, st) in stats {
-        let name = names.get(p as usize).map_or("?", String::as_str);
-        println!("  {name:<16} {:>12} {:>12}", st.rx_packets, st.dropped);
-    }
-    Ok(std::process::ExitCode::SUCCESS)
 }

@@ -10,32 +10,77 @@ use anyhow::{bail, Result};
 use serde_json::json;
 use vrhost_control::Driver;
 
-use crate::runtime::{Mode, Running, Runtime};
 use crate::sweep;
+use vrhost_daemon::runtime::{Mode, Running, Runtime};
 
-/// What `vrhost bench` was asked.
+/// `vrhost bench`: forward from memory ports for N seconds and print throughput.
+#[derive(clap::Args, Debug)]
 pub struct Args {
+    /// Config file (TOML) whose ports are memory ports. Without it, --vrs
+    /// builds the synthetic multi-VR workload.
+    #[arg(long)]
     pub config: Option<PathBuf>,
+    /// How long to measure each point.
+    #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
+    /// Print one JSON object per measurement.
+    #[arg(long)]
     pub json: bool,
+    /// Worker counts to measure (comma-separated); default: the config's.
+    #[arg(long, value_delimiter = ',')]
     pub workers: Vec<usize>,
+    /// Synthetic workload: numbers of VRs sharing the traffic (comma-separated).
+    #[arg(long, value_delimiter = ',')]
     pub vrs: Vec<usize>,
+    /// Synthetic workload: routes in each VR's table.
+    #[arg(long, default_value_t = 1000)]
     pub routes_per_vr: usize,
-    /// Synthetic workload: tag the frames of one VR too.
+    /// Synthetic workload: tag the frames with a VLAN even for one VR
+    /// (several VRs always get one VLAN each).
+    #[arg(long)]
     pub tagged: bool,
-    /// Synthetic workload: the baseline, every VR's routes and frames in one VR.
+    /// Synthetic workload, the baseline: the same routes and frames
+    /// (untagged unless --tagged), all in one VR.
+    #[arg(long)]
     pub one_vr: bool,
-    /// Synthetic workload: the family of tables and frames.
+    /// Synthetic workload: the family of the tables and frames.
+    #[arg(long, value_enum, default_value = "ipv4")]
     pub family: sweep::Family,
+    /// Core mappings to measure (comma-separated): rtc, pipeline.
+    #[arg(
+        long = "mode",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "rtc"
+    )]
     pub modes: Vec<Mode>,
+    /// Also write the measurements as CSV.
+    #[arg(long)]
     pub csv: Option<PathBuf>,
+    /// Also draw SVG plots into this directory.
+    #[arg(long)]
     pub plots: Option<PathBuf>,
-    /// Measure per-VR cost and enforce fair shares (the default, as `run` does).
-    pub fair_share: bool,
-    /// Let plain IPv4 forwards take the fast path (the default).
-    pub fast_path: bool,
-    /// [`crate::runtime::Runtime::prefetch_min_routes`].
-    pub prefetch_min_routes: Option<usize>,
+    /// Per-VR cost accounting and fair sharing (on, as `vrhost run` does; off to measure its cost).
+    #[arg(long, value_enum, default_value = "on")]
+    pub fair_share: OnOff,
+    /// The IPv4 and IPv6 fast path for plain forwards (on; off sends every frame
+    /// through the full stages, to measure what it buys).
+    #[arg(long, value_enum, default_value = "on")]
+    pub fast_path: OnOff,
+    /// Prefetch in batch FIB lookups: auto (when the VRs' IPv4 tables
+    /// hold 100,000 routes or more together, as `vrhost run` does), on
+    /// (always) or off.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub prefetch: Prefetch,
+}
+
+/// A switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    /// On.
+    On,
+    /// Off.
+    Off,
 }
 
 /// `vrhost bench --prefetch`.
@@ -81,7 +126,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut rows = Vec::new();
     match &a.config {
         Some(path) => {
-            let Some(cfg) = crate::load_config(path) else {
+            let Some(cfg) = vrhost_daemon::load_config(path) else {
                 return Ok(std::process::ExitCode::FAILURE);
             };
             for p in &cfg.ports {
@@ -108,9 +153,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
                     }
                     let cores = cores_for(threads, &cfg.dataplane.workers);
                     let mut rt = Runtime::from_config(&cfg, &cores, mode)?;
-                    rt.fair_share = a.fair_share;
-                    rt.fast_path = a.fast_path;
-                    rt.prefetch_min_routes = a.prefetch_min_routes;
+                    rt.fair_share = a.fair_share == OnOff::On;
+                    rt.fast_path = a.fast_path == OnOff::On;
+                    rt.prefetch_min_routes = a.prefetch.min_routes();
                     rows.push(measure(
                         rt.start(),
                         span,
@@ -144,9 +189,9 @@ pub fn run(a: Args) -> Result<ExitCode> {
                             family: a.family,
                         };
                         let mut rt = sweep::runtime(&shape, n, &cores, mode)?;
-                        rt.fair_share = a.fair_share;
-                        rt.fast_path = a.fast_path;
-                        rt.prefetch_min_routes = a.prefetch_min_routes;
+                        rt.fair_share = a.fair_share == OnOff::On;
+                        rt.fast_path = a.fast_path == OnOff::On;
+                        rt.prefetch_min_routes = a.prefetch.min_routes();
                         let mut row = measure(rt.start(), span, n, vrs, mode, &cores);
                         row["tagged"] = json!(a.tagged || (vrs > 1 && !a.one_vr));
                         row["one_vr"] = json!(a.one_vr);

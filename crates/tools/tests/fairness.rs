@@ -9,7 +9,7 @@
 
 use std::process::Command;
 
-const VRHOST: &str = env!("CARGO_BIN_EXE_vrhost");
+const VRHOST: &str = env!("CARGO_BIN_EXE_vrhost-tools");
 
 /// Runs `vrhost fairness` once, returning its JSON report and whether it
 /// exited successfully.

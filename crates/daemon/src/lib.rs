@@ -1,0 +1,234 @@
+//! The vrhost daemon as a library: the workers on their cores, the per-VR
+//! control planes and the management API over one running data plane.
+//!
+//! ```text
+//!                    ┌──────────────────────── Daemon ────────────────────────┐
+//!   config (TOML) ──▶│ runtime::Runtime ── start ──▶ runtime::Running          │
+//!                    │   workers on cores: rx → pipeline → tx  (taps: punts)   │
+//!                    │   Arc<Mutex<Control>>: the one table writer             │
+//!                    │        ▲                 ▲                  ▲           │
+//!                    │  cplane (route sync) api_backend (API)  maintain (tick) │
+//!                    └────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! Modules, each importing only those listed before it:
+//! * [`taps`]: TAP mirrors of VR interfaces and the worker side of punts;
+//! * [`runtime`]: queues to workers to cores, the worker loops, counters;
+//! * [`cplane`]: namespace and FPM route/address sync into the tables;
+//! * [`api_backend`]: the management API's [`vrhost_api::Backend`];
+//! * [`report`]: counter tables and JSON.
+//!
+//! [`Daemon`] ties them together; `vrhost run` is [`run_foreground`].
+
+pub mod api_backend;
+pub mod cplane;
+pub mod report;
+pub mod runtime;
+pub mod taps;
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use vrhost_api::ApiHandle;
+use vrhost_control::Config;
+use vrhost_io::PortStats;
+
+use crate::cplane::ControlPlanes;
+use crate::runtime::{lock, Mode, Running, Runtime, WorkerReport};
+use crate::taps::CpStats;
+
+/// Logs to standard error through `tracing`, filtered by `VRHOST_LOG`
+/// (`info` when unset; the `tracing_subscriber` env-filter syntax).
+pub fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("VRHOST_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// Loads a config, or prints every error with its key to standard error
+/// (`PATH: invalid config`, then one `  key: reason` line each) and returns
+/// `None`: the command line's way of reporting a bad file.
+pub fn load_config(path: &Path) -> Option<Config> {
+    match Config::load(path) {
+        Ok(cfg) => Some(cfg),
+        Err(errors) => {
+            eprintln!("{}: invalid config", path.display());
+            for e in &errors.0 {
+                eprintln!("  {e}");
+            }
+            None
+        }
+    }
+}
+
+/// Routes' worth of FIB groups [`Daemon::maintain`] may rebuild per call in
+/// tables whose routes stopped changing. With this budget, and one call
+/// every 100 ms, the garbage of an incrementally grown 1M-route IPv4 table
+/// goes in 20 calls of at most 2 ms of control-lock time each; one busy
+/// IPv6 /8 (a single group) can take about 20 ms (`docs/fib.md`,
+/// "Compaction").
+pub const COMPACT_ROUTES_PER_TICK: usize = 50_000;
+
+/// A running router: workers forwarding, the control planes syncing routes
+/// into the tables, and the management API (when the config has `[api]`).
+pub struct Daemon {
+    running: Running,
+    /// Stopped before the workers (dropping it joins the sync threads).
+    planes: Option<ControlPlanes>,
+    /// Stopped when the daemon is dropped.
+    api: Option<ApiHandle>,
+    /// Whether any router has a control plane (for the stop report).
+    has_control_planes: bool,
+}
+
+/// What the workers counted by the time they stopped.
+pub struct StopReport {
+    /// Driver counters of every receive queue: (port name, counters).
+    pub queues: Vec<(String, PortStats)>,
+    /// Punts and TAP traffic of the control planes, summed over workers.
+    pub cp: CpStats,
+    /// Whether to print `cp` (a router has a control plane, or punts were
+    /// discarded).
+    pub show_cp: bool,
+}
+
+impl Daemon {
+    /// Starts workers for `cfg` on its configured cores, then the API and
+    /// the control planes. `config_path` is where a reload reads the config
+    /// again.
+    pub fn start(cfg: &Config, config_path: &Path, mode: Mode) -> Result<Daemon> {
+        let rt = Runtime::from_config(cfg, &cfg.dataplane.workers, mode)?;
+        for a in &rt.assignment {
+            tracing::info!(
+                port = a.port,
+                queue = a.queue,
+                worker = a.worker,
+                core = a.core,
+                "rx queue"
+            );
+        }
+        let running = rt.start();
+        let api = api_backend::start(cfg, config_path, &running)?;
+        // Routes and addresses from the tenants' namespaces and FPM streams.
+        let planes = cplane::start(cfg, &running.control)?;
+        Ok(Daemon {
+            running,
+            planes: Some(planes),
+            api,
+            has_control_planes: cfg.routers.iter().any(|r| r.control.is_some()),
+        })
+    }
+
+    /// The running workers, their counters and the table writer.
+    pub fn running(&self) -> &Running {
+        &self.running
+    }
+
+    /// The management API, when the config has `[api]`.
+    pub fn api(&self) -> Option<&ApiHandle> {
+        self.api.as_ref()
+    }
+
+    /// Periodic upkeep, to call about every 100 ms: tables fed route by
+    /// route shrink to their bulk-loaded size once their feed pauses, a few
+    /// /8 groups per call. Returns the routes whose groups were rebuilt.
+    pub fn maintain(&self) -> usize {
+        lock(&self.running.control).compact_quiet_fibs(COMPACT_ROUTES_PER_TICK)
+    }
+
+    /// The per-port and per-VR counter table `vrhost run` prints.
+    pub fn stats_table(&self) -> String {
+        report::table(&report::Source::Running(&self.running))
+    }
+
+    /// Stops the control planes, then the workers, and returns what the
+    /// workers counted. The API stops when the daemon is dropped.
+    pub fn stop(mut self) -> StopReport {
+        drop(self.planes.take());
+        let names: Vec<String> = (0..self.running.shared.port_count())
+            .map(|p| self.running.shared.port_name(p).to_string())
+            .collect();
+        let reports: Vec<WorkerReport> = self.running.stop_with_reports();
+        let mut cp = CpStats::default();
+        for r in &reports {
+            cp.add(&r.cp);
+        }
+        let queues = reports
+            .into_iter()
+            .flat_map(|r| r.queues)
+            .map(|(p, st)| {
+                let name = names.get(usize::from(p)).map_or("?", String::as_str);
+                (name.to_string(), st)
+            })
+            .collect();
+        StopReport {
+            show_cp: self.has_control_planes || cp.punt_discarded > 0,
+            queues,
+            cp,
+        }
+    }
+}
+
+impl std::fmt::Display for StopReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cp = &self.cp;
+        if self.show_cp {
+            writeln!(
+                f,
+                "control planes: {} punted to TAPs, {} punts discarded (no control plane), {} TAP writes failed, \
+                 {} injected from TAPs, {} duplicate ARP/NA answers dropped, {} bad frames from TAPs",
+                cp.to_tap, cp.punt_discarded, cp.tap_write_failed, cp.injected, cp.duplicate_answers, cp.bad_from_tap
+            )?;
+        }
+        writeln!(
+            f,
+            "driver receive queues (port, received, dropped by the ring):"
+        )?;
+        for (name, st) in &self.queues {
+            writeln!(f, "  {name:<16} {:>12} {:>12}", st.rx_packets, st.dropped)?;
+        }
+        Ok(())
+    }
+}
+
+/// `vrhost run`: forward until SIGINT or SIGTERM, printing the counter
+/// table every `stats_interval` seconds (0: only at exit).
+pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<ExitCode> {
+    let Some(cfg) = load_config(path) else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .context("installing the signal handler")?;
+    let daemon = Daemon::start(&cfg, path, mode)?;
+    tracing::info!(
+        ports = cfg.ports.len(),
+        routers = cfg.routers.len(),
+        "running; SIGINT or SIGTERM stops"
+    );
+    let mut last = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        let compacted = daemon.maintain();
+        if compacted > 0 {
+            tracing::debug!(routes = compacted, "FIB groups compacted");
+        }
+        if stats_interval > 0 && last.elapsed().as_secs() >= stats_interval {
+            last = Instant::now();
+            println!("{}", daemon.stats_table());
+        }
+    }
+    tracing::info!("stopping");
+    println!("{}", daemon.stats_table());
+    print!("{}", daemon.stop());
+    Ok(ExitCode::SUCCESS)
+}
