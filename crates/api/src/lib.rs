@@ -12,6 +12,8 @@
 //!
 //! See `docs/api.md` for the endpoints and the authorisation model.
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod backend;
 pub mod client;

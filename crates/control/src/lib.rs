@@ -29,7 +29,7 @@
 //! assert_eq!(errors.0[0].key, r#"router "red".interface "red0".vlan"#);
 //! ```
 
-#![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod addr;
 mod build;

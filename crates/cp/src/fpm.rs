@@ -15,7 +15,7 @@
 //! - `RTM_NEWROUTE` (zebra sets `NLM_F_REPLACE`) → `CpEvent::Route { op: Add }`;
 //!   `RTM_DELROUTE` → `Op::Del`. Other message types (neighbours, MACs,
 //!   next-hop groups) are counted and ignored.
-//! - The same filters as for namespace routes apply ([`crate::rtnl`]):
+//! - The same filters as for namespace routes apply (the `rtnl` module):
 //!   main table only, unicast/blackhole/unreachable/prohibit only.
 //! - Interface indexes in these messages are the zebra host's, meaningless
 //!   here, so a route through a gateway becomes `Via { gw, ifname: None }`

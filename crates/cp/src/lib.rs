@@ -18,6 +18,8 @@
 //!   vrhost config ──► set_addresses ──► VR netns TAPs                  │
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod addr;
 pub mod event;
 pub mod fpm;

@@ -20,6 +20,8 @@
 //!
 //! [`Daemon`] ties them together; `vrhost run` is [`run_foreground`].
 
+#![forbid(unsafe_code)]
+
 pub mod api_backend;
 pub mod cplane;
 pub mod report;

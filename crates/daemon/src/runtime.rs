@@ -74,10 +74,15 @@ pub struct Plan {
 
 /// Workers ready to start.
 pub struct Runtime {
+    /// The table writer, with the tables every worker will read.
     pub control: Control,
+    /// One engine per worker, in worker order.
     pub workers: Vec<Worker>,
+    /// What each worker owns, in worker order.
     pub plans: Vec<Plan>,
+    /// Every receive queue, its worker and its core.
     pub assignment: Vec<Assignment>,
+    /// How work maps to cores.
     pub mode: Mode,
     /// The clock workers measure each VR's cost with, and its ticks per
     /// second; `None` turns cost accounting and fair sharing off.
@@ -116,8 +121,11 @@ pub struct Running {
     /// The one writer of the tables; the API, the control-plane sync and
     /// the stats loop take turns through the lock (never a worker).
     pub control: Arc<Mutex<Control>>,
+    /// Each worker's counters (workers write them, anyone reads).
     pub counters: Vec<Arc<WorkerCounters>>,
+    /// The published tables and names workers read.
     pub shared: Arc<Shared>,
+    /// Every receive queue, its worker and its core.
     pub assignment: Vec<Assignment>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<WorkerReport>>,
@@ -141,8 +149,11 @@ impl TxQueue {
 
 /// The receive queues of one port and how workers transmit on it.
 pub struct PortQueues {
+    /// The port's name.
     pub name: String,
+    /// Its receive queues; each goes to one worker.
     pub rx: Vec<Box<dyn Port>>,
+    /// How each worker gets its transmit queue.
     pub tx: TxQueue,
 }
 

@@ -11,6 +11,8 @@
 //! forward (fragment) or local delivery → output. Every drop is a
 //! [`Drop`] variant with its own counter.
 
+#![forbid(unsafe_code)]
+
 pub mod counters;
 pub mod drop_reason;
 pub mod engine;

@@ -16,6 +16,8 @@
 //! Tables are plain data with no locks and no I/O: the control side builds or
 //! patches a copy and publishes it; workers only call `lookup` through `&self`.
 
+#![forbid(unsafe_code)]
+
 mod addr;
 mod lpm;
 mod multibit;

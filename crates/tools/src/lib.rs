@@ -6,12 +6,14 @@
 //!
 //! * [`workload`]: synthetic tables, frames and configs (`vrhost workload`);
 //! * [`sweep`]: the synthetic multi-VR workload, run as a [`Runtime`](vrhost_daemon::runtime::Runtime);
-//! * [`bench`]: forwarding throughput on memory ports (`vrhost bench`);
+//! * [`bench`](mod@bench): forwarding throughput on memory ports (`vrhost bench`);
 //! * [`route_bench`]: route-update throughput (`vrhost bench-routes`);
 //! * [`fairness`]: overload scenarios between two VRs (`vrhost fairness`);
 //! * [`demo`]: the embedded default (`vrhost demo`);
 //! * [`lab`]: host namespaces wired to vrhost by veth pairs (`vrhost lab`);
 //! * [`traffic`]: pfsend/pfcount-style tools on real ports (`vrhost gen`, `vrhost count`).
+
+#![forbid(unsafe_code)]
 
 pub mod bench;
 pub mod demo;

@@ -1,6 +1,8 @@
 //! `vrhost-tools`: the measurement and lab tools. `vrhost TOOL ...` runs
 //! `vrhost-tools TOOL ...`; see `vrhost_tools` for what each does.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};

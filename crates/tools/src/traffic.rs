@@ -49,6 +49,7 @@ pub struct PortArgs {
 /// What `vrhost gen` sends.
 #[derive(clap::Args, Debug)]
 pub struct GenArgs {
+    /// Where to send.
     #[command(flatten)]
     pub port: PortArgs,
     /// Packets per second (default: flat out).
@@ -197,6 +198,7 @@ pub fn gen(a: GenArgs) -> Result<ExitCode> {
 /// What `vrhost count` receives.
 #[derive(clap::Args, Debug)]
 pub struct CountArgs {
+    /// Where to receive.
     #[command(flatten)]
     pub port: PortArgs,
     /// Stop after this many seconds (default: until SIGINT).

@@ -209,13 +209,21 @@ fn write_l2(buf: &mut [u8], f: &FrameSpec, ethertype: EtherType) {
 /// What one synthetic frame looks like.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameSpec {
+    /// Ethernet source.
     pub src_mac: EthernetAddress,
+    /// Ethernet destination.
     pub dst_mac: EthernetAddress,
+    /// 802.1Q VLAN ID, or untagged.
     pub vlan: Option<u16>,
+    /// IPv4 source.
     pub src: Ipv4Addr,
+    /// IPv4 destination.
     pub dst: Ipv4Addr,
+    /// IPv4 time to live.
     pub ttl: u8,
+    /// UDP source port.
     pub src_port: u16,
+    /// UDP destination port.
     pub dst_port: u16,
 }
 

@@ -4,6 +4,8 @@
 //! `vrhost_daemon`, and the measurement and lab tools are the separate
 //! `vrhost-tools` binary (`vrhost_tools`), which `vrhost TOOL ...` runs.
 
+#![forbid(unsafe_code)]
+
 mod replay;
 
 use std::ffi::OsString;

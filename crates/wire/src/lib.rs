@@ -55,6 +55,8 @@
 //! [`ipv4::Ipv4Packet`] or [`ipv6::Ipv6Packet`] may be longer than the IP
 //! packet. Their `payload()` accessors honour the length field in the
 //! header, never the buffer length.
+
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), no_std)]
 
 pub mod arp;
