@@ -12,7 +12,7 @@ use std::net::IpAddr;
 use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::EtherType;
 
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
@@ -23,7 +23,7 @@ pub(crate) fn process(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
         .ok()
         .and_then(|p| ArpRepr::parse(&p).ok())
     else {
-        return ctx.drop(m, Drop::BadArp);
+        return ctx.drop(m, DropReason::BadArp);
     };
     let (op, sha, spa, tpa) = (
         repr.operation,
@@ -32,14 +32,14 @@ pub(crate) fn process(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
         repr.target_protocol_addr,
     );
     if !matches!(op, Operation::Request | Operation::Reply) || !sha.is_unicast() {
-        return ctx.drop(m, Drop::BadArp);
+        return ctx.drop(m, DropReason::BadArp);
     }
     let ingress = m.iface;
     let iface = &ctx.ifaces[ingress as usize];
     let our_mac = iface.mac;
     if iface.owns4(&spa) {
         // Somebody else uses one of our addresses (RFC 5227 §2.4).
-        return ctx.drop(m, Drop::AddressConflict);
+        return ctx.drop(m, DropReason::AddressConflict);
     }
     let for_us = iface.owns4(&tpa);
     let on_link = iface.on_link4(spa);
@@ -56,7 +56,7 @@ pub(crate) fn process(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
         );
     }
     if !for_us {
-        return ctx.drop(m, Drop::NeighborNotForUs);
+        return ctx.drop(m, DropReason::NeighborNotForUs);
     }
     ctx.iface_counters(ingress).local.inc();
     local::punt_copy(ctx, vr, &m);

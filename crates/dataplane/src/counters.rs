@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 
 /// One counter with a single writer (its worker) and any number of readers.
 #[derive(Debug, Default)]
@@ -49,7 +49,7 @@ macro_rules! cells {
         pub struct CounterCells {
             $( $(#[doc = $doc])+ pub $field: Cell, )+
             /// Drops, indexed by [`Drop`].
-            pub drops: [Cell; Drop::COUNT],
+            pub drops: [Cell; DropReason::COUNT],
         }
 
         impl Default for CounterCells {
@@ -72,7 +72,7 @@ macro_rules! cells {
 
             /// Counts one drop for `reason`.
             #[inline]
-            pub fn drop(&self, reason: Drop) {
+            pub fn drop(&self, reason: DropReason) {
                 self.drops[reason as usize].inc();
             }
         }
@@ -137,7 +137,7 @@ pub struct Counters {
     /// ICMP errors not sent because the ingress interface has no address of that family.
     pub icmp_no_source: u64,
     /// Drops, indexed by [`Drop`].
-    pub drops: [u64; Drop::COUNT],
+    pub drops: [u64; DropReason::COUNT],
 }
 
 impl Default for Counters {
@@ -155,7 +155,7 @@ impl Default for Counters {
             icmp_rate_limited: 0,
             icmp_suppressed: 0,
             icmp_no_source: 0,
-            drops: [0; Drop::COUNT],
+            drops: [0; DropReason::COUNT],
         }
     }
 }
@@ -186,13 +186,13 @@ impl Counters {
     }
 
     /// Count for one reason.
-    pub fn drop_count(&self, reason: Drop) -> u64 {
+    pub fn drop_count(&self, reason: DropReason) -> u64 {
         self.drops[reason as usize]
     }
 
     /// `(name, count)` for each reason with a non-zero count.
     pub fn nonzero_drops(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-        Drop::ALL
+        DropReason::ALL
             .iter()
             .map(|d| (d.name(), self.drops[*d as usize]))
             .filter(|(_, n)| *n != 0)

@@ -9,24 +9,24 @@ macro_rules! drop_reasons {
         /// Why a packet was dropped. See each variant for the rule.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         #[repr(u8)]
-        pub enum Drop {
+        pub enum DropReason {
             $( $(#[doc = $doc])+ $variant, )+
         }
 
-        impl Drop {
+        impl DropReason {
             /// Every reason, in counter order.
-            pub const ALL: &'static [Drop] = &[$(Drop::$variant,)+];
+            pub const ALL: &'static [DropReason] = &[$(DropReason::$variant,)+];
             /// Number of reasons (the length of a drop counter array).
-            pub const COUNT: usize = Drop::ALL.len();
+            pub const COUNT: usize = DropReason::ALL.len();
 
             /// Short kebab-case name used as the counter label.
             pub fn name(self) -> &'static str {
-                match self { $(Drop::$variant => $label,)+ }
+                match self { $(DropReason::$variant => $label,)+ }
             }
 
             /// The counter's description: the variant's doc comment.
             pub fn description(self) -> &'static str {
-                match self { $(Drop::$variant => concat!($($doc),+).trim_ascii(),)+ }
+                match self { $(DropReason::$variant => concat!($($doc),+).trim_ascii(),)+ }
             }
         }
     };
@@ -113,23 +113,23 @@ mod tests {
 
     #[test]
     fn names_are_unique_and_descriptions_present() {
-        let mut names: Vec<_> = Drop::ALL.iter().map(|d| d.name()).collect();
+        let mut names: Vec<_> = DropReason::ALL.iter().map(|d| d.name()).collect();
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), Drop::COUNT);
-        for d in Drop::ALL {
+        assert_eq!(names.len(), DropReason::COUNT);
+        for d in DropReason::ALL {
             assert!(!d.description().is_empty(), "{d:?}");
             assert!(!d.description().starts_with(' '));
         }
         assert_eq!(
-            Drop::TtlExpired.description(),
+            DropReason::TtlExpired.description(),
             "TTL or hop limit would reach zero; answered with ICMP Time Exceeded (RFC 1812 §5.3.1, RFC 8200 §3)."
         );
     }
 
     #[test]
     fn discriminants_index_the_counter_array() {
-        for (i, d) in Drop::ALL.iter().enumerate() {
+        for (i, d) in DropReason::ALL.iter().enumerate() {
             assert_eq!(*d as usize, i);
         }
     }

@@ -9,7 +9,7 @@
 use vrhost_wire::ethernet::EtherType;
 use vrhost_wire::ipv4::{ipv4_option_copied, Ipv4Packet};
 
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 use crate::ip_forward::Via;
 use crate::mbuf::Mbuf;
 use crate::output::{Ctx, BUILD_L2};
@@ -55,13 +55,13 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, egress: u16, via: Via,
     let later_chunk = (mtu as usize).saturating_sub(20 + later_opts_len) & !7;
     let payload_len = total - hlen;
     if first_chunk == 0 || later_chunk == 0 {
-        return ctx.drop(m, Drop::FragmentFailed);
+        return ctx.drop(m, DropReason::FragmentFailed);
     }
     let pieces = 1 + payload_len
         .saturating_sub(first_chunk)
         .div_ceil(later_chunk);
     if pieces > MAX_FRAGMENTS {
-        return ctx.drop(m, Drop::FragmentFailed);
+        return ctx.drop(m, DropReason::FragmentFailed);
     }
     let base_offset = pkt.frag_offset() as usize;
     let orig_mf = pkt.more_frags();

@@ -13,7 +13,7 @@ use vrhost_wire::ip::IpProtocol;
 use vrhost_wire::ipv4::{Ipv4Packet, Ipv4Repr};
 use vrhost_wire::ipv6::{walk_extension_headers, Ipv6Packet};
 
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 use crate::mbuf::Mbuf;
 use crate::output::{build_icmpv6, Ctx};
 use crate::worker::Vr;
@@ -46,7 +46,7 @@ pub(crate) fn unicast_source4(a: Ipv4Addr) -> bool {
 }
 
 /// Drops `m` for `reason` and, where allowed, answers with `err`.
-pub(crate) fn send_v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp4, reason: Drop) {
+pub(crate) fn send_v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp4, reason: DropReason) {
     let ingress = m.iface;
     let pkt = Ipv4Packet::new_unchecked(m.l3());
     let l2_dst = m.data()[0] & 1 == 1; // broadcast or multicast frame
@@ -117,7 +117,7 @@ pub(crate) fn send_v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp4, reaso
 }
 
 /// Drops `m` for `reason` and, where allowed, answers with `err`.
-pub(crate) fn send_v6(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp6, reason: Drop) {
+pub(crate) fn send_v6(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp6, reason: DropReason) {
     let ingress = m.iface;
     let pkt = Ipv6Packet::new_unchecked(m.l3());
     let src = pkt.src_addr();

@@ -9,7 +9,7 @@ use vrhost_wire::ethernet::EtherType;
 use vrhost_wire::ipv4::Ipv4Packet;
 use vrhost_wire::ipv6::Ipv6Packet;
 
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 use crate::fragment;
 use crate::icmp_error::{self, Icmp4, Icmp6};
 use crate::mbuf::Mbuf;
@@ -55,19 +55,19 @@ fn split(nh: NextHop, dst: IpAddr) -> Option<(u16, Via)> {
 pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, nh: NextHop) {
     let pkt = Ipv4Packet::new_unchecked(m.l3());
     let Some((egress, via)) = split(nh, IpAddr::V4(pkt.dst_addr())) else {
-        return ctx.drop(m, Drop::NoRoute);
+        return ctx.drop(m, DropReason::NoRoute);
     };
     // RFC 1812 §5.3.1: a packet that would leave with TTL 0 is discarded
     // and answered with Time Exceeded.
     if pkt.ttl() <= 1 {
-        return icmp_error::send_v4(ctx, vr, m, Icmp4::TtlExceeded, Drop::TtlExpired);
+        return icmp_error::send_v4(ctx, vr, m, Icmp4::TtlExceeded, DropReason::TtlExpired);
     }
     let mtu = ctx.ifaces[egress as usize].mtu;
     if pkt.total_len() > mtu {
         if pkt.dont_frag() {
             // RFC 1191 §4: Fragmentation Needed carries the next-hop MTU.
             let err = Icmp4::DstUnreachable { code: 4, mtu };
-            return icmp_error::send_v4(ctx, vr, m, err, Drop::MtuExceeded);
+            return icmp_error::send_v4(ctx, vr, m, err, DropReason::MtuExceeded);
         }
         return fragment::v4(ctx, vr, m, egress, via, mtu);
     }
@@ -79,17 +79,17 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, nh: NextHop) {
 pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, nh: NextHop) {
     let pkt = Ipv6Packet::new_unchecked(m.l3());
     let Some((egress, via)) = split(nh, IpAddr::V6(pkt.dst_addr())) else {
-        return ctx.drop(m, Drop::NoRoute);
+        return ctx.drop(m, DropReason::NoRoute);
     };
     // RFC 8200 §3 / RFC 4443 §3.3.
     if pkt.hop_limit() <= 1 {
-        return icmp_error::send_v6(ctx, vr, m, Icmp6::HopLimitExceeded, Drop::TtlExpired);
+        return icmp_error::send_v6(ctx, vr, m, Icmp6::HopLimitExceeded, DropReason::TtlExpired);
     }
     let mtu = ctx.ifaces[egress as usize].mtu;
     if 40 + pkt.payload_len() as usize > mtu as usize {
         // RFC 8200 §5: routers never fragment; RFC 4443 §3.2 Packet Too Big.
         let err = Icmp6::PacketTooBig { mtu: mtu as u32 };
-        return icmp_error::send_v6(ctx, vr, m, err, Drop::MtuExceeded);
+        return icmp_error::send_v6(ctx, vr, m, err, DropReason::MtuExceeded);
     }
     let mut w = Ipv6Packet::new_unchecked(m.l3_mut());
     let hl = w.hop_limit();

@@ -9,7 +9,7 @@ use vrhost_fib::NextHopId;
 use vrhost_wire::ipv4::{Ipv4OptionKind, Ipv4Packet};
 use vrhost_wire::Error as WireError;
 
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 use crate::icmp_error::Icmp4;
 use crate::mbuf::Mbuf;
 use crate::worker::{NextHop, Vr};
@@ -24,9 +24,9 @@ pub(crate) enum Next {
     /// Control traffic for the router that is not unicast to it (224.0.0.0/24, limited broadcast).
     Punt,
     /// Dropped, answered with an ICMP error.
-    Icmp(Icmp4, Drop),
+    Icmp(Icmp4, DropReason),
     /// Dropped silently.
-    Drop(Drop),
+    Drop(DropReason),
 }
 
 /// Link-local multicast block, always for the router's control plane (RFC 5771 §4).
@@ -66,39 +66,39 @@ pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: Option<Option<NextHopId>
         Ok(p) => p,
         // RFC 1812 §5.2.2 (1)-(5): length, version, IHL, total length.
         Err(WireError::Malformed) if m.l3().first().is_some_and(|b| b >> 4 != 4) => {
-            return Next::Drop(Drop::Ipv4BadVersion)
+            return Next::Drop(DropReason::Ipv4BadVersion)
         }
-        Err(_) => return Next::Drop(Drop::Ipv4Truncated),
+        Err(_) => return Next::Drop(DropReason::Ipv4Truncated),
     };
     // RFC 1812 §5.2.2 (2): the header checksum.
     if !pkt.verify_checksum() {
-        return Next::Drop(Drop::Ipv4BadChecksum);
+        return Next::Drop(DropReason::Ipv4BadChecksum);
     }
     let total_len = pkt.total_len() as usize;
     let src = pkt.src_addr();
     let dst = pkt.dst_addr();
     // RFC 1812 §5.3.7 and §4.2.2.11: martian sources.
     if martian_octet(src.octets()[0]) {
-        return Next::Drop(Drop::MartianSource);
+        return Next::Drop(DropReason::MartianSource);
     }
     // ... and martian destinations (class E; the limited broadcast is handled below).
     let d = dst.octets()[0];
     if d == 0 || d == 127 || (d >= 240 && !dst.is_broadcast()) {
-        return Next::Drop(Drop::MartianDestination);
+        return Next::Drop(DropReason::MartianDestination);
     }
     // RFC 1812 §5.2.4: options are processed, not ignored. Source routes are
     // dropped, as RFC 7126 §4.3/§4.4 recommends for routers by default.
     if pkt.header_len() > 20 {
         for opt in pkt.options_iter() {
             match opt {
-                Err(_) => return Next::Drop(Drop::Ipv4BadOptions),
+                Err(_) => return Next::Drop(DropReason::Ipv4BadOptions),
                 Ok(o)
                     if matches!(
                         o.kind,
                         Ipv4OptionKind::LooseSourceRoute | Ipv4OptionKind::StrictSourceRoute
                     ) =>
                 {
-                    return Next::Drop(Drop::Ipv4BadOptions)
+                    return Next::Drop(DropReason::Ipv4BadOptions)
                 }
                 Ok(_) => {}
             }
@@ -108,7 +108,7 @@ pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: Option<Option<NextHopId>
         return if link_local_multicast(dst) {
             Next::Punt
         } else {
-            Next::Drop(Drop::MulticastNotRouted)
+            Next::Drop(DropReason::MulticastNotRouted)
         };
     }
     if dst.is_broadcast() {
@@ -119,14 +119,18 @@ pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: Option<Option<NextHopId>
     match vr.lookup4_or(dst, route) {
         Some(NextHop::Local) => Next::Local,
         Some(nh @ (NextHop::Connected { .. } | NextHop::Gateway { .. })) => Next::Forward(nh),
-        Some(NextHop::Broadcast) => Next::Drop(Drop::DirectedBroadcast),
-        Some(NextHop::Blackhole) => Next::Drop(Drop::Blackhole),
+        Some(NextHop::Broadcast) => Next::Drop(DropReason::DirectedBroadcast),
+        Some(NextHop::Blackhole) => Next::Drop(DropReason::Blackhole),
         // Like Linux for an `unreachable` route: host unreachable.
-        Some(NextHop::Unreachable) => {
-            Next::Icmp(Icmp4::DstUnreachable { code: 1, mtu: 0 }, Drop::Unreachable)
-        }
+        Some(NextHop::Unreachable) => Next::Icmp(
+            Icmp4::DstUnreachable { code: 1, mtu: 0 },
+            DropReason::Unreachable,
+        ),
         // RFC 1812 §5.2.7.1: network unreachable when no route matches.
-        None => Next::Icmp(Icmp4::DstUnreachable { code: 0, mtu: 0 }, Drop::NoRoute),
+        None => Next::Icmp(
+            Icmp4::DstUnreachable { code: 0, mtu: 0 },
+            DropReason::NoRoute,
+        ),
     }
 }
 

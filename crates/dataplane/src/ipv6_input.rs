@@ -5,7 +5,7 @@ use std::net::Ipv6Addr;
 use vrhost_wire::ipv6::{self as wire6, Ipv6Packet};
 use vrhost_wire::Error as WireError;
 
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 use crate::icmp_error::Icmp6;
 use crate::iface::Iface;
 use crate::mbuf::Mbuf;
@@ -19,9 +19,9 @@ pub(crate) enum Next {
     /// To the router: one of its addresses or a link-scope group it listens to.
     Local,
     /// Dropped, answered with an ICMPv6 error.
-    Icmp(Icmp6, Drop),
+    Icmp(Icmp6, DropReason),
     /// Dropped silently.
-    Drop(Drop),
+    Drop(DropReason),
 }
 
 /// Multicast groups the router listens to on an interface: link-scope
@@ -36,9 +36,9 @@ pub(crate) fn process(vr: &mut Vr, iface: &Iface, m: &mut Mbuf) -> Next {
     let pkt = match Ipv6Packet::new_checked(m.l3()) {
         Ok(p) => p,
         Err(WireError::Malformed) if m.l3().first().is_some_and(|b| b >> 4 != 6) => {
-            return Next::Drop(Drop::Ipv6BadVersion)
+            return Next::Drop(DropReason::Ipv6BadVersion)
         }
-        Err(_) => return Next::Drop(Drop::Ipv6Truncated),
+        Err(_) => return Next::Drop(DropReason::Ipv6Truncated),
     };
     let payload_len = pkt.payload_len() as usize;
     let src = pkt.src_addr();
@@ -46,7 +46,7 @@ pub(crate) fn process(vr: &mut Vr, iface: &Iface, m: &mut Mbuf) -> Next {
     // RFC 4291 §2.7, §2.5.3: never from a multicast or loopback source,
     // never to loopback or the unspecified address.
     if src.is_multicast() || src.is_loopback() || dst.is_loopback() || dst.is_unspecified() {
-        return Next::Drop(Drop::Ipv6MartianAddress);
+        return Next::Drop(DropReason::Ipv6MartianAddress);
     }
     m.truncate(l3_off + 40 + payload_len);
     if dst.is_multicast() {
@@ -54,40 +54,42 @@ pub(crate) fn process(vr: &mut Vr, iface: &Iface, m: &mut Mbuf) -> Next {
         return if link_scope_group(&dst) {
             Next::Local
         } else {
-            Next::Drop(Drop::MulticastNotRouted)
+            Next::Drop(DropReason::MulticastNotRouted)
         };
     }
     let nh = vr.lookup6(dst);
     if nh == Some(NextHop::Local) {
         // Link-local addresses are only ours on their own link (RFC 4291 §2.5.6).
         if wire6::is_link_local(&dst) && !iface.owns6(&dst) {
-            return Next::Drop(Drop::Ipv6LinkLocalNotForwarded);
+            return Next::Drop(DropReason::Ipv6LinkLocalNotForwarded);
         }
         return Next::Local;
     }
     // The unspecified source is only for DAD, which is local traffic (RFC 4862 §5.4.2).
     if src.is_unspecified() {
-        return Next::Drop(Drop::Ipv6MartianAddress);
+        return Next::Drop(DropReason::Ipv6MartianAddress);
     }
     if wire6::is_link_local(&dst) {
-        return Next::Drop(Drop::Ipv6LinkLocalNotForwarded);
+        return Next::Drop(DropReason::Ipv6LinkLocalNotForwarded);
     }
     if wire6::is_link_local(&src) {
         // RFC 4443 §3.1 code 2: beyond scope of source address.
         return Next::Icmp(
             Icmp6::DstUnreachable { code: 2 },
-            Drop::Ipv6LinkLocalNotForwarded,
+            DropReason::Ipv6LinkLocalNotForwarded,
         );
     }
     match nh {
         Some(nh @ (NextHop::Connected { .. } | NextHop::Gateway { .. })) => Next::Forward(nh),
-        Some(NextHop::Blackhole) => Next::Drop(Drop::Blackhole),
+        Some(NextHop::Blackhole) => Next::Drop(DropReason::Blackhole),
         // RFC 4443 §3.1 code 6: reject route to destination.
         Some(NextHop::Unreachable) => {
-            Next::Icmp(Icmp6::DstUnreachable { code: 6 }, Drop::Unreachable)
+            Next::Icmp(Icmp6::DstUnreachable { code: 6 }, DropReason::Unreachable)
         }
-        Some(NextHop::Local) | Some(NextHop::Broadcast) => Next::Drop(Drop::Ipv6MartianAddress),
+        Some(NextHop::Local) | Some(NextHop::Broadcast) => {
+            Next::Drop(DropReason::Ipv6MartianAddress)
+        }
         // RFC 4443 §3.1 code 0: no route to destination.
-        None => Next::Icmp(Icmp6::DstUnreachable { code: 0 }, Drop::NoRoute),
+        None => Next::Icmp(Icmp6::DstUnreachable { code: 0 }, DropReason::NoRoute),
     }
 }

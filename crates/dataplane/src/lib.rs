@@ -38,7 +38,7 @@ mod output;
 mod pipeline;
 
 pub use counters::{CounterCells, Counters};
-pub use drop_reason::Drop;
+pub use drop_reason::DropReason;
 pub use engine::{sum_ifaces, sum_ports, Engine, VrInfo};
 pub use fair::{Clock, Fair};
 pub use iface::{link_local_from_mac, Iface};

@@ -23,7 +23,7 @@ use vrhost_wire::ip::IpProtocol;
 use vrhost_wire::ipv4::Ipv4Packet;
 use vrhost_wire::ipv6::{walk_extension_headers, Ipv6Packet};
 
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 use crate::mbuf::Mbuf;
 use crate::ndp;
 use crate::output::Ctx;
@@ -32,10 +32,10 @@ use crate::worker::Vr;
 /// Puts `m` on the VR's punt queue, or drops it when the queue is full.
 pub(crate) fn punt(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf) {
     if vr.punt.len() >= vr.limits.punt_queue as usize {
-        return ctx.drop(m, Drop::PuntQueueFull);
+        return ctx.drop(m, DropReason::PuntQueueFull);
     }
     if !vr.punt_bucket.take(ctx.now) {
-        return ctx.drop(m, Drop::PuntRateLimit);
+        return ctx.drop(m, DropReason::PuntRateLimit);
     }
     ctx.iface_counters(m.iface).punted.inc();
     if vr.punt.is_empty() {
@@ -70,13 +70,13 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
         return punt(ctx, vr, m);
     }
     let Ok(icmp) = Icmpv4Packet::new_checked(pkt.payload()) else {
-        return ctx.drop(m, Drop::BadLocal);
+        return ctx.drop(m, DropReason::BadLocal);
     };
     if icmp.msg_type() != Icmpv4Message::EchoRequest {
         return punt(ctx, vr, m);
     }
     if !icmp.verify_checksum() {
-        return ctx.drop(m, Drop::BadLocal);
+        return ctx.drop(m, DropReason::BadLocal);
     }
     let src = pkt.src_addr();
     let dst = pkt.dst_addr();
@@ -105,7 +105,7 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
 pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
     let pkt = Ipv6Packet::new_unchecked(m.l3());
     let Ok(walk) = walk_extension_headers(pkt.next_header(), pkt.payload()) else {
-        return ctx.drop(m, Drop::Ipv6BadExtension);
+        return ctx.drop(m, DropReason::Ipv6BadExtension);
     };
     if walk.upper != IpProtocol::Icmpv6 || walk.fragment.is_some() {
         return punt(ctx, vr, m);
@@ -118,10 +118,10 @@ pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
         .get(walk.offset..)
         .map(Icmpv6Packet::new_checked)
     else {
-        return ctx.drop(m, Drop::BadLocal);
+        return ctx.drop(m, DropReason::BadLocal);
     };
     if !icmp.verify_checksum(&src, &dst) {
-        return ctx.drop(m, Drop::BadLocal);
+        return ctx.drop(m, DropReason::BadLocal);
     }
     match icmp.msg_type() {
         Icmpv6Message::NeighborSolicit => ndp::solicit(ctx, vr, m, walk.offset),

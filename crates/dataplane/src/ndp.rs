@@ -12,7 +12,7 @@ use vrhost_wire::ethernet::{self, EtherType};
 use vrhost_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr, NdiscNeighborFlags, NdiscRepr};
 use vrhost_wire::ipv6::{self as wire6, Ipv6Packet};
 
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::{build_icmpv6, Ctx};
@@ -48,7 +48,7 @@ pub(crate) fn solicit(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
         },
     )) = parse(&m, offset)
     else {
-        return ctx.drop(m, Drop::BadNdp);
+        return ctx.drop(m, DropReason::BadNdp);
     };
     // RFC 4861 §7.1.1: target not multicast; from :: only to a solicited-node
     // group and without a source link-layer option.
@@ -56,12 +56,12 @@ pub(crate) fn solicit(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
         || (src.is_unspecified()
             && (lladdr.is_some() || dst != wire6::solicited_node(&target_addr)))
     {
-        return ctx.drop(m, Drop::BadNdp);
+        return ctx.drop(m, DropReason::BadNdp);
     }
     let ingress = m.iface;
     let iface = &ctx.ifaces[ingress as usize];
     if !iface.owns6(&target_addr) {
-        return ctx.drop(m, Drop::NeighborNotForUs);
+        return ctx.drop(m, DropReason::NeighborNotForUs);
     }
     let mac = iface.mac;
     // RFC 4861 §7.2.3: a solicitation with a source link-layer address
@@ -112,18 +112,18 @@ pub(crate) fn advert(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
         },
     )) = parse(&m, offset)
     else {
-        return ctx.drop(m, Drop::BadNdp);
+        return ctx.drop(m, DropReason::BadNdp);
     };
     // RFC 4861 §7.1.2: target not multicast; solicited NAs are not multicast.
     if target_addr.is_multicast()
         || (dst.is_multicast() && flags.contains(NdiscNeighborFlags::SOLICITED))
     {
-        return ctx.drop(m, Drop::BadNdp);
+        return ctx.drop(m, DropReason::BadNdp);
     }
     let ingress = m.iface;
     if ctx.ifaces[ingress as usize].owns6(&target_addr) {
         // Somebody else claims our address (RFC 4862 §5.4.4).
-        return ctx.drop(m, Drop::AddressConflict);
+        return ctx.drop(m, DropReason::AddressConflict);
     }
     ctx.iface_counters(ingress).local.inc();
     local::punt_copy(ctx, vr, &m);

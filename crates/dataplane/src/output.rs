@@ -16,7 +16,7 @@ use vrhost_wire::ipv6::{self as wire6, Ipv6Packet, Ipv6Repr};
 use vrhost_wire::vlan::VlanHeader;
 
 use crate::counters::CounterCells;
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 use std::sync::mpsc::SyncSender;
 
 use crate::iface::{Iface, Port};
@@ -137,7 +137,7 @@ impl core::ops::Drop for Ctx<'_> {
 
 impl Ctx<'_> {
     /// Counts `reason` on the packet's port and interface, and recycles it.
-    pub fn drop(&mut self, m: Mbuf, reason: Drop) {
+    pub fn drop(&mut self, m: Mbuf, reason: DropReason) {
         let c = self.counters;
         if let Some(p) = c.ports.get(m.port as usize) {
             p.drop(reason);
@@ -173,7 +173,7 @@ impl Ctx<'_> {
         let l2_len: usize = if e.vlan.is_some() { 18 } else { 14 };
         let delta = m.l3_off as isize - l2_len as isize;
         if !m.adjust_head(delta) {
-            self.drop(m, Drop::NoBuffer);
+            self.drop(m, DropReason::NoBuffer);
             return;
         }
         m.l3_off = l2_len as u16;
@@ -249,7 +249,7 @@ impl Ctx<'_> {
             Some(n) => n,
             None => match vr.neighbors.ensure(egress, addr, false) {
                 Some(n) => n,
-                None => return self.drop(m, Drop::NeighborTableFull),
+                None => return self.drop(m, DropReason::NeighborTableFull),
             },
         };
         self.output_neigh(vr, m, egress, neigh, ethertype);
@@ -266,7 +266,7 @@ impl Ctx<'_> {
         ethertype: EtherType,
     ) {
         if neigh == u32::MAX {
-            return self.drop(m, Drop::NeighborTableFull);
+            return self.drop(m, DropReason::NeighborTableFull);
         }
         match vr.neighbors.resolve(neigh, self.now) {
             Resolve::Ready(mac) => self.send(m, egress, mac, ethertype),
@@ -282,7 +282,7 @@ impl Ctx<'_> {
             }
             Resolve::Hold { probe } => {
                 if let Err(m) = vr.neighbors.hold(neigh, m) {
-                    return self.drop(m, Drop::NeighborUnresolved);
+                    return self.drop(m, DropReason::NeighborUnresolved);
                 }
                 if probe {
                     self.send_probe(
@@ -294,7 +294,7 @@ impl Ctx<'_> {
                     );
                 }
             }
-            Resolve::Reject => self.drop(m, Drop::NeighborUnresolved),
+            Resolve::Reject => self.drop(m, DropReason::NeighborUnresolved),
         }
     }
 
@@ -309,7 +309,7 @@ impl Ctx<'_> {
             Some(NextHop::Gateway { iface, neigh }) => {
                 self.output_neigh(vr, m, iface, neigh, ethertype_of(dst))
             }
-            _ => self.drop(m, Drop::NoRouteLocal),
+            _ => self.drop(m, DropReason::NoRouteLocal),
         }
     }
 

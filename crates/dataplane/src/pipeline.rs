@@ -31,7 +31,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use vrhost_fib::{lookup_batch_each, NextHopId};
 
 use crate::demux;
-use crate::drop_reason::Drop;
+use crate::drop_reason::DropReason;
 use crate::fast;
 use crate::ip_forward;
 use crate::ipv4_input;
@@ -187,7 +187,7 @@ impl Worker {
             fair.note_refused_burst(!admitted);
             if !admitted {
                 for m in rx.drain(..) {
-                    ctx.drop(m, Drop::OverShare);
+                    ctx.drop(m, DropReason::OverShare);
                 }
                 return true;
             }
@@ -287,12 +287,12 @@ impl Worker {
             let Some(mut m) = s.m.take() else { continue };
             let vr = usize::from(s.vr);
             let Some(v) = self.vrs.get_mut(vr) else {
-                ctx.drop(m, Drop::NoInterface);
+                ctx.drop(m, DropReason::NoInterface);
                 continue;
             };
             if fair_share && !fair.admit_run(vr, full) {
                 any_refused = true;
-                ctx.drop(m, Drop::OverShare);
+                ctx.drop(m, DropReason::OverShare);
                 continue;
             }
             any_admitted = true;
@@ -414,7 +414,7 @@ impl Worker {
         for vr in self.vrs.iter_mut() {
             self.probes.clear();
             vr.neighbors.poll(now, &mut self.probes, |m| {
-                ctx.drop(m, Drop::NeighborUnresolved)
+                ctx.drop(m, DropReason::NeighborUnresolved)
             });
             for &p in &self.probes {
                 ctx.send_probe(vr, p);
@@ -619,7 +619,7 @@ fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Ne
     let vr = ctx.ifaces[m.iface as usize].vr;
     if let Some(ceiling) = &mut vrs[vr as usize].ceiling {
         if !ceiling.admit(ctx.now, m.len()) {
-            ctx.drop(m, Drop::RateCeiling);
+            ctx.drop(m, DropReason::RateCeiling);
             return None;
         }
     }

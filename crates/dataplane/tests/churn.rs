@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use common::*;
 use vrhost_dataplane::{
-    Control, Drop, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, TxBatch,
-    Worker,
+    Control, DropReason, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
+    TxBatch, Worker,
 };
 use vrhost_fib::Prefix4;
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
@@ -202,8 +202,11 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
         let (t, w) = h.join().expect("worker panicked");
         let c = vrhost_dataplane::sum_ports(&[w.counters()], 0);
         // The only drops are churning packets that met the blackhole.
-        assert_eq!(c.dropped(), c.drop_count(Drop::Blackhole), "{c:?}");
-        assert_eq!(t.churn_in - t.churn_out, c.drop_count(Drop::Blackhole));
+        assert_eq!(c.dropped(), c.drop_count(DropReason::Blackhole), "{c:?}");
+        assert_eq!(
+            t.churn_in - t.churn_out,
+            c.drop_count(DropReason::Blackhole)
+        );
         total.stable_in += t.stable_in;
         total.stable_out += t.stable_out;
         total.churn_in += t.churn_in;

@@ -733,7 +733,7 @@ fn without_rx_and_strangers(
     for x in &mut c {
         x.rx_packets = 0;
         x.rx_bytes = 0;
-        x.drops[vrhost_dataplane::Drop::NotForUs as usize] = 0;
+        x.drops[vrhost_dataplane::DropReason::NotForUs as usize] = 0;
     }
     c
 }

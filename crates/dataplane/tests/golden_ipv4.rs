@@ -6,13 +6,13 @@ mod common;
 use std::net::Ipv4Addr;
 
 use common::*;
-use vrhost_dataplane::{Drop, Limits};
+use vrhost_dataplane::{DropReason, Limits};
 use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::EtherType;
 use vrhost_wire::icmpv4::Icmpv4Repr;
 use vrhost_wire::ip::IpProtocol;
 
-fn drops(e: &vrhost_dataplane::Engine, port: usize, d: Drop) -> u64 {
+fn drops(e: &vrhost_dataplane::Engine, port: usize, d: DropReason) -> u64 {
     e.port_counters(port).drop_count(d)
 }
 
@@ -70,7 +70,7 @@ fn ttl_one_gets_time_exceeded_from_the_ingress_address() {
     let mut e = engine();
     let input = udp4_frame(REMOTE, 1, false, 100);
     let out = send(&mut e, 0, &input, 0);
-    assert_eq!(drops(&e, 0, Drop::TtlExpired), 1);
+    assert_eq!(drops(&e, 0, DropReason::TtlExpired), 1);
     // Host 10.0.0.2 is unresolved: the error waits on an ARP request.
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].ethertype(), EtherType::Arp);
@@ -131,7 +131,7 @@ fn no_route_gets_net_unreachable() {
         single_icmp(&out),
         Icmpv4Repr::DstUnreachable { code: 0, .. }
     ));
-    assert_eq!(drops(&e, 0, Drop::NoRoute), 1);
+    assert_eq!(drops(&e, 0, DropReason::NoRoute), 1);
 }
 
 #[test]
@@ -155,8 +155,8 @@ fn unreachable_route_answers_and_blackhole_is_silent() {
         2,
     );
     assert!(out.is_empty());
-    assert_eq!(drops(&e, 0, Drop::Blackhole), 1);
-    assert_eq!(drops(&e, 0, Drop::Unreachable), 1);
+    assert_eq!(drops(&e, 0, DropReason::Blackhole), 1);
+    assert_eq!(drops(&e, 0, DropReason::Unreachable), 1);
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn df_over_mtu_gets_fragmentation_needed_with_the_mtu() {
         } => assert_eq!(next_hop_mtu, RED1_MTU),
         other => panic!("{other:?}"),
     }
-    assert_eq!(drops(&e, 0, Drop::MtuExceeded), 1);
+    assert_eq!(drops(&e, 0, DropReason::MtuExceeded), 1);
 }
 
 #[test]
@@ -266,9 +266,9 @@ fn invalid_headers_are_counted_drops() {
     for f in [&bad_sum, &bad_ver, &bad_ihl, &too_long, &short] {
         assert!(send(&mut e, 0, f, 0).is_empty());
     }
-    assert_eq!(drops(&e, 0, Drop::Ipv4BadChecksum), 1);
-    assert_eq!(drops(&e, 0, Drop::Ipv4BadVersion), 1);
-    assert_eq!(drops(&e, 0, Drop::Ipv4Truncated), 3);
+    assert_eq!(drops(&e, 0, DropReason::Ipv4BadChecksum), 1);
+    assert_eq!(drops(&e, 0, DropReason::Ipv4BadVersion), 1);
+    assert_eq!(drops(&e, 0, DropReason::Ipv4Truncated), 3);
 }
 
 #[test]
@@ -284,17 +284,53 @@ fn ethernet_padding_is_trimmed() {
 fn martians_are_dropped() {
     let mut e = engine();
     let cases = [
-        (Ipv4Addr::new(127, 0, 0, 1), REMOTE, Drop::MartianSource),
-        (Ipv4Addr::new(0, 1, 2, 3), REMOTE, Drop::MartianSource),
-        (Ipv4Addr::new(224, 0, 0, 5), REMOTE, Drop::MartianSource),
-        (Ipv4Addr::new(240, 0, 0, 1), REMOTE, Drop::MartianSource),
-        (Ipv4Addr::BROADCAST, REMOTE, Drop::MartianSource),
-        (HOST, Ipv4Addr::new(127, 0, 0, 1), Drop::MartianDestination),
-        (HOST, Ipv4Addr::new(0, 0, 0, 9), Drop::MartianDestination),
-        (HOST, Ipv4Addr::new(250, 1, 1, 1), Drop::MartianDestination),
-        (HOST, Ipv4Addr::new(10, 0, 0, 255), Drop::DirectedBroadcast),
-        (HOST, Ipv4Addr::new(10, 1, 0, 255), Drop::DirectedBroadcast),
-        (HOST, Ipv4Addr::new(239, 1, 1, 1), Drop::MulticastNotRouted),
+        (
+            Ipv4Addr::new(127, 0, 0, 1),
+            REMOTE,
+            DropReason::MartianSource,
+        ),
+        (Ipv4Addr::new(0, 1, 2, 3), REMOTE, DropReason::MartianSource),
+        (
+            Ipv4Addr::new(224, 0, 0, 5),
+            REMOTE,
+            DropReason::MartianSource,
+        ),
+        (
+            Ipv4Addr::new(240, 0, 0, 1),
+            REMOTE,
+            DropReason::MartianSource,
+        ),
+        (Ipv4Addr::BROADCAST, REMOTE, DropReason::MartianSource),
+        (
+            HOST,
+            Ipv4Addr::new(127, 0, 0, 1),
+            DropReason::MartianDestination,
+        ),
+        (
+            HOST,
+            Ipv4Addr::new(0, 0, 0, 9),
+            DropReason::MartianDestination,
+        ),
+        (
+            HOST,
+            Ipv4Addr::new(250, 1, 1, 1),
+            DropReason::MartianDestination,
+        ),
+        (
+            HOST,
+            Ipv4Addr::new(10, 0, 0, 255),
+            DropReason::DirectedBroadcast,
+        ),
+        (
+            HOST,
+            Ipv4Addr::new(10, 1, 0, 255),
+            DropReason::DirectedBroadcast,
+        ),
+        (
+            HOST,
+            Ipv4Addr::new(239, 1, 1, 1),
+            DropReason::MulticastNotRouted,
+        ),
     ];
     for (src, dst, reason) in cases {
         let before = drops(&e, 0, reason);
@@ -325,7 +361,7 @@ fn source_routed_packets_are_dropped() {
     let mut f = eth(RED0_MAC, HOST_MAC, None, EtherType::Ipv4, &p);
     fix_ipv4_checksum(&mut f, 14);
     assert!(send(&mut e, 0, &f, 0).is_empty());
-    assert_eq!(drops(&e, 0, Drop::Ipv4BadOptions), 1);
+    assert_eq!(drops(&e, 0, DropReason::Ipv4BadOptions), 1);
 }
 
 #[test]
@@ -334,7 +370,7 @@ fn l2_and_demux_filters() {
     let mut f = udp4_frame(REMOTE, 64, false, 10);
     f[0..6].copy_from_slice(&[0x02, 9, 9, 9, 9, 9]);
     assert!(send(&mut e, 0, &f, 0).is_empty());
-    assert_eq!(drops(&e, 0, Drop::NotForUs), 1);
+    assert_eq!(drops(&e, 0, DropReason::NotForUs), 1);
     let tagged = eth(
         RED1_MAC,
         GW_MAC,
@@ -343,9 +379,9 @@ fn l2_and_demux_filters() {
         &ipv4(GW, HOST, IpProtocol::Udp, 64, false, &udp(4)),
     );
     assert!(send(&mut e, 1, &tagged, 0).is_empty());
-    assert_eq!(drops(&e, 1, Drop::NoInterface), 1);
+    assert_eq!(drops(&e, 1, DropReason::NoInterface), 1);
     assert!(send(&mut e, 0, &[0u8; 10], 0).is_empty());
-    assert_eq!(drops(&e, 0, Drop::TruncatedL2), 1);
+    assert_eq!(drops(&e, 0, DropReason::TruncatedL2), 1);
     let other = eth(
         RED0_MAC,
         HOST_MAC,
@@ -354,7 +390,7 @@ fn l2_and_demux_filters() {
         &[0u8; 46],
     );
     assert!(send(&mut e, 0, &other, 0).is_empty());
-    assert_eq!(drops(&e, 0, Drop::UnsupportedEthertype), 1);
+    assert_eq!(drops(&e, 0, DropReason::UnsupportedEthertype), 1);
 }
 
 #[test]
@@ -412,7 +448,7 @@ fn other_traffic_for_the_router_is_punted_into_a_bounded_queue() {
     }
     assert_eq!(e.vr(0).punt_len, 2);
     assert_eq!(e.iface_counters(0).punted, 2);
-    assert_eq!(drops(&e, 0, Drop::PuntQueueFull), 1);
+    assert_eq!(drops(&e, 0, DropReason::PuntQueueFull), 1);
     let mut seen = 0;
     e.drain_punted(0, |m| {
         assert_eq!(&m.data()[14..], &f[14..]);
@@ -437,7 +473,7 @@ fn other_traffic_for_the_router_is_punted_into_a_bounded_queue() {
     );
     send(&mut e, 0, &ospf, 0);
     assert_eq!(
-        drops(&e, 0, Drop::NotForUs),
+        drops(&e, 0, DropReason::NotForUs),
         1,
         "224.0.0.5 not joined: filtered at L2"
     );
@@ -534,7 +570,7 @@ fn tenants_with_identical_addresses_stay_apart() {
     assert_eq!(e.vr_counters(1).rx_packets, 1);
     // Red's MAC on blue's port is not blue's.
     assert!(send(&mut e, 2, &red, 0).is_empty());
-    assert_eq!(drops(&e, 2, Drop::NotForUs), 1);
+    assert_eq!(drops(&e, 2, DropReason::NotForUs), 1);
 }
 
 #[test]

@@ -5,13 +5,13 @@ mod common;
 use std::net::Ipv6Addr;
 
 use common::*;
-use vrhost_dataplane::{link_local_from_mac, Drop, Engine};
+use vrhost_dataplane::{link_local_from_mac, DropReason, Engine};
 use vrhost_wire::ethernet::{ipv6_multicast_mac, EtherType, EthernetAddress};
 use vrhost_wire::icmpv6::{Icmpv6Repr, NdiscNeighborFlags, NdiscRepr};
 use vrhost_wire::ip::IpProtocol;
 use vrhost_wire::ipv6::{solicited_node, ALL_NODES};
 
-fn drops(e: &Engine, port: usize, d: Drop) -> u64 {
+fn drops(e: &Engine, port: usize, d: DropReason) -> u64 {
     e.port_counters(port).drop_count(d)
 }
 
@@ -86,7 +86,7 @@ fn hop_limit_one_gets_time_exceeded() {
         Icmpv6Repr::TimeExceeded { code: 0, data } => assert_eq!(data, &input[14..]),
         other => panic!("{other:?}"),
     }
-    assert_eq!(drops(&e, 0, Drop::TtlExpired), 1);
+    assert_eq!(drops(&e, 0, DropReason::TtlExpired), 1);
 }
 
 #[test]
@@ -122,8 +122,8 @@ fn no_route_and_reject_routes_get_destination_unreachable() {
         out[0].icmpv6(),
         Icmpv6Repr::DstUnreachable { code: 6, .. }
     ));
-    assert_eq!(drops(&e, 0, Drop::NoRoute), 1);
-    assert_eq!(drops(&e, 0, Drop::Unreachable), 1);
+    assert_eq!(drops(&e, 0, DropReason::NoRoute), 1);
+    assert_eq!(drops(&e, 0, DropReason::Unreachable), 1);
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn too_big_gets_packet_too_big_and_is_never_fragmented() {
         Icmpv6Repr::PacketTooBig { mtu, .. } => assert_eq!(mtu, RED1_MTU as u32),
         other => panic!("{other:?}"),
     }
-    assert_eq!(drops(&e, 0, Drop::MtuExceeded), 1);
+    assert_eq!(drops(&e, 0, DropReason::MtuExceeded), 1);
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn link_local_is_never_forwarded() {
         ),
     );
     assert!(send(&mut e, 0, &f, 0).is_empty());
-    assert_eq!(drops(&e, 0, Drop::Ipv6LinkLocalNotForwarded), 2);
+    assert_eq!(drops(&e, 0, DropReason::Ipv6LinkLocalNotForwarded), 2);
 }
 
 #[test]
@@ -199,7 +199,7 @@ fn martian_addresses_are_dropped() {
         );
         assert!(send(&mut e, 0, &f, 0).is_empty(), "{src} -> {dst}");
     }
-    assert_eq!(drops(&e, 0, Drop::Ipv6MartianAddress), 4);
+    assert_eq!(drops(&e, 0, DropReason::Ipv6MartianAddress), 4);
     let global_mcast = eth(
         ipv6_multicast_mac(&"ff0e::1".parse().unwrap()),
         HOST_MAC,
@@ -215,7 +215,7 @@ fn martian_addresses_are_dropped() {
     );
     // 33:33:00:00:00:01 is also all-nodes' MAC, so it passes L2; L3 refuses to route it.
     send(&mut e, 0, &global_mcast, 0);
-    assert_eq!(drops(&e, 0, Drop::MulticastNotRouted), 1);
+    assert_eq!(drops(&e, 0, DropReason::MulticastNotRouted), 1);
 }
 
 #[test]
@@ -229,8 +229,8 @@ fn bad_headers_are_counted() {
     for f in [&ver, &long, &good[..40].to_vec()] {
         assert!(send(&mut e, 0, f, 0).is_empty());
     }
-    assert_eq!(drops(&e, 0, Drop::Ipv6BadVersion), 1);
-    assert_eq!(drops(&e, 0, Drop::Ipv6Truncated), 2);
+    assert_eq!(drops(&e, 0, DropReason::Ipv6BadVersion), 1);
+    assert_eq!(drops(&e, 0, DropReason::Ipv6Truncated), 2);
 }
 
 #[test]
@@ -282,7 +282,7 @@ fn solicitation_for_our_address_is_answered() {
         0
     )
     .is_empty());
-    assert_eq!(drops(&e, 0, Drop::NotForUs), 1);
+    assert_eq!(drops(&e, 0, DropReason::NotForUs), 1);
     // ... and a unicast solicitation for it is not answered either.
     let other: Ipv6Addr = "2001:db8::77".parse().unwrap();
     let repr = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
@@ -297,7 +297,7 @@ fn solicitation_for_our_address_is_answered() {
         &icmpv6(HOST6, RED0_6, 255, &repr),
     );
     assert!(send(&mut e, 0, &f, 0).is_empty());
-    assert_eq!(drops(&e, 0, Drop::NeighborNotForUs), 1);
+    assert_eq!(drops(&e, 0, DropReason::NeighborNotForUs), 1);
 }
 
 #[test]
@@ -321,7 +321,7 @@ fn ndp_with_a_hop_limit_below_255_is_rejected() {
     let mut f = ns(HOST6, RED0_6, Some(HOST_MAC));
     f[14 + 7] = 64;
     assert!(send(&mut e, 0, &f, 0).is_empty());
-    assert_eq!(drops(&e, 0, Drop::BadNdp), 1);
+    assert_eq!(drops(&e, 0, DropReason::BadNdp), 1);
 }
 
 #[test]

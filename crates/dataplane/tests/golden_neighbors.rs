@@ -5,7 +5,7 @@ mod common;
 use std::net::Ipv4Addr;
 
 use common::*;
-use vrhost_dataplane::{Drop, Engine, Limits};
+use vrhost_dataplane::{DropReason, Engine, Limits};
 use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::ip::IpProtocol;
@@ -148,7 +148,10 @@ fn requests_for_other_addresses_are_ignored() {
         .is_empty(),
         "red1's address is not on red0's link"
     );
-    assert_eq!(e.port_counters(0).drop_count(Drop::NeighborNotForUs), 2);
+    assert_eq!(
+        e.port_counters(0).drop_count(DropReason::NeighborNotForUs),
+        2
+    );
     // Someone claiming our address.
     assert!(send(
         &mut e,
@@ -164,7 +167,10 @@ fn requests_for_other_addresses_are_ignored() {
         0
     )
     .is_empty());
-    assert_eq!(e.port_counters(0).drop_count(Drop::AddressConflict), 1);
+    assert_eq!(
+        e.port_counters(0).drop_count(DropReason::AddressConflict),
+        1
+    );
 }
 
 #[test]
@@ -218,7 +224,11 @@ fn hold_queue_is_bounded_and_failed_resolution_drops() {
         send(&mut e, 1, &toward_new_host(), i);
     }
     assert_eq!(e.held(), 2);
-    assert_eq!(e.port_counters(1).drop_count(Drop::NeighborUnresolved), 2);
+    assert_eq!(
+        e.port_counters(1)
+            .drop_count(DropReason::NeighborUnresolved),
+        2
+    );
     let mut requests = 1;
     for s in 1..=4 {
         requests += poll(&mut e, s * SEC + 10).len();
@@ -228,7 +238,11 @@ fn hold_queue_is_bounded_and_failed_resolution_drops() {
         "three requests in all (RFC 4861 MAX_MULTICAST_SOLICIT)"
     );
     assert_eq!(e.held(), 0);
-    assert_eq!(e.port_counters(1).drop_count(Drop::NeighborUnresolved), 4);
+    assert_eq!(
+        e.port_counters(1)
+            .drop_count(DropReason::NeighborUnresolved),
+        4
+    );
     assert_eq!(
         e.pool().allocated(),
         e.pool().available(),

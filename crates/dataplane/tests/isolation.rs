@@ -19,7 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use vrhost_dataplane::{BuildError, Counters, Drop, Engine, Limits, RouteTarget};
+use vrhost_dataplane::{BuildError, Counters, DropReason, Engine, Limits, RouteTarget};
 use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::ip::IpProtocol;
@@ -213,7 +213,7 @@ fn pps_ceiling_case(pps: u64, step: u64, per_step: usize) {
     assert_eq!((b.rx_packets, b.forwarded), (blue_sent, blue_sent));
     assert_eq!(drops(&b), vec![], "blue untouched");
     assert_eq!(iface(&e, BLUE, 1).tx_packets, blue_sent);
-    assert_eq!(Drop::RateCeiling.name(), "rate-ceiling");
+    assert_eq!(DropReason::RateCeiling.name(), "rate-ceiling");
 }
 
 #[test]
@@ -392,7 +392,7 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
         SEC,
     );
     assert_eq!(out.len(), 1);
-    assert_eq!(iface(&e, RED, 0).drop_count(Drop::NoRoute), 1);
+    assert_eq!(iface(&e, RED, 0).drop_count(DropReason::NoRoute), 1);
 
     // Replacing an existing prefix at the limit is allowed and takes effect.
     e.add_route4(RED, p4("100.64.0.0/24"), RouteTarget::Blackhole)
@@ -405,7 +405,7 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
         SEC,
     );
     assert!(out.is_empty());
-    assert_eq!(iface(&e, RED, 0).drop_count(Drop::Blackhole), 1);
+    assert_eq!(iface(&e, RED, 0).drop_count(DropReason::Blackhole), 1);
 
     // The limit is per family: IPv6 still has its own room.
     let via6 = RouteTarget::Via(IpAddr::V6(GW6));
@@ -502,7 +502,7 @@ fn a_configured_prefix_given_twice_is_one_route_and_the_later_wins() {
         SEC,
     );
     assert_eq!(out.len(), 1, "{out:?}");
-    assert_eq!(iface(&e, RED, 0).drop_count(Drop::Blackhole), 0);
+    assert_eq!(iface(&e, RED, 0).drop_count(DropReason::Blackhole), 0);
 }
 
 // ---------------------------------------------------------------------------
@@ -744,7 +744,7 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
     );
     assert_eq!(e.held(), 0);
     assert_eq!(
-        iface(&e, RED, 0).drop_count(Drop::NeighborUnresolved),
+        iface(&e, RED, 0).drop_count(DropReason::NeighborUnresolved),
         unresolved + red_held as u64
     );
     assert_eq!(

@@ -251,7 +251,7 @@ fn one_burst_of_both_vrs_is_routed_per_vr() {
     assert_eq!(seen, expect);
     assert_eq!(
         e.port_counters(1)
-            .drop_count(vrhost_dataplane::Drop::Ipv4Truncated),
+            .drop_count(vrhost_dataplane::DropReason::Ipv4Truncated),
         1
     );
 }

@@ -15,7 +15,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use common::{send_burst, udp4_frame, BLUE0_MAC, RED0_MAC, REMOTE, SEC};
-use vrhost_dataplane::{Drop, Engine, Limits};
+use vrhost_dataplane::{DropReason, Engine, Limits};
 use vrhost_wire::ethernet::EthernetAddress;
 
 static TICKS: AtomicU64 = AtomicU64::new(0);
@@ -66,14 +66,14 @@ fn run(stranger: bool) -> Engine {
 fn over_share_drops_count_on_the_flooding_vrs_interface() {
     for stranger in [false, true] {
         let e = run(stranger);
-        let red0 = e.iface_counters(0).drop_count(Drop::OverShare);
-        let blue0 = e.iface_counters(2).drop_count(Drop::OverShare);
+        let red0 = e.iface_counters(0).drop_count(DropReason::OverShare);
+        let blue0 = e.iface_counters(2).drop_count(DropReason::OverShare);
         assert!(blue0 > 0, "blue was policed (stranger frames: {stranger})");
         assert_eq!(
             red0, 0,
             "red's interface counts none of blue's drops (stranger frames: {stranger})"
         );
-        assert_eq!(e.vr_counters(1).drop_count(Drop::OverShare), blue0);
+        assert_eq!(e.vr_counters(1).drop_count(DropReason::OverShare), blue0);
         // Every blue frame received was either forwarded or dropped over share.
         let b = e.iface_counters(2);
         assert_eq!(b.forwarded + blue0, b.rx_packets);

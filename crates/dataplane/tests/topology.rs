@@ -6,7 +6,7 @@ mod common;
 use std::net::{IpAddr, Ipv4Addr};
 
 use common::*;
-use vrhost_dataplane::{BuildError, Drop, InterfaceSpec, Limits, RouteTarget, RouterSpec};
+use vrhost_dataplane::{BuildError, DropReason, InterfaceSpec, Limits, RouteTarget, RouterSpec};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::icmpv4::Icmpv4Repr;
 use vrhost_wire::ip::IpProtocol;
@@ -94,7 +94,10 @@ fn vrs_come_and_go_while_the_others_forward() {
     // Delete blue: its frames now belong to no interface; red and green carry on.
     e.remove_vr(BLUE).expect("remove blue");
     assert_eq!(forward(&mut e, 2, &blue_frame), None);
-    assert_eq!(e.port_counters(2).drops[Drop::NoInterface as usize], 1);
+    assert_eq!(
+        e.port_counters(2).drops[DropReason::NoInterface as usize],
+        1
+    );
     assert_eq!(forward(&mut e, 0, &red_frame), Some((1, Some(100))));
     assert_eq!(forward(&mut e, 2, &green_frame), Some((1, Some(300))));
     assert!(matches!(
@@ -239,7 +242,7 @@ fn link_local_control_groups_reach_only_vrs_with_a_control_plane() {
     assert_eq!(punted[0].0, RED);
     assert_eq!(punted[0].1, hello());
     assert_eq!(
-        e.vr_counters(BLUE).drops[Drop::NotForUs as usize],
+        e.vr_counters(BLUE).drops[DropReason::NotForUs as usize],
         1,
         "a VR without a control plane does not join the groups"
     );

@@ -29,7 +29,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use vrhost_dataplane::{
-    sum_ifaces, Clock, Drop, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
+    sum_ifaces, Clock, DropReason, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget,
+    RouterSpec,
 };
 use vrhost_fib::Prefix4;
 use vrhost_io::{MemoryPort, PacedPort, Port};
@@ -501,7 +502,7 @@ fn scenario(
             },
             cpu_share: report.charged.get(i).copied().unwrap_or(0) as f64
                 / report.ticks.max(1) as f64,
-            over_share: c.drops[Drop::OverShare as usize],
+            over_share: c.drops[DropReason::OverShare as usize],
             ring_missed: q.dropped,
         }
     });

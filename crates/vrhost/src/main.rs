@@ -194,11 +194,11 @@ fn drop_reasons(markdown: bool) -> String {
              Every packet vrhost discards is counted under exactly one of these reasons, per port \
              and per interface (and so per VR). This file is the output of \
              `vrhost drop-reasons --markdown`; a test keeps it in step with the code, where each \
-             description is the doc comment of its `Drop` variant.\n\n\
+             description is the doc comment of its `DropReason` variant.\n\n\
              | counter | rule |\n|---|---|\n",
         );
     }
-    for d in vrhost_dataplane::Drop::ALL {
+    for d in vrhost_dataplane::DropReason::ALL {
         if markdown {
             let _ = writeln!(out, "| `{}` | {} |", d.name(), d.description());
         } else {
