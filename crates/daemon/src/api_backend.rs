@@ -6,7 +6,7 @@
 //!   vrhost ctl / curl ──HTTP──▶ vrhost-api (auth, parsing, OpenAPI, metrics)
 //!                                  │ Backend
 //!                                  ▼
-//!                       RuntimeBackend ── lock ──▶ Control ── commit ──▶ workers
+//!                       RuntimeBackend ── lock ──▶ TableWriter ── commit ──▶ workers
 //!                                  └──────── counters (read, lock-free) ◀──┘
 //! ```
 
@@ -22,10 +22,10 @@ use vrhost_api::types::{
     VrControl, VrCounters, VrInfo, VrPolicy, VrSpec, WorkerInfo,
 };
 use vrhost_api::{ApiConfig, ApiError, ApiHandle, Backend};
-use vrhost_control::Config;
+use vrhost_config::Config;
 use vrhost_dataplane::{
-    sum_ifaces, sum_ports, BuildError, Control, Counters, InterfaceSpec, Limits, RouteHop,
-    RouteTarget, RouterSpec, WorkerCounters,
+    sum_ifaces, sum_ports, BuildError, Counters, InterfaceSpec, Limits, RouteHop, RouteTarget,
+    RouterSpec, TableWriter, WorkerCounters,
 };
 use vrhost_fib::{Prefix4, Prefix6};
 use vrhost_wire::ethernet::EthernetAddress;
@@ -34,7 +34,7 @@ use crate::runtime::{lock, Assignment, Running};
 
 /// The API's view of a running router.
 pub struct RuntimeBackend {
-    control: Arc<Mutex<Control>>,
+    writer: Arc<Mutex<TableWriter>>,
     counters: Vec<Arc<WorkerCounters>>,
     assignment: Vec<Assignment>,
     /// The config in force (replaced by a successful reload).
@@ -94,7 +94,7 @@ impl RuntimeBackend {
             })
             .collect();
         RuntimeBackend {
-            control: running.control.clone(),
+            writer: running.writer.clone(),
             counters: running.counters.clone(),
             assignment: running.assignment.clone(),
             config: Mutex::new(cfg.clone()),
@@ -108,11 +108,11 @@ impl RuntimeBackend {
     }
 
     /// The index of the live VR `name`, or the nameless 404.
-    fn vr_index(c: &Control, name: &str) -> Result<usize, ApiError> {
+    fn vr_index(c: &TableWriter, name: &str) -> Result<usize, ApiError> {
         c.working().vr_index(name).ok_or(ApiError::NoSuchVr)
     }
 
-    fn info(&self, c: &Control, vr: usize) -> VrInfo {
+    fn info(&self, c: &TableWriter, vr: usize) -> VrInfo {
         let s = c.working();
         let cfg = self.config();
         let name = s.vr_name(vr).to_string();
@@ -152,7 +152,7 @@ impl RuntimeBackend {
         }
     }
 
-    fn router_spec(&self, c: &Control, spec: &VrSpec) -> Result<RouterSpec, ApiError> {
+    fn router_spec(&self, c: &TableWriter, spec: &VrSpec) -> Result<RouterSpec, ApiError> {
         let s = c.working();
         let cfg = self.config();
         let mut interfaces = Vec::new();
@@ -310,7 +310,7 @@ fn same(hop: RouteHop, t: RouteTarget) -> bool {
     }
 }
 
-fn api_route(c: &Control, addr: IpAddr, len: u8, hop: RouteHop) -> Option<Route> {
+fn api_route(c: &TableWriter, addr: IpAddr, len: u8, hop: RouteHop) -> Option<Route> {
     let prefix = Prefix::new(addr, len).ok()?;
     let target = match hop {
         RouteHop::Local | RouteHop::Broadcast => ApiTarget::Local,
@@ -394,7 +394,7 @@ fn counter_set(c: &Counters) -> CounterSet {
 
 impl Backend for RuntimeBackend {
     fn list_vrs(&self) -> Result<Vec<VrInfo>, ApiError> {
-        let c = lock(&self.control);
+        let c = lock(&self.writer);
         let s = c.working();
         Ok((0..s.vr_count())
             .filter(|&v| s.vr_alive(v))
@@ -403,13 +403,13 @@ impl Backend for RuntimeBackend {
     }
 
     fn get_vr(&self, vr: &str) -> Result<VrInfo, ApiError> {
-        let c = lock(&self.control);
+        let c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         Ok(self.info(&c, v))
     }
 
     fn create_vr(&self, spec: &VrSpec) -> Result<VrInfo, ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let r = self.router_spec(&c, spec)?;
         let v = c.add_vr(&r).map_err(refused)?;
         c.commit();
@@ -418,7 +418,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn delete_vr(&self, vr: &str) -> Result<(), ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         c.remove_vr(v).map_err(refused)?;
         c.commit();
@@ -431,7 +431,7 @@ impl Backend for RuntimeBackend {
         vr: &str,
         iface: &vrhost_api::types::InterfaceSpec,
     ) -> Result<Outcome, ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         // The same conversion as a VR's interfaces at creation.
         let spec = self.router_spec(
@@ -454,7 +454,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn delete_interface(&self, vr: &str, iface: &str) -> Result<Outcome, ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let removed = c.remove_interface(v, iface).map_err(refused)?;
         c.commit();
@@ -462,7 +462,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn list_addresses(&self, vr: &str, iface: &str) -> Result<Vec<IfaceAddr>, ApiError> {
-        let c = lock(&self.control);
+        let c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let s = c.working();
         s.vr_ifaces(v)
@@ -474,7 +474,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn add_address(&self, vr: &str, iface: &str, addr: IfaceAddr) -> Result<Outcome, ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let added = c
             .add_address(v, iface, addr.addr(), addr.prefix_len())
@@ -484,7 +484,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn delete_address(&self, vr: &str, iface: &str, addr: IfaceAddr) -> Result<Outcome, ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let removed = c
             .remove_address(v, iface, addr.addr(), addr.prefix_len())
@@ -494,7 +494,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn list_routes(&self, vr: &str, offset: u64, limit: u64) -> Result<RoutePage, ApiError> {
-        let c = lock(&self.control);
+        let c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let all = c.route_list(v);
         let routes = all
@@ -511,7 +511,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn add_route(&self, vr: &str, route: &Route, replace: bool) -> Result<Outcome, ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let t = target(&route.target).ok_or_else(|| {
             bad(
@@ -547,7 +547,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn delete_route(&self, vr: &str, prefix: Prefix) -> Result<Outcome, ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let (a, l) = (prefix.addr(), prefix.prefix_len());
         match c.route(v, a, l) {
@@ -568,7 +568,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn bulk_routes(&self, vr: &str, req: &BulkRoutes) -> Result<BulkResult, ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         // Validate everything first: nothing is applied unless all of it can be.
         let mut out = BulkResult::default();
@@ -670,7 +670,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn list_neighbors(&self, vr: &str) -> Result<Vec<Neighbor>, ApiError> {
-        let c = lock(&self.control);
+        let c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let s = c.working();
         Ok(c.static_neighbor_list(v)
@@ -684,7 +684,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn add_neighbor(&self, vr: &str, n: &Neighbor) -> Result<Outcome, ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let old = c
             .static_neighbor_list(v)
@@ -702,7 +702,7 @@ impl Backend for RuntimeBackend {
     }
 
     fn delete_neighbor(&self, vr: &str, addr: IpAddr) -> Result<Outcome, ApiError> {
-        let mut c = lock(&self.control);
+        let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let deleted = c.remove_static_neighbor(v, addr).map_err(refused)?;
         // Workers forget the MAC now, not at some later change.
@@ -713,7 +713,7 @@ impl Backend for RuntimeBackend {
     fn vr_counters(&self, vr: &str) -> Result<VrCounters, ApiError> {
         // Names under the lock; the counters themselves are read lock-free.
         let ifaces: Vec<(u16, String)> = {
-            let c = lock(&self.control);
+            let c = lock(&self.writer);
             let v = Self::vr_index(&c, vr)?;
             let s = c.working();
             s.vr_ifaces(v)
@@ -783,7 +783,7 @@ impl Backend for RuntimeBackend {
             )
         })?;
         let mut cfg = self.config();
-        reload_into(&self.control, &mut cfg, new, &self.port_macs)
+        reload_into(&self.writer, &mut cfg, new, &self.port_macs)
     }
 }
 
@@ -791,10 +791,10 @@ impl Backend for RuntimeBackend {
 /// created, VRs that went are deleted, VRs whose routes alone changed get
 /// the route difference, and any other changed VR is rebuilt. Ports, the
 /// API and worker placement need a restart. The new tables are built in
-/// full first (a throwaway `Control`), so a config the data plane would
+/// full first (a throwaway `TableWriter`), so a config the data plane would
 /// refuse changes nothing.
 fn reload_into(
-    control: &Mutex<Control>,
+    writer: &Mutex<TableWriter>,
     cfg: &mut Config,
     new: Config,
     port_macs: &[[u8; 6]],
@@ -844,10 +844,10 @@ fn reload_into(
         }
     }
     let mac_of = |p: usize| port_macs.get(p).copied().unwrap_or([0x02, 0, 0, 0, 0, 0]);
-    let spec = vrhost_control::engine_spec(&new, mac_of);
+    let spec = vrhost_config::engine_spec(&new, mac_of);
     // Dry run: everything the data plane checks, on a copy.
-    Control::new(&spec).map_err(|e| issue("router", &e.to_string()))?;
-    let mut c = lock(control);
+    TableWriter::new(&spec).map_err(|e| issue("router", &e.to_string()))?;
+    let mut c = lock(writer);
     let mut report = ReloadReport::default();
     for old in &cfg.routers {
         if !new.routers.iter().any(|r| r.name == old.name) {
@@ -874,7 +874,7 @@ fn reload_into(
                     && old.limits == r.limits
                     && old.control == r.control;
                 if only_routes {
-                    let old_spec = vrhost_control::engine_spec(
+                    let old_spec = vrhost_config::engine_spec(
                         &Config {
                             routers: vec![old.clone()],
                             ..cfg.clone()

@@ -6,7 +6,7 @@
 //!   │ TAP "to-h1" (same MAC, MTU,  │◀─ punted frames, untagged ──── worker k: drain_all_punted
 //!   │  addresses as the VR iface)  │── frames the kernel sends ───▶ worker k: check, tag, tx on the port
 //!   │ main table ──────────────────┼── rtnetlink ─▶ NsWatcher ─▶ sync thread ─┐
-//!   └──────────────────────────────┘                                          ├─▶ lock(Control): routes,
+//!   └──────────────────────────────┘                                          ├─▶ lock(TableWriter): routes,
 //!   remote zebra ── TCP, FPM framing ──────────▶ fpm::serve ─▶ sync thread ───┘   addresses; commit()
 //! ```
 //!
@@ -26,11 +26,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use vrhost_control::Config;
+use vrhost_config::Config;
 use vrhost_cp::fpm::{self, FpmServer};
 use vrhost_cp::{CpEvent, NsWatcher, Op, Prefix, RouteTarget, WatchOptions};
 use vrhost_dataplane::spec::RouteTarget as EngineTarget;
-use vrhost_dataplane::Control;
+use vrhost_dataplane::TableWriter;
 use vrhost_fib::{Prefix4, Prefix6};
 
 // -------------------------------------------------------------- sync side --
@@ -63,7 +63,7 @@ impl Drop for ControlPlanes {
 /// is set (zebra then also installs them in the namespace, and taking them
 /// twice would let two producers' snapshots fight), the namespace's main
 /// table otherwise. Addresses always come from the namespace.
-pub fn start(cfg: &Config, control: &Arc<Mutex<Control>>) -> Result<ControlPlanes> {
+pub fn start(cfg: &Config, writer: &Arc<Mutex<TableWriter>>) -> Result<ControlPlanes> {
     let mut cps = ControlPlanes {
         watchers: Vec::new(),
         fpm: Vec::new(),
@@ -80,14 +80,14 @@ pub fn start(cfg: &Config, control: &Arc<Mutex<Control>>) -> Result<ControlPlane
             let mut s = base.clone();
             s.source = format!("fpm {}", server.local_addr());
             s.addrs = false;
-            cps.threads.push(spawn_sync(s, rx, control, &cps.stop)?);
+            cps.threads.push(spawn_sync(s, rx, writer, &cps.stop)?);
             cps.fpm.push(server);
         }
         let (tx, rx) = mpsc::channel();
         let mut s = base;
         s.source = format!("netns {}", c.netns);
         s.routes = c.fpm.is_none();
-        cps.threads.push(spawn_sync(s, rx, control, &cps.stop)?);
+        cps.threads.push(spawn_sync(s, rx, writer, &cps.stop)?);
         let opts = WatchOptions {
             interfaces: Some(r.interfaces.iter().map(|i| i.name.clone()).collect()),
             rcvbuf: None,
@@ -105,10 +105,10 @@ const BATCH: usize = 4096;
 fn spawn_sync(
     mut s: RouteSync,
     rx: Receiver<CpEvent>,
-    control: &Arc<Mutex<Control>>,
+    writer: &Arc<Mutex<TableWriter>>,
     stop: &Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>> {
-    let control = control.clone();
+    let writer = writer.clone();
     let stop = stop.clone();
     std::thread::Builder::new()
         .name(format!("cp-sync-{}", s.router))
@@ -126,7 +126,7 @@ fn spawn_sync(
                         Err(_) => break,
                     }
                 }
-                let mut c = crate::runtime::lock(&control);
+                let mut c = crate::runtime::lock(&writer);
                 let changed: usize = batch.drain(..).map(|ev| s.apply(&mut c, ev)).sum();
                 if changed > 0 {
                     c.commit();
@@ -203,7 +203,7 @@ impl RouteSync {
 
     /// Applies one event to `c` (uncommitted); returns how many table
     /// changes it made.
-    pub fn apply(&mut self, c: &mut Control, ev: CpEvent) -> usize {
+    pub fn apply(&mut self, c: &mut TableWriter, ev: CpEvent) -> usize {
         match ev {
             CpEvent::Route { op, prefix, target } if self.routes => match op {
                 Op::Add => self.add_route(c, prefix, &target),
@@ -265,7 +265,7 @@ impl RouteSync {
         }
     }
 
-    fn add_route(&mut self, c: &mut Control, p: Prefix, t: &RouteTarget) -> usize {
+    fn add_route(&mut self, c: &mut TableWriter, p: Prefix, t: &RouteTarget) -> usize {
         if self.config_routes.contains(&p) {
             self.warn_once(
                 p,
@@ -311,7 +311,7 @@ impl RouteSync {
         }
     }
 
-    fn del_route(&mut self, c: &mut Control, p: Prefix) -> usize {
+    fn del_route(&mut self, c: &mut TableWriter, p: Prefix) -> usize {
         if self.installed.remove(&p).is_none() {
             return 0;
         }
@@ -323,7 +323,14 @@ impl RouteSync {
         usize::from(removed)
     }
 
-    fn address(&mut self, c: &mut Control, op: Op, ifname: String, addr: IpAddr, len: u8) -> usize {
+    fn address(
+        &mut self,
+        c: &mut TableWriter,
+        op: Op,
+        ifname: String,
+        addr: IpAddr,
+        len: u8,
+    ) -> usize {
         if !self.ifaces.contains(&ifname) || is_link_local(addr) {
             return 0;
         }
@@ -392,13 +399,13 @@ name = "red"
   via = "10.0.0.9"
 "#;
 
-    fn setup() -> (RouteSync, Control) {
+    fn setup() -> (RouteSync, TableWriter) {
         let cfg = Config::from_toml_str(CFG, std::path::Path::new(".")).expect("config");
-        let control = Control::new(&vrhost_control::engine_spec(&cfg, |_| [2, 0, 0, 0, 0, 1]))
+        let writer = TableWriter::new(&vrhost_config::engine_spec(&cfg, |_| [2, 0, 0, 0, 0, 1]))
             .expect("tables");
         let mut s = RouteSync::new(&cfg, 0);
         s.source = "test".into();
-        (s, control)
+        (s, writer)
     }
 
     fn p(s: &str) -> Prefix {
@@ -412,7 +419,7 @@ name = "red"
         }
     }
 
-    fn hop(c: &Control, prefix: &str) -> Option<vrhost_dataplane::RouteHop> {
+    fn hop(c: &TableWriter, prefix: &str) -> Option<vrhost_dataplane::RouteHop> {
         let p = p(prefix);
         c.route(0, p.addr(), p.len())
     }

@@ -5,7 +5,7 @@
 //!                    ┌──────────────────────── Daemon ────────────────────────┐
 //!   config (TOML) ──▶│ runtime::Runtime ── start ──▶ runtime::Running          │
 //!                    │   workers on cores: rx → pipeline → tx  (taps: punts)   │
-//!                    │   Arc<Mutex<Control>>: the one table writer             │
+//!                    │   Arc<Mutex<TableWriter>>: the one writer of the tables │
 //!                    │        ▲                 ▲                  ▲           │
 //!                    │  cplane (route sync) api_backend (API)  maintain (tick) │
 //!                    └────────────────────────────────────────────────────────┘
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use vrhost_api::ApiHandle;
-use vrhost_control::Config;
+use vrhost_config::Config;
 use vrhost_io::PortStats;
 
 use crate::cplane::ControlPlanes;
@@ -120,7 +120,7 @@ impl Daemon {
         let running = rt.start();
         let api = api_backend::start(cfg, config_path, &running)?;
         // Routes and addresses from the tenants' namespaces and FPM streams.
-        let planes = cplane::start(cfg, &running.control)?;
+        let planes = cplane::start(cfg, &running.writer)?;
         Ok(Daemon {
             running,
             planes: Some(planes),
@@ -143,7 +143,7 @@ impl Daemon {
     /// route shrink to their bulk-loaded size once their feed pauses, a few
     /// /8 groups per call. Returns the routes whose groups were rebuilt.
     pub fn maintain(&self) -> usize {
-        lock(&self.running.control).compact_quiet_fibs(COMPACT_ROUTES_PER_TICK)
+        lock(&self.running.writer).compact_quiet_fibs(COMPACT_ROUTES_PER_TICK)
     }
 
     /// The per-port and per-VR counter table `vrhost run` prints.

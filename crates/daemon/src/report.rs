@@ -95,8 +95,8 @@ impl Source<'_> {
                 json!({ "routes4": i.routes4, "routes6": i.routes6, "neighbors": i.neighbors, "fib_bytes": i.fib_bytes })
             }
             Source::Running(r) => {
-                let (routes4, routes6) = r.control().routes(v);
-                json!({ "routes4": routes4, "routes6": routes6, "fib_bytes": r.control().fib_memory(v) })
+                let (routes4, routes6) = r.writer().routes(v);
+                json!({ "routes4": routes4, "routes6": routes6, "fib_bytes": r.writer().fib_memory(v) })
             }
         }
     }

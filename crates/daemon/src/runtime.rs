@@ -1,8 +1,8 @@
 //! Workers on cores: who owns which receive queue, and the loops they run.
 //!
 //! ```text
-//!   main thread: Control (routes, neighbors) ─ publish ─▶ Shared ◀─ read ─┬─ worker 0 (core a): rx queues {p0q0, p1q0} → pipeline → tx p0', p1'
-//!                stats: sums every worker's counters                      └─ worker 1 (core b): rx queues {p0q1, p1q1} → pipeline → tx p0'', p1''
+//!   main thread: TableWriter (routes, neighbors) ─ publish ─▶ Shared ◀─ read ─┬─ worker 0 (core a): rx queues {p0q0, p1q0} → pipeline → tx p0', p1'
+//!                stats: sums every worker's counters                            └─ worker 1 (core b): rx queues {p0q1, p1q1} → pipeline → tx p0'', p1''
 //!
 //!   --mode pipeline (the paper's cross-core handoff, for measurement):
 //!   rx thread (core a): rx queues ──▶ batch ring ──▶ worker (core b): pipeline → tx
@@ -20,9 +20,9 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use vrhost_control::{Config, Driver};
+use vrhost_config::{Config, Driver};
 use vrhost_dataplane::{
-    sum_ifaces, sum_ports, Clock, Control, Counters, EngineSpec, Mbuf, Shared, TxBatch, Worker,
+    sum_ifaces, sum_ports, Clock, Counters, EngineSpec, Mbuf, Shared, TableWriter, TxBatch, Worker,
     WorkerCounters,
 };
 use vrhost_io::af_packet::AfPacketPort;
@@ -75,7 +75,7 @@ pub struct Plan {
 /// Workers ready to start.
 pub struct Runtime {
     /// The table writer, with the tables every worker will read.
-    pub control: Control,
+    pub writer: TableWriter,
     /// One engine per worker, in worker order.
     pub workers: Vec<Worker>,
     /// What each worker owns, in worker order.
@@ -120,7 +120,7 @@ pub struct WorkerReport {
 pub struct Running {
     /// The one writer of the tables; the API, the control-plane sync and
     /// the stats loop take turns through the lock (never a worker).
-    pub control: Arc<Mutex<Control>>,
+    pub writer: Arc<Mutex<TableWriter>>,
     /// Each worker's counters (workers write them, anyone reads).
     pub counters: Vec<Arc<WorkerCounters>>,
     /// The published tables and names workers read.
@@ -183,8 +183,8 @@ impl Runtime {
                 )
             }
         };
-        let mut control = Control::new(spec).context("building the tables")?;
-        let workers = Worker::create(&mut control, n);
+        let mut writer = TableWriter::new(spec).context("building the tables")?;
+        let workers = Worker::create(&mut writer, n);
         let mut plans: Vec<Plan> = (0..n)
             .map(|k| Plan {
                 core: fwd_cores[k],
@@ -237,7 +237,7 @@ impl Runtime {
             }
         }
         Ok(Runtime {
-            control,
+            writer,
             workers,
             plans,
             assignment,
@@ -261,7 +261,7 @@ impl Runtime {
                     .and_then(|i| vrhost_io::netdev::mac(i).ok())
             })
             .collect();
-        let spec = vrhost_control::engine_spec(cfg, |port| {
+        let spec = vrhost_config::engine_spec(cfg, |port| {
             macs.get(port)
                 .copied()
                 .flatten()
@@ -359,7 +359,7 @@ impl Runtime {
         if self.mode == Mode::Pipeline {
             bail!("control-plane namespaces ([router.control]) need --mode rtc");
         }
-        let shared = self.control.shared().clone();
+        let shared = self.writer.shared().clone();
         let n = self.plans.len();
         let mirrors =
             crate::taps::mirror_all(cfg, shared.ifaces(), |vr| shared.vr_ifaces(vr).to_vec(), n)?;
@@ -375,7 +375,7 @@ impl Runtime {
     pub fn start(self) -> Running {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = self.workers.iter().map(Worker::counters).collect();
-        let shared = self.control.shared().clone();
+        let shared = self.writer.shared().clone();
         let mut threads = Vec::new();
         let clock = self.clock.map(|(c, hz)| (c, hz, self.fair_share));
         for (mut w, plan) in self.workers.into_iter().zip(self.plans) {
@@ -429,7 +429,7 @@ impl Runtime {
             }
         }
         Running {
-            control: Arc::new(Mutex::new(self.control)),
+            writer: Arc::new(Mutex::new(self.writer)),
             counters,
             shared,
             assignment: self.assignment,
@@ -464,10 +464,10 @@ impl Running {
         self.stop_with_stats();
     }
 
-    /// The control side, locked; a poisoned lock (a panic while holding it)
+    /// The table writer, locked; a poisoned lock (a panic while holding it)
     /// still yields the tables, which are only changed through `commit`.
-    pub fn control(&self) -> MutexGuard<'_, Control> {
-        lock(&self.control)
+    pub fn writer(&self) -> MutexGuard<'_, TableWriter> {
+        lock(&self.writer)
     }
 
     /// Stops every worker and returns the drivers' own counters of every
@@ -493,9 +493,9 @@ impl Running {
     }
 }
 
-/// Locks the control side, recovering from a poisoned lock.
-pub fn lock(control: &Mutex<Control>) -> MutexGuard<'_, Control> {
-    control.lock().unwrap_or_else(|e| e.into_inner())
+/// Locks the table writer, recovering from a poisoned lock.
+pub fn lock(writer: &Mutex<TableWriter>) -> MutexGuard<'_, TableWriter> {
+    writer.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Pins the calling thread to `core`, warning when that is impossible.

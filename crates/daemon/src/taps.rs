@@ -17,7 +17,7 @@
 use std::net::IpAddr;
 
 use anyhow::{Context, Result};
-use vrhost_control::Config;
+use vrhost_config::Config;
 use vrhost_dataplane::{Iface, Mbuf, MbufPool, TxBatch, Worker, WorkerCounters};
 use vrhost_io::{Port, TapPort};
 

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! Route changes made through the engine are published at once. Several
-//! workers on several cores use [`Control`] and [`Worker`] directly.
+//! workers on several cores use [`TableWriter`] and [`Worker`] directly.
 
 use std::net::IpAddr;
 
@@ -20,7 +20,7 @@ use crate::counters::Counters;
 use crate::iface::Iface;
 use crate::mbuf::{Mbuf, MbufPool};
 use crate::spec::{EngineSpec, RouteTarget};
-use crate::tables::{BuildError, Control};
+use crate::tables::{BuildError, TableWriter};
 use crate::worker::{TxBatch, Worker, WorkerCounters};
 
 /// A VR as reports show it.
@@ -64,17 +64,17 @@ pub fn sum_ifaces(workers: &[std::sync::Arc<WorkerCounters>], ifaces: &[u16]) ->
 
 /// The control side and a single worker.
 pub struct Engine {
-    control: Control,
+    writer: TableWriter,
     worker: Worker,
 }
 
 impl Engine {
-    /// Builds the engine. Validation here is a safety net: the control crate
+    /// Builds the engine. Validation here is a safety net: the config crate
     /// reports errors with config keys before this runs.
     pub fn new(spec: &EngineSpec) -> Result<Engine, BuildError> {
-        let mut control = Control::new(spec)?;
-        let worker = Worker::create(&mut control, 1).pop().expect("one worker");
-        Ok(Engine { control, worker })
+        let mut writer = TableWriter::new(spec)?;
+        let worker = Worker::create(&mut writer, 1).pop().expect("one worker");
+        Ok(Engine { writer, worker })
     }
 
     /// Turns the IPv4 fast path on or off; see [`Worker::set_fast_path`].
@@ -117,10 +117,10 @@ impl Engine {
     /// change publishes nothing new).
     fn commit<T>(
         &mut self,
-        change: impl FnOnce(&mut Control) -> Result<T, BuildError>,
+        change: impl FnOnce(&mut TableWriter) -> Result<T, BuildError>,
     ) -> Result<T, BuildError> {
-        let out = change(&mut self.control)?;
-        self.control.commit();
+        let out = change(&mut self.writer)?;
+        self.writer.commit();
         Ok(out)
     }
 
@@ -182,15 +182,15 @@ impl Engine {
 
     /// Removes an IPv4 route; true if it existed.
     pub fn remove_route4(&mut self, vr: usize, prefix: &Prefix4) -> bool {
-        let r = self.control.remove_route4(vr, prefix);
-        self.control.commit();
+        let r = self.writer.remove_route4(vr, prefix);
+        self.writer.commit();
         r
     }
 
     /// Removes an IPv6 route; true if it existed.
     pub fn remove_route6(&mut self, vr: usize, prefix: &Prefix6) -> bool {
-        let r = self.control.remove_route6(vr, prefix);
-        self.control.commit();
+        let r = self.writer.remove_route6(vr, prefix);
+        self.writer.commit();
         r
     }
 
@@ -217,19 +217,19 @@ impl Engine {
 
     /// Number of VRs.
     pub fn vr_count(&self) -> usize {
-        self.control.working().vr_count()
+        self.writer.working().vr_count()
     }
 
     /// A VR as reports show it.
     pub fn vr(&self, vr: usize) -> VrInfo {
-        let s = self.control.working();
-        let (routes4, routes6) = self.control.routes(vr);
+        let s = self.writer.working();
+        let (routes4, routes6) = self.writer.routes(vr);
         VrInfo {
             name: s.vr_name(vr).to_string(),
             ifaces: s.vr_ifaces(vr).to_vec(),
             routes4,
             routes6,
-            fib_bytes: self.control.fib_memory(vr),
+            fib_bytes: self.writer.fib_memory(vr),
             neighbors: self.worker.vr(vr).neighbors.len(),
             punt_len: self.worker.vr(vr).punt_len(),
         }
@@ -237,17 +237,17 @@ impl Engine {
 
     /// Interfaces (global order: VR by VR, as configured).
     pub fn ifaces(&self) -> &[Iface] {
-        self.control.working().ifaces()
+        self.writer.working().ifaces()
     }
 
     /// Number of ports.
     pub fn port_count(&self) -> usize {
-        self.control.working().port_count()
+        self.writer.working().port_count()
     }
 
     /// Port name.
     pub fn port_name(&self, port: usize) -> &str {
-        self.control.working().port_name(port)
+        self.writer.working().port_name(port)
     }
 
     /// Counters of one port.
@@ -264,7 +264,7 @@ impl Engine {
     pub fn vr_counters(&self, vr: usize) -> Counters {
         sum_ifaces(
             &[self.worker.counters()],
-            self.control.working().vr_ifaces(vr),
+            self.writer.working().vr_ifaces(vr),
         )
     }
 

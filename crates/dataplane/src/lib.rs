@@ -44,5 +44,5 @@ pub use fair::{Clock, Fair};
 pub use iface::{link_local_from_mac, Iface};
 pub use mbuf::{Mbuf, MbufPool};
 pub use spec::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};
-pub use tables::{BuildError, Control, RouteHop, Shared};
+pub use tables::{BuildError, RouteHop, Shared, TableWriter};
 pub use worker::{Event, NextHop, TxBatch, Vr, Worker, WorkerCounters};

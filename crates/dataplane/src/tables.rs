@@ -1,8 +1,8 @@
 //! The tables every worker reads, and the control side that changes them.
 //!
 //! ```text
-//!   Control (one thread)                         Shared (Arc)                    Worker k
-//!   ────────────────────                         ────────────                    ────────
+//!   TableWriter (one thread)                     Shared (Arc)                    Worker k
+//!   ────────────────────────                     ────────────                    ────────
 //!   per VR: FibHandle v4/v6 ── publish ──▶ FibReader v4/v6 ─────────── load_full ─▶ Arc<FibSnapshot>
 //!           next hops (grow-only) ─ store ─▶ ArcSwap<Vec<RouteHop>> ── load_full ─▶ Arc<Vec<RouteHop>>
 //!   commit(): bump `generation` (Release) ─────▶ AtomicU64 ◀── one Acquire load per burst;
@@ -287,7 +287,7 @@ struct VrControl {
     nh_dirty: bool,
     fib_dirty: bool,
     /// FIB publications so far, and the count the last
-    /// [`Control::compact_quiet_fibs`] saw: equal means no update since.
+    /// [`TableWriter::compact_quiet_fibs`] saw: equal means no update since.
     fib_epoch: u64,
     quiet_epoch: u64,
     /// The `fib_epoch` at which the FIB was last found compact.
@@ -308,9 +308,9 @@ impl VrControl {
 }
 
 /// The one writer of the shared tables.
-pub struct Control {
+pub struct TableWriter {
     tables: Arc<Tables>,
-    /// The working copy of the topology; published by [`Control::commit`].
+    /// The working copy of the topology; published by [`TableWriter::commit`].
     shared: Shared,
     topology_dirty: bool,
     vrs: Vec<VrControl>,
@@ -318,13 +318,13 @@ pub struct Control {
     workers: Vec<SyncSender<Event>>,
     /// Neighbor events to send once the topology they refer to is published.
     pending: Vec<Event>,
-    /// The VR [`Control::compact_quiet_fibs`] looks at first.
+    /// The VR [`TableWriter::compact_quiet_fibs`] looks at first.
     compact_next: usize,
 }
 
-impl Control {
+impl TableWriter {
     /// Builds the tables for `spec` and publishes them.
-    pub fn new(spec: &EngineSpec) -> Result<Control, BuildError> {
+    pub fn new(spec: &EngineSpec) -> Result<TableWriter, BuildError> {
         let ports: Vec<Port> = spec
             .ports
             .iter()
@@ -340,7 +340,7 @@ impl Control {
             vrs: Vec::new(),
         };
         let iface_count: usize = spec.routers.iter().map(|r| r.interfaces.len()).sum();
-        let mut control = Control {
+        let mut writer = TableWriter {
             tables: Arc::new(Tables {
                 current: ArcSwap::from_pointee(shared.clone()),
                 generation: AtomicU64::new(0),
@@ -355,13 +355,13 @@ impl Control {
             compact_next: 0,
         };
         for r in &spec.routers {
-            control.build_vr(r)?;
+            writer.build_vr(r)?;
         }
-        control.commit();
-        Ok(control)
+        writer.commit();
+        Ok(writer)
     }
 
-    /// Adds a VR at run time; workers pick it up at [`Control::commit`]
+    /// Adds a VR at run time; workers pick it up at [`TableWriter::commit`]
     /// without pausing the others. Returns its index. Nothing is changed
     /// when it fails.
     pub fn add_vr(&mut self, r: &RouterSpec) -> Result<usize, BuildError> {
@@ -549,7 +549,7 @@ impl Control {
     }
 
     /// Adds interface `i` to VR `vr` while it runs; `Ok(false)` when an
-    /// identical one is there. Visible after [`Control::commit`]; nothing
+    /// identical one is there. Visible after [`TableWriter::commit`]; nothing
     /// changes when it fails.
     pub fn add_interface(&mut self, vr: usize, i: &InterfaceSpec) -> Result<bool, BuildError> {
         self.vr(vr)?;
@@ -748,7 +748,7 @@ impl Control {
     }
 
     /// The next hop of `target`, whose gateway (if any) leaves by `iface`
-    /// ([`Control::gateway_iface`]).
+    /// ([`TableWriter::gateway_iface`]).
     fn hop_id(&mut self, vr: usize, target: RouteTarget, iface: Option<u16>) -> NextHopId {
         match (target, iface) {
             (RouteTarget::Via(addr), Some(iface)) => {
@@ -785,7 +785,7 @@ impl Control {
         Ok(())
     }
 
-    /// Adds or replaces an IPv4 route in VR `vr`; workers see it after [`Control::commit`].
+    /// Adds or replaces an IPv4 route in VR `vr`; workers see it after [`TableWriter::commit`].
     pub fn add_route4(
         &mut self,
         vr: usize,
@@ -805,7 +805,7 @@ impl Control {
         Ok(())
     }
 
-    /// Adds or replaces an IPv6 route in VR `vr`; workers see it after [`Control::commit`].
+    /// Adds or replaces an IPv6 route in VR `vr`; workers see it after [`TableWriter::commit`].
     pub fn add_route6(
         &mut self,
         vr: usize,
@@ -826,7 +826,7 @@ impl Control {
     }
 
     /// Adds or replaces many routes at once; workers see them after
-    /// [`Control::commit`]. Every target is checked, and the route limit
+    /// [`TableWriter::commit`]. Every target is checked, and the route limit
     /// for the whole batch, before anything changes. A batch large against
     /// the table rebuilds it with one bulk load (several million routes a
     /// second) instead of inserting route by route.
@@ -875,7 +875,7 @@ impl Control {
     }
 
     /// Removes many routes at once (missing ones are ignored); returns how
-    /// many existed. Visible after [`Control::commit`].
+    /// many existed. Visible after [`TableWriter::commit`].
     pub fn remove_routes(&mut self, vr: usize, routes4: &[Prefix4], routes6: &[Prefix6]) -> usize {
         let Some(c) = self.vrs.get_mut(vr) else {
             return 0;
@@ -884,7 +884,7 @@ impl Control {
         bulk_remove(&mut c.fib4, routes4) + bulk_remove(&mut c.fib6, routes6)
     }
 
-    /// Removes an IPv4 route; true if it existed. Visible after [`Control::commit`].
+    /// Removes an IPv4 route; true if it existed. Visible after [`TableWriter::commit`].
     pub fn remove_route4(&mut self, vr: usize, prefix: &Prefix4) -> bool {
         match self.vrs.get_mut(vr) {
             Some(c) => {
@@ -895,7 +895,7 @@ impl Control {
         }
     }
 
-    /// Removes an IPv6 route; true if it existed. Visible after [`Control::commit`].
+    /// Removes an IPv6 route; true if it existed. Visible after [`TableWriter::commit`].
     pub fn remove_route6(&mut self, vr: usize, prefix: &Prefix6) -> bool {
         match self.vrs.get_mut(vr) {
             Some(c) => {
@@ -1008,7 +1008,7 @@ impl Control {
     }
 
     /// Installs or replaces a static neighbor in every worker, at the next
-    /// [`Control::commit`].
+    /// [`TableWriter::commit`].
     pub fn set_static_neighbor(
         &mut self,
         vr: usize,

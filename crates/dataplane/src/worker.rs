@@ -21,7 +21,7 @@ use crate::fair::{Clock, Fair};
 use crate::mbuf::{Mbuf, MbufPool};
 use crate::neighbor::{NeighborTable, Probe, HOLD_MAX};
 use crate::spec::Limits;
-use crate::tables::{Control, RouteHop, Shared, Tables};
+use crate::tables::{RouteHop, Shared, TableWriter, Tables};
 
 /// Frames to transmit, one queue per port, filled by the pipeline and
 /// drained by the drivers.
@@ -414,12 +414,12 @@ pub(crate) struct Staged {
 impl Worker {
     /// Creates `n` workers reading `control`'s tables, wired to each other
     /// and to `control` for neighbor events.
-    pub fn create(control: &mut Control, n: usize) -> Vec<Worker> {
+    pub fn create(writer: &mut TableWriter, n: usize) -> Vec<Worker> {
         let n = n.max(1);
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..n).map(|_| std::sync::mpsc::sync_channel(4096)).unzip();
         for s in &senders {
-            control.attach_worker(s.clone());
+            writer.attach_worker(s.clone());
         }
         receivers
             .into_iter()
@@ -431,23 +431,23 @@ impl Worker {
                     .filter(|(j, _)| *j != k)
                     .map(|(_, s)| s.clone())
                     .collect();
-                Worker::new(control, n, inbox, peers)
+                Worker::new(writer, n, inbox, peers)
             })
             .collect()
     }
 
     fn new(
-        control: &Control,
+        writer: &TableWriter,
         n_workers: usize,
         inbox: Receiver<Event>,
         peers: Vec<SyncSender<Event>>,
     ) -> Worker {
-        let tables = control.tables().clone();
+        let tables = writer.tables().clone();
         let shared = tables.load();
         let vrs = (0..shared.vrs.len())
             .map(|i| {
                 let mut v = vr_state(&shared, i, n_workers);
-                for &(iface, addr, mac) in control.static_neighbors(i) {
+                for &(iface, addr, mac) in writer.static_neighbors(i) {
                     v.neighbors.set_static(iface, addr, mac);
                 }
                 v

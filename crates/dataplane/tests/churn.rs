@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::*;
 use vrhost_dataplane::{
-    Control, DropReason, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
+    DropReason, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, TableWriter,
     TxBatch, Worker,
 };
 use vrhost_fib::Prefix4;
@@ -152,7 +152,7 @@ fn count_prefetch(lines: &[*const u8]) {
 /// nothing.
 #[test]
 fn route_churn_under_load_loses_and_misroutes_nothing() {
-    let mut control = Control::new(&spec()).unwrap();
+    let mut control = TableWriter::new(&spec()).unwrap();
     let mut workers = Worker::create(&mut control, 2);
     workers[0].set_prefetch(count_prefetch, 0);
     let frames: Arc<Vec<Vec<u8>>> = Arc::new(
@@ -237,7 +237,7 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
 /// forwarding as before.
 #[test]
 fn quiet_fibs_compact_to_their_bulk_size() {
-    let mut control = Control::new(&spec()).unwrap();
+    let mut control = TableWriter::new(&spec()).unwrap();
     let mut workers = Worker::create(&mut control, 1);
     let mut w = workers.pop().unwrap();
     // 60k /24s in 40.0.0.0 - 99.255.0.0, alternating gateways inside each
@@ -285,7 +285,7 @@ fn quiet_fibs_compact_to_their_bulk_size() {
     }
     assert!(calls > 1, "{calls} calls");
     let compacted = control.fib_memory(0);
-    let mut bulk = Control::new(&spec()).unwrap();
+    let mut bulk = TableWriter::new(&spec()).unwrap();
     let mut routes: Vec<_> = fed
         .iter()
         .enumerate()

@@ -8,7 +8,7 @@ use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
 
 use common::*;
-use vrhost_dataplane::{Control, Limits, RouteTarget, TxBatch, Worker};
+use vrhost_dataplane::{Limits, RouteTarget, TableWriter, TxBatch, Worker};
 use vrhost_fib::Prefix4;
 
 thread_local! {
@@ -44,26 +44,26 @@ fn lines_for_a_burst(w: &mut Worker) -> usize {
 }
 
 /// `n` /24s in `first`.0.0.0/8 onwards, via red's and blue's gateway.
-fn add_routes(control: &mut Control, vr: usize, first: u8, n: u32) {
+fn add_routes(writer: &mut TableWriter, vr: usize, first: u8, n: u32) {
     for i in 0..n {
         let p = Prefix4::new(
             Ipv4Addr::new(first + (i >> 16) as u8, (i >> 8) as u8, i as u8, 0),
             24,
         )
         .unwrap();
-        control
+        writer
             .add_route4(vr, p, RouteTarget::Via(IpAddr::V4(GW)))
             .unwrap();
     }
-    control.commit();
+    writer.commit();
 }
 
 #[test]
 fn prefetch_follows_the_routes_of_all_tables_together() {
-    let mut control = Control::new(&spec(Limits::default())).unwrap();
-    add_routes(&mut control, 0, 20, 3000);
-    add_routes(&mut control, 1, 20, 3000);
-    let mut workers = Worker::create(&mut control, 3);
+    let mut writer = TableWriter::new(&spec(Limits::default())).unwrap();
+    add_routes(&mut writer, 0, 20, 3000);
+    add_routes(&mut writer, 1, 20, 3000);
+    let mut workers = Worker::create(&mut writer, 3);
     let mut always = workers.pop().unwrap();
     let mut high = workers.pop().unwrap();
     let mut low = workers.pop().unwrap();
@@ -84,11 +84,11 @@ fn prefetch_follows_the_routes_of_all_tables_together() {
     assert_eq!(lines_for_a_burst(&mut high), 0, "under 10,000 in all");
     // Blue grows past the threshold: red's lookups prefetch from the next
     // burst on, as the worker picks the new tables up.
-    add_routes(&mut control, 1, 40, 5000);
+    add_routes(&mut writer, 1, 40, 5000);
     assert_eq!(lines_for_a_burst(&mut high), 2 * 8, "over 10,000 in all");
     // Blue goes away: back under.
-    control.remove_vr(1).unwrap();
-    control.commit();
+    writer.remove_vr(1).unwrap();
+    writer.commit();
     assert_eq!(lines_for_a_burst(&mut high), 0, "blue's routes are gone");
     assert_eq!(lines_for_a_burst(&mut low), 0, "red alone is under 4000");
     assert_eq!(lines_for_a_burst(&mut always), 2 * 8);

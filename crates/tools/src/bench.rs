@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use serde_json::json;
-use vrhost_control::Driver;
+use vrhost_config::Driver;
 
 use crate::sweep;
 use vrhost_daemon::runtime::{Mode, Running, Runtime};
@@ -246,10 +246,10 @@ pub fn measure(
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect();
     let routes4: usize = (0..running.shared.vr_count())
-        .map(|v| running.control().routes(v).0)
+        .map(|v| running.writer().routes(v).0)
         .sum();
     let fib_bytes: usize = (0..running.shared.vr_count())
-        .map(|v| running.control().fib_memory(v))
+        .map(|v| running.writer().fib_memory(v))
         .sum();
     let assignment = serde_json::to_value(&running.assignment).unwrap_or_default();
     running.stop();

@@ -6,7 +6,7 @@
 //! 1. **Bulk load through the API**: N new /24 routes in bulk requests of
 //!    250,000 over the Unix socket (HTTP, JSON, auth, validation, one commit
 //!    per request), then the same N deleted in bulk.
-//! 2. **Bulk load into `Control` directly** (no HTTP): the same N routes,
+//! 2. **Bulk load into `TableWriter` directly** (no HTTP): the same N routes,
 //!    one commit, as the baseline for the API's overhead.
 //! 3. **Sustained churn while forwarding**: the VR's own routes, the ones
 //!    the traffic uses, move between two gateways in batches of 1,000 (one
@@ -69,7 +69,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let dir = tempfile::tempdir().context("temporary directory")?;
     let token = vrhost_api::generate_token();
-    cfg.api = Some(vrhost_control::Api {
+    cfg.api = Some(vrhost_config::Api {
         socket: dir.path().join("api.sock"),
         listen: None,
         admin_token_sha256: vrhost_api::hash_token(&token),
@@ -128,7 +128,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     }
     let api_delete = t.elapsed().as_secs_f64();
 
-    // 2. The same load straight into Control, one commit.
+    // 2. The same load straight into TableWriter, one commit.
     let via = RouteTarget::Via(gw[0]);
     let t = Instant::now();
     let v4: Vec<Prefix4> = prefixes
@@ -140,20 +140,20 @@ pub fn run(a: Args) -> Result<ExitCode> {
         .collect();
     let batch: Vec<(Prefix4, RouteTarget)> = v4.iter().map(|&p| (p, via)).collect();
     {
-        let mut c = lock(&running.control);
+        let mut c = lock(&running.writer);
         c.add_routes(0, &batch, &[])
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         c.commit();
     }
     let direct_load = t.elapsed().as_secs_f64();
     {
-        let mut c = lock(&running.control);
+        let mut c = lock(&running.writer);
         c.remove_routes(0, &v4, &[]);
         c.commit();
     }
 
     // 3. Churn the routes the traffic uses while it flows.
-    let table: Vec<(Prefix4, IpAddr)> = lock(&running.control)
+    let table: Vec<(Prefix4, IpAddr)> = lock(&running.writer)
         .route_list(0)
         .into_iter()
         .filter_map(|(a, l, h)| match (a, h) {
@@ -170,7 +170,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let mut flip = 0usize;
     while t.elapsed() < span {
         for batch in table.chunks(CHURN_BATCH) {
-            let mut c = lock(&running.control);
+            let mut c = lock(&running.writer);
             for &(p, orig) in batch {
                 // Alternate each route between its own gateway and another.
                 let other = if orig == gw[0] { gw[1] } else { gw[0] };
@@ -215,7 +215,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     } else {
         println!(
             "bulk load through the API: {} routes in {:.2} s = {:.0} routes/s (delete: {:.0} routes/s)\n\
-             bulk load into Control directly: {:.0} routes/s\n\
+             bulk load into TableWriter directly: {:.0} routes/s\n\
              churn while forwarding: {:.0} route updates/s over {} routes for {:.1} s; \
              {:.3} Mpps forwarded, {} received, {} sent, {} dropped",
             a.routes,

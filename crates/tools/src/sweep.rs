@@ -291,11 +291,11 @@ pub fn idle_vr_bytes(n: usize) -> Result<f64> {
             .collect(),
         ..spec
     };
-    let mut control = vrhost_dataplane::Control::new(&spec)?;
-    let workers = vrhost_dataplane::Worker::create(&mut control, 1);
+    let mut writer = vrhost_dataplane::TableWriter::new(&spec)?;
+    let workers = vrhost_dataplane::Worker::create(&mut writer, 1);
     let after = rss_bytes().context("reading /proc/self/statm")?;
     drop(workers);
-    drop(control);
+    drop(writer);
     Ok(after.saturating_sub(before) as f64 / n as f64)
 }
 

@@ -130,7 +130,7 @@ pub fn gen(a: GenArgs) -> Result<ExitCode> {
             let own = vrhost_io::netdev::mac(&a.port.interface).unwrap_or([0x02, 0, 0, 0, 0, 1]);
             let mac = |s: &Option<String>, d: [u8; 6]| -> Result<[u8; 6]> {
                 match s {
-                    Some(s) => vrhost_control::parse_mac(s).map_err(|e| anyhow::anyhow!("{e}")),
+                    Some(s) => vrhost_config::parse_mac(s).map_err(|e| anyhow::anyhow!("{e}")),
                     None => Ok(d),
                 }
             };

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
-use vrhost_control::{Config, Driver};
+use vrhost_config::{Config, Driver};
 use vrhost_dataplane::{Engine, TxBatch};
 use vrhost_io::{PcapFrames, PcapSink};
 
@@ -48,7 +48,7 @@ pub fn replay(cfg: &Config) -> Result<Engine> {
             );
         }
     }
-    let spec = vrhost_control::engine_spec(cfg, |_| [0x02, 0, 0, 0, 0, 0]);
+    let spec = vrhost_config::engine_spec(cfg, |_| [0x02, 0, 0, 0, 0, 0]);
     let mut engine = Engine::new(&spec).context("building the engine")?;
     let mut sources: Vec<Option<PcapFrames>> = Vec::new();
     let mut sinks: Vec<Option<PcapSink>> = Vec::new();

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use crate::addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, IfAddr, IpNet};
 use crate::config::{
-    Api, Config, Control, Dataplane, Driver, Interface, Limits, Neighbor, Port, Route, RouteTarget,
-    Router,
+    Api, Config, ControlPlane, Dataplane, Driver, Interface, Limits, Neighbor, Port, Route,
+    RouteTarget, Router,
 };
 use crate::error::ConfigErrors;
 use crate::names::{linux_ifname_problem, name_problem, netns_problem, MAX_IFNAME, MAX_NAME};
@@ -595,7 +595,7 @@ impl Validator<'_, '_> {
                     }
                 }
             });
-            Control { netns, fpm }
+            ControlPlane { netns, fpm }
         });
         let limits = self.limits(item);
         let routes = self.routes(item, &subnets);

@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
-use vrhost_control::{Config, EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};
+use vrhost_config::{Config, EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};
 
 fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vrhost-control-{}-{name}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("vrhost-config-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -57,7 +57,7 @@ fn load_rejects_non_utf8() {
 #[test]
 fn default_worker_is_the_last_core() {
     let c = Config::from_toml_str("", std::path::Path::new(".")).unwrap();
-    assert_eq!(c.dataplane.workers, [vrhost_control::available_cores() - 1]);
+    assert_eq!(c.dataplane.workers, [vrhost_config::available_cores() - 1]);
 }
 
 #[test]
@@ -65,8 +65,8 @@ fn the_config_reference_shows_the_example_verbatim() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/config.md"))
         .unwrap();
     assert!(
-        doc.contains(vrhost_control::EXAMPLE),
+        doc.contains(vrhost_config::EXAMPLE),
         "docs/config.md is out of date with EXAMPLE"
     );
-    assert!(doc.contains(vrhost_control::EXAMPLE_ROUTES_FILE));
+    assert!(doc.contains(vrhost_config::EXAMPLE_ROUTES_FILE));
 }

@@ -1,4 +1,4 @@
-//! vrhost-control: the config model and its validation.
+//! vrhost-config: the config model and its validation.
 //!
 //! [`Config::load`] / [`Config::from_toml_str`] turn a TOML file (the
 //! contract in `DESIGN.md`, "Config file") into a [`Config`]: plain data,
@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use std::path::Path;
-//! use vrhost_control::Config;
+//! use vrhost_config::Config;
 //!
 //! let text = r#"
 //!     [[port]]
@@ -44,8 +44,8 @@ mod validate;
 pub use addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, AddrError, IfAddr, IpNet};
 pub use build::engine_spec;
 pub use config::{
-    available_cores, Api, Config, Control, Dataplane, Driver, Interface, Limits, Neighbor, Port,
-    Route, RouteTarget, Router,
+    available_cores, Api, Config, ControlPlane, Dataplane, Driver, Interface, Limits, Neighbor,
+    Port, Route, RouteTarget, Router,
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use example::{EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};

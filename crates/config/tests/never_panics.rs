@@ -4,14 +4,14 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use vrhost_control::{
+use vrhost_config::{
     parse_routes, Config, IfAddr, IpNet, EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME,
 };
 
 /// A directory holding the example's routes file, so that mutated examples
 /// exercise routes-file loading too.
 fn example_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("vrhost-control-fuzz-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("vrhost-config-fuzz-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(EXAMPLE_ROUTES_FILE_NAME), EXAMPLE_ROUTES_FILE).unwrap();
     dir
@@ -146,7 +146,7 @@ proptest! {
         let _ = parse_routes(&text);
         let _ = text.parse::<IpNet>();
         let _ = text.parse::<IfAddr>();
-        let _ = vrhost_control::parse_mac(&text);
+        let _ = vrhost_config::parse_mac(&text);
     }
 
     /// Every valid prefix prints as something that parses back to it.

@@ -153,7 +153,7 @@ pub struct Router {
     /// Static ARP / ND entries.
     pub neighbors: Vec<Neighbor>,
     /// Control-plane binding, if any.
-    pub control: Option<Control>,
+    pub control: Option<ControlPlane>,
     /// Per-router limits, defaults filled in.
     pub limits: Limits,
     /// SHA-256 of the router's own API token (64 lowercase hex digits).
@@ -233,7 +233,7 @@ pub struct Neighbor {
 /// `[router.control]`: the router's control plane lives in a network
 /// namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Control {
+pub struct ControlPlane {
     /// Namespace name (a file in `/run/netns`); no two routers share one.
     pub netns: String,
     /// FPM listener feeding this router's FIB; no two routers share one.

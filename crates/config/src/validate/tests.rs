@@ -957,7 +957,7 @@ fn control_netns() {
     let c = valid(&with("  [router.control]\n  netns = \"vr-red\"\n"));
     assert_eq!(
         c.routers[0].control,
-        Some(Control {
+        Some(ControlPlane {
             netns: "vr-red".into(),
             fpm: None,
         })
@@ -1207,7 +1207,7 @@ fn routes_file_that_is_not_utf8() {
 
 /// A full Internet table's worth of routes loads well within a second in a
 /// release build (the test profile is less optimised; it checks a looser
-/// bound). Run `cargo test --release -p vrhost-control million -- --nocapture`
+/// bound). Run `cargo test --release -p vrhost-config million -- --nocapture`
 /// for the rate.
 #[test]
 fn a_million_line_routes_file_loads_fast() {
