@@ -80,19 +80,7 @@ pub fn start(
 impl RuntimeBackend {
     /// A backend over `running`, whose config is `cfg` (read from `config_path`).
     pub fn new(cfg: &Config, config_path: &std::path::Path, running: &Running) -> Self {
-        let port_macs = cfg
-            .ports
-            .iter()
-            .map(|p| {
-                p.mac
-                    .or_else(|| {
-                        p.interface
-                            .as_deref()
-                            .and_then(|i| vrhost_io::netdev::mac(i).ok())
-                    })
-                    .unwrap_or([0x02, 0, 0, 0, 0, 0])
-            })
-            .collect();
+        let port_macs = crate::runtime::port_macs(cfg);
         RuntimeBackend {
             writer: running.writer.clone(),
             counters: running.counters.clone(),
@@ -178,7 +166,7 @@ impl RuntimeBackend {
                     i.mac
                         .map(|m| m.0)
                         .or_else(|| self.port_macs.get(port).copied())
-                        .unwrap_or([0x02, 0, 0, 0, 0, 0]),
+                        .unwrap_or(crate::runtime::FALLBACK_MAC),
                 ),
                 mtu: i.mtu.unwrap_or(port_mtu).min(port_mtu),
                 addrs4,
@@ -787,127 +775,32 @@ impl Backend for RuntimeBackend {
     }
 }
 
-/// Applies a validated config to the running tables: VRs that appeared are
-/// created, VRs that went are deleted, VRs whose routes alone changed get
-/// the route difference, and any other changed VR is rebuilt. Ports, the
-/// API and worker placement need a restart. The new tables are built in
-/// full first (a throwaway `TableWriter`), so a config the data plane would
-/// refuse changes nothing.
+/// Applies a validated config to the running tables ([`crate::reload`]):
+/// the plan is made and checked without the lock, then performed under it
+/// with one commit.
 fn reload_into(
     writer: &Mutex<TableWriter>,
     cfg: &mut Config,
     new: Config,
     port_macs: &[[u8; 6]],
 ) -> Result<ReloadReport, ApiError> {
-    let issue = |key: &str, reason: &str| {
+    let plan = crate::reload::plan(cfg, &new, |p| {
+        port_macs
+            .get(p)
+            .copied()
+            .unwrap_or(crate::runtime::FALLBACK_MAC)
+    })
+    .map_err(|r| {
         ApiError::Config(vec![vrhost_api::ConfigIssue {
-            key: key.into(),
-            reason: reason.into(),
+            key: r.key,
+            reason: r.reason,
         }])
-    };
-    if new.ports != cfg.ports {
-        return Err(issue(
-            "port",
-            "ports cannot change while running; restart vrhost",
-        ));
-    }
-    if new.dataplane != cfg.dataplane {
-        return Err(issue(
-            "dataplane",
-            "worker placement cannot change while running; restart vrhost",
-        ));
-    }
-    if new.api != cfg.api {
-        return Err(issue(
-            "api",
-            "the API settings cannot change while running; restart vrhost",
-        ));
-    }
-    // Control-plane namespaces, TAP mirrors and their sync threads are set
-    // up at start; a reload that would need new ones says so instead of
-    // leaving a VR without its control plane.
-    for (k, r) in new.routers.iter().enumerate() {
-        let old = cfg.routers.iter().find(|o| o.name == r.name);
-        if r.control.is_some()
-            && old.is_none_or(|o| o.control != r.control || o.interfaces != r.interfaces)
-        {
-            return Err(issue(
-                &format!("router[{k}].control"),
-                "a new or changed control-plane binding (or interfaces of a VR that has one) needs a restart of vrhost",
-            ));
-        }
-        if r.control.is_none() && old.is_some_and(|o| o.control.is_some()) {
-            return Err(issue(
-                &format!("router[{k}].control"),
-                "removing a control-plane binding needs a restart of vrhost",
-            ));
-        }
-    }
-    let mac_of = |p: usize| port_macs.get(p).copied().unwrap_or([0x02, 0, 0, 0, 0, 0]);
-    let spec = vrhost_config::engine_spec(&new, mac_of);
-    // Dry run: everything the data plane checks, on a copy.
-    TableWriter::new(&spec).map_err(|e| issue("router", &e.to_string()))?;
+    })?;
     let mut c = lock(writer);
-    let mut report = ReloadReport::default();
-    for old in &cfg.routers {
-        if !new.routers.iter().any(|r| r.name == old.name) {
-            if let Some(v) = c.working().vr_index(&old.name) {
-                c.remove_vr(v).map_err(refused)?;
-                report.deleted.push(old.name.clone());
-            }
-        }
-    }
-    for (k, r) in new.routers.iter().enumerate() {
-        let rspec = &spec.routers[k];
-        match cfg.routers.iter().find(|o| o.name == r.name) {
-            None => {
-                c.add_vr(rspec).map_err(refused)?;
-                report.created.push(r.name.clone());
-            }
-            Some(old) if old == r => {}
-            Some(old) => {
-                let Some(v) = c.working().vr_index(&r.name) else {
-                    continue;
-                };
-                let only_routes = old.interfaces == r.interfaces
-                    && old.neighbors == r.neighbors
-                    && old.limits == r.limits
-                    && old.control == r.control;
-                if only_routes {
-                    let old_spec = vrhost_config::engine_spec(
-                        &Config {
-                            routers: vec![old.clone()],
-                            ..cfg.clone()
-                        },
-                        mac_of,
-                    );
-                    let o = &old_spec.routers[0];
-                    for (p, _) in &o.routes4 {
-                        if !rspec.routes4.iter().any(|(q, _)| q == p) {
-                            c.remove_route4(v, p);
-                        }
-                    }
-                    for (p, _) in &o.routes6 {
-                        if !rspec.routes6.iter().any(|(q, _)| q == p) {
-                            c.remove_route6(v, p);
-                        }
-                    }
-                    for &(p, t) in &rspec.routes4 {
-                        c.add_route4(v, p, t).map_err(refused)?;
-                    }
-                    for &(p, t) in &rspec.routes6 {
-                        c.add_route6(v, p, t).map_err(refused)?;
-                    }
-                } else {
-                    c.remove_vr(v).map_err(refused)?;
-                    c.add_vr(rspec).map_err(refused)?;
-                }
-                report.changed.push(r.name.clone());
-            }
-        }
-    }
+    crate::reload::apply(&plan, &mut c).map_err(refused)?;
     c.commit();
     *cfg = new;
+    let report = plan.report;
     tracing::info!(?report.created, ?report.deleted, ?report.changed, "config reloaded");
     Ok(report)
 }

@@ -15,6 +15,7 @@
 //! * [`taps`]: TAP mirrors of VR interfaces and the worker side of punts;
 //! * [`runtime`]: queues to workers to cores, the worker loops, counters;
 //! * [`cplane`]: namespace and FPM route/address sync into the tables;
+//! * [`reload`]: a new config file as table operations (pure, then applied);
 //! * [`api_backend`]: the management API's [`vrhost_api::Backend`];
 //! * [`report`]: counter tables and JSON.
 //!
@@ -24,6 +25,7 @@
 
 pub mod api_backend;
 pub mod cplane;
+pub mod reload;
 pub mod report;
 pub mod runtime;
 pub mod taps;

@@ -251,22 +251,9 @@ impl Runtime {
 
     /// Builds the runtime for a config's memory and pcap ports.
     pub fn from_config(cfg: &Config, cores: &[usize], mode: Mode) -> Result<Runtime> {
-        // Ports without a configured MAC take their Linux interface's.
-        let macs: Vec<Option<[u8; 6]>> = cfg
-            .ports
-            .iter()
-            .map(|p| {
-                p.interface
-                    .as_deref()
-                    .and_then(|i| vrhost_io::netdev::mac(i).ok())
-            })
-            .collect();
-        let spec = vrhost_config::engine_spec(cfg, |port| {
-            macs.get(port)
-                .copied()
-                .flatten()
-                .unwrap_or([0x02, 0, 0, 0, 0, 0])
-        });
+        let macs = port_macs(cfg);
+        let spec =
+            vrhost_config::engine_spec(cfg, |port| macs.get(port).copied().unwrap_or(FALLBACK_MAC));
         let mut ports = Vec::new();
         for p in &cfg.ports {
             let queues: PortQueues = match p.driver {
@@ -491,6 +478,27 @@ impl Running {
         }
         reports
     }
+}
+
+/// The MAC of a port that has none configured and no Linux interface to
+/// take one from (memory ports in tests, an interface that went away).
+pub const FALLBACK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0];
+
+/// Every port's MAC as the engine uses it: the configured one, else its
+/// Linux interface's, else [`FALLBACK_MAC`].
+pub fn port_macs(cfg: &Config) -> Vec<[u8; 6]> {
+    cfg.ports
+        .iter()
+        .map(|p| {
+            p.mac
+                .or_else(|| {
+                    p.interface
+                        .as_deref()
+                        .and_then(|i| vrhost_io::netdev::mac(i).ok())
+                })
+                .unwrap_or(FALLBACK_MAC)
+        })
+        .collect()
 }
 
 /// Locks the table writer, recovering from a poisoned lock.

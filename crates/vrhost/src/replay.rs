@@ -48,7 +48,7 @@ pub fn replay(cfg: &Config) -> Result<Engine> {
             );
         }
     }
-    let spec = vrhost_config::engine_spec(cfg, |_| [0x02, 0, 0, 0, 0, 0]);
+    let spec = vrhost_config::engine_spec(cfg, |_| vrhost_daemon::runtime::FALLBACK_MAC);
     let mut engine = Engine::new(&spec).context("building the engine")?;
     let mut sources: Vec<Option<PcapFrames>> = Vec::new();
     let mut sinks: Vec<Option<PcapSink>> = Vec::new();
