@@ -132,6 +132,17 @@ fn to_hex(bytes: &[u8]) -> String {
     })
 }
 
+/// Who may call an endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Any valid token; the answer is filtered to what the token may see.
+    Any,
+    /// The admin, or the token of the VR named in the path.
+    Vr,
+    /// The admin only; others get 403.
+    Admin,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

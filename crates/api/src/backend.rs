@@ -19,6 +19,7 @@
 
 use std::net::IpAddr;
 
+use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::types::{
     BulkResult, BulkRoutes, IfaceAddr, InterfaceSpec, Neighbor, Outcome, PortInfo, Prefix,
@@ -96,4 +97,21 @@ pub trait Backend: Send + Sync + 'static {
     /// Validates a whole new config (TOML text) and applies it atomically, or
     /// answers [`ApiError::Config`] with every problem and changes nothing.
     fn reload(&self, config_toml: &str) -> Result<ReloadReport, ApiError>;
+}
+
+/// Counters of every VR this token may see. A VR deleted between the list and
+/// its counters is left out.
+pub(crate) fn visible_counters(
+    b: &dyn Backend,
+    p: &Principal,
+) -> Result<Vec<crate::types::VrCounters>, ApiError> {
+    let mut out = Vec::new();
+    for vr in b.list_vrs()?.into_iter().filter(|v| p.sees(&v.name)) {
+        match b.vr_counters(&vr.name) {
+            Ok(c) => out.push(c),
+            Err(ApiError::NoSuchVr) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
 }

@@ -25,10 +25,10 @@ pub mod server;
 pub mod table;
 pub mod types;
 
-pub use auth::{generate_token, hash_token, Auth, BadTokenHash, Principal};
+pub use auth::{generate_token, hash_token, Access, Auth, BadTokenHash, Principal};
 pub use backend::Backend;
 
 pub use client::{Client, ClientError};
 pub use ctl::{ctl_main, CtlArgs, DEFAULT_SOCKET};
 pub use error::{ApiError, ConfigIssue, ErrorBody};
-pub use server::{endpoints, router, serve, spawn, Access, ApiConfig, ApiHandle, Endpoint};
+pub use server::{endpoints, router, serve, spawn, ApiConfig, ApiHandle, Endpoint};

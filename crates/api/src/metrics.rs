@@ -20,9 +20,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::auth::Principal;
+use crate::backend::visible_counters;
 use crate::backend::Backend;
 use crate::error::ApiError;
-use crate::server::visible_counters;
 use crate::types::CounterSet;
 
 /// The content type of [`render`]'s output.

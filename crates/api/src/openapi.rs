@@ -11,8 +11,8 @@ use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
+use crate::auth::Access;
 use crate::error::ErrorBody;
-use crate::server::Access;
 use crate::types::{
     AddressBody, BulkResult, BulkRoutes, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor,
     OutcomeBody, PortInfo, ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,

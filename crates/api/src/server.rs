@@ -37,8 +37,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::auth::{Auth, Principal};
-use crate::backend::Backend;
+use crate::auth::{Access, Auth, Principal};
+use crate::backend::{visible_counters, Backend};
 use crate::error::ApiError;
 use crate::types::{
     AddressBody, BulkRoutes, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor, Outcome,
@@ -72,17 +72,6 @@ pub struct ApiConfig {
 struct AppState {
     backend: Arc<dyn Backend>,
     auth: Arc<Auth>,
-}
-
-/// Who may call an endpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    /// Any valid token; the answer is filtered to what the token may see.
-    Any,
-    /// The admin, or the token of the VR named in the path.
-    Vr,
-    /// The admin only; others get 403.
-    Admin,
 }
 
 /// One endpoint the router serves.
@@ -626,23 +615,6 @@ async fn vr_counters(
 ) -> Result<Response, ApiError> {
     let c = call(&st, move |b| b.vr_counters(&vr)).await?;
     Ok(json(StatusCode::OK, &c))
-}
-
-/// Counters of every VR this token may see. A VR deleted between the list and
-/// its counters is left out.
-pub(crate) fn visible_counters(
-    b: &dyn Backend,
-    p: &Principal,
-) -> Result<Vec<crate::types::VrCounters>, ApiError> {
-    let mut out = Vec::new();
-    for vr in b.list_vrs()?.into_iter().filter(|v| p.sees(&v.name)) {
-        match b.vr_counters(&vr.name) {
-            Ok(c) => out.push(c),
-            Err(ApiError::NoSuchVr) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(out)
 }
 
 async fn all_counters(

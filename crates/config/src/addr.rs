@@ -1,4 +1,5 @@
-//! Address types of the config: IP prefixes ([`IpNet`]), interface
+//! Address types of the config: IP prefixes ([`parse_prefix`] into
+//! [`IpPrefix`]), interface
 //! addresses ([`IfAddr`]) and MAC addresses, with strict parsers.
 //!
 //! The parsers never panic and never allocate on success, because the same
@@ -7,6 +8,8 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
+
+pub use vrhost_fib::IpPrefix;
 
 /// Why an address, prefix or MAC string was rejected.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -36,7 +39,7 @@ pub enum AddrError {
         /// The prefix as written.
         given: String,
         /// The same prefix with its host bits cleared.
-        masked: IpNet,
+        masked: IpPrefix,
     },
     /// Not six colon-separated pairs of hex digits.
     #[error("{0} is not a MAC address; write it as six hex pairs, e.g. 02:00:00:00:00:01")]
@@ -67,25 +70,6 @@ fn family(addr: &IpAddr) -> &'static str {
     match addr {
         IpAddr::V4(_) => "IPv4",
         IpAddr::V6(_) => "IPv6",
-    }
-}
-
-/// `addr` with every bit after the first `len` cleared. A `len` beyond the
-/// family's width keeps every bit.
-pub fn mask(addr: IpAddr, len: u8) -> IpAddr {
-    match addr {
-        IpAddr::V4(a) => {
-            let m = u32::MAX
-                .checked_shl(32 - u32::from(len.min(32)))
-                .unwrap_or(0);
-            IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
-        }
-        IpAddr::V6(a) => {
-            let m = u128::MAX
-                .checked_shl(128 - u32::from(len.min(128)))
-                .unwrap_or(0);
-            IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
-        }
     }
 }
 
@@ -136,107 +120,24 @@ fn parse_addr_len(s: &str) -> Result<(IpAddr, u8), AddrError> {
     Ok((addr, len))
 }
 
-/// An IP prefix: an address whose bits after `len` are all zero, and a length.
+/// Parses a route prefix, `ADDRESS/LENGTH` (e.g. `10.0.0.0/8` or
+/// `2001:db8::/32`): the length is required and host bits must be zero.
 ///
-/// The fields are private so that the invariant holds for every value: the
-/// FIB can insert an `IpNet` without masking it again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct IpNet {
-    addr: IpAddr,
-    len: u8,
-}
-
-impl IpNet {
-    /// A prefix from an address with no host bits set.
-    ///
-    /// # Errors
-    /// [`AddrError::LengthOutOfRange`] or [`AddrError::HostBitsSet`].
-    pub fn new(addr: IpAddr, len: u8) -> Result<Self, AddrError> {
-        let net = Self::truncate(addr, len)?;
-        if net.addr != addr {
-            return Err(AddrError::HostBitsSet {
-                given: format!("{addr}/{len}"),
-                masked: net,
-            });
-        }
-        Ok(net)
-    }
-
-    /// The prefix of length `len` that contains `addr` (host bits cleared).
-    ///
-    /// # Errors
-    /// [`AddrError::LengthOutOfRange`].
-    pub fn truncate(addr: IpAddr, len: u8) -> Result<Self, AddrError> {
-        let max = max_len(&addr);
-        if len > max {
-            return Err(AddrError::LengthOutOfRange {
-                len: len.to_string(),
-                max,
-                family: family(&addr),
-            });
-        }
-        Ok(Self {
-            addr: mask(addr, len),
-            len,
-        })
-    }
-
-    /// The network address (host bits zero).
-    pub fn addr(&self) -> IpAddr {
-        self.addr
-    }
-
-    /// The prefix length.
-    // A prefix is never "empty" (a /0 is the largest), so no `is_empty`.
-    #[allow(clippy::len_without_is_empty)]
-    pub fn len(&self) -> u8 {
-        self.len
-    }
-
-    /// True for the default route `0.0.0.0/0` or `::/0`.
-    pub fn is_default(&self) -> bool {
-        self.len == 0
-    }
-
-    /// True for an IPv4 prefix.
-    pub fn is_ipv4(&self) -> bool {
-        self.addr.is_ipv4()
-    }
-
-    /// True if `addr` is of this prefix's family and inside it.
-    pub fn contains(&self, addr: &IpAddr) -> bool {
-        addr.is_ipv4() == self.addr.is_ipv4() && mask(*addr, self.len) == self.addr
-    }
-
-    /// True if the two prefixes share at least one address.
-    pub fn overlaps(&self, other: &IpNet) -> bool {
-        let shorter = self.len.min(other.len);
-        self.addr.is_ipv4() == other.addr.is_ipv4()
-            && mask(self.addr, shorter) == mask(other.addr, shorter)
-    }
-}
-
-impl fmt::Display for IpNet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.len)
-    }
-}
-
-impl FromStr for IpNet {
-    type Err = AddrError;
-
-    /// Parses `ADDRESS/LENGTH`, e.g. `10.0.0.0/8` or `2001:db8::/32`. The
-    /// length is required and host bits must be zero.
-    fn from_str(s: &str) -> Result<Self, AddrError> {
-        let (addr, len) = parse_addr_len(s)?;
-        Self::new(addr, len).map_err(|e| match e {
-            AddrError::HostBitsSet { masked, .. } => AddrError::HostBitsSet {
-                given: s.to_string(),
-                masked,
-            },
-            other => other,
-        })
-    }
+/// # Errors
+/// Every [`AddrError`] but `BadMac`, each naming what was written.
+pub fn parse_prefix(s: &str) -> Result<IpPrefix, AddrError> {
+    let (addr, len) = parse_addr_len(s)?;
+    IpPrefix::new(addr, len).map_err(|_| match IpPrefix::new_truncating(addr, len) {
+        Ok(masked) => AddrError::HostBitsSet {
+            given: s.to_string(),
+            masked,
+        },
+        Err(_) => AddrError::LengthOutOfRange {
+            len: len.to_string(),
+            max: max_len(&addr),
+            family: family(&addr),
+        },
+    })
 }
 
 /// An address assigned to an interface together with its subnet length,
@@ -251,12 +152,9 @@ pub struct IfAddr {
 
 impl IfAddr {
     /// The attached subnet, e.g. `10.0.0.0/24` for `10.0.0.1/24`.
-    pub fn network(&self) -> IpNet {
+    pub fn network(&self) -> IpPrefix {
         let len = self.prefix_len.min(max_len(&self.addr));
-        IpNet {
-            addr: mask(self.addr, len),
-            len,
-        }
+        IpPrefix::new_truncating(self.addr, len).unwrap_or_else(|_| IpPrefix::host(self.addr))
     }
 
     /// True if `addr` is on the attached subnet.
@@ -347,25 +245,25 @@ mod tests {
             "::/0",
             "2001:db8::/32",
         ] {
-            let net: IpNet = s.parse().unwrap();
+            let net = parse_prefix(s).unwrap();
             assert_eq!(net.to_string(), s);
         }
     }
 
     #[test]
     fn prefix_with_host_bits_suggests_the_masked_form() {
-        let e = "10.0.0.1/8".parse::<IpNet>().unwrap_err();
+        let e = parse_prefix("10.0.0.1/8").unwrap_err();
         assert_eq!(
             e.to_string(),
             "host bits are set in 10.0.0.1/8; did you mean 10.0.0.0/8?"
         );
-        let e = "2001:db8::1/32".parse::<IpNet>().unwrap_err();
+        let e = parse_prefix("2001:db8::1/32").unwrap_err();
         assert!(e.to_string().contains("did you mean 2001:db8::/32?"), "{e}");
     }
 
     #[test]
     fn prefix_errors() {
-        let err = |s: &str| s.parse::<IpNet>().unwrap_err();
+        let err = |s: &str| parse_prefix(s).unwrap_err();
         assert!(matches!(err("10.0.0.0"), AddrError::MissingLength(_)));
         assert!(matches!(err("10.0.0/8"), AddrError::BadAddress(_)));
         assert!(matches!(err("10.0.0.0/"), AddrError::BadLength(_)));
@@ -388,16 +286,16 @@ mod tests {
 
     #[test]
     fn contains_and_overlaps() {
-        let net: IpNet = "10.0.0.0/24".parse().unwrap();
+        let net = parse_prefix("10.0.0.0/24").unwrap();
         assert!(net.contains(&"10.0.0.255".parse().unwrap()));
         assert!(!net.contains(&"10.0.1.0".parse().unwrap()));
         assert!(!net.contains(&"::a00:1".parse().unwrap()));
-        let wide: IpNet = "10.0.0.0/16".parse().unwrap();
+        let wide = parse_prefix("10.0.0.0/16").unwrap();
         assert!(net.overlaps(&wide) && wide.overlaps(&net));
-        assert!(!net.overlaps(&"10.0.1.0/24".parse().unwrap()));
-        let all: IpNet = "0.0.0.0/0".parse().unwrap();
+        assert!(!net.overlaps(&parse_prefix("10.0.1.0/24").unwrap()));
+        let all = parse_prefix("0.0.0.0/0").unwrap();
         assert!(all.contains(&"1.2.3.4".parse().unwrap()));
-        assert!(!all.overlaps(&"::/0".parse().unwrap()));
+        assert!(!all.overlaps(&parse_prefix("::/0").unwrap()));
     }
 
     #[test]

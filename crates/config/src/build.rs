@@ -3,13 +3,12 @@
 use std::net::IpAddr;
 
 use vrhost_dataplane::spec::{
-    EngineSpec, InterfaceSpec, Limits as EngineLimits, PortSpec, RouteTarget as EngineTarget,
-    RouterSpec,
+    EngineSpec, InterfaceSpec, Limits as EngineLimits, PortSpec, RouterSpec,
 };
-use vrhost_fib::{Prefix4, Prefix6};
+use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
 
-use crate::config::{Config, RouteTarget};
+use crate::config::Config;
 
 /// The engine description for `cfg`. A port without a configured MAC (the
 /// real-I/O drivers default to the Linux interface's) gets `fallback_mac(port)`.
@@ -56,23 +55,9 @@ pub fn engine_spec(cfg: &Config, fallback_mac: impl Fn(usize) -> [u8; 6]) -> Eng
             let mut routes4 = Vec::new();
             let mut routes6 = Vec::new();
             for route in &r.routes {
-                let target = match route.target {
-                    RouteTarget::Via(a) => EngineTarget::Via(a),
-                    RouteTarget::Blackhole => EngineTarget::Blackhole,
-                    RouteTarget::Unreachable => EngineTarget::Unreachable,
-                };
-                // Validation guarantees masked prefixes of the right length.
-                match route.prefix.addr() {
-                    IpAddr::V4(a) => {
-                        if let Ok(p) = Prefix4::new(a, route.prefix.len()) {
-                            routes4.push((p, target));
-                        }
-                    }
-                    IpAddr::V6(a) => {
-                        if let Ok(p) = Prefix6::new(a, route.prefix.len()) {
-                            routes6.push((p, target));
-                        }
-                    }
+                match route.prefix {
+                    IpPrefix::V4(p) => routes4.push((p, route.target)),
+                    IpPrefix::V6(p) => routes6.push((p, route.target)),
                 }
             }
             RouterSpec {

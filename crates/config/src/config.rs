@@ -1,24 +1,14 @@
-//! The validated config model and its entry points.
-//!
-//! ```text
-//!   TOML text ──toml──▶ Table ──raw::decode_document──▶ Document (raw structs)
-//!                                                          │
-//!             routes files ──routes_file::scan──┐          │
-//!                                               ▼          ▼
-//!                                         validate::validate ──▶ Config | ConfigErrors
-//! ```
-//!
-//! A [`Config`] only exists if the whole file, routes files included, is
-//! valid: there is no half-built value to apply by mistake.
+//! The validated config model. A [`Config`] only exists if the whole file,
+//! routes files included, is valid ([`Config::load`], in `load.rs`): there
+//! is no half-built value to apply by mistake.
 
 use std::fmt;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
 
-use crate::addr::{IfAddr, IpNet};
-use crate::error::ConfigErrors;
-use crate::validate::{self, Env};
+use crate::addr::{IfAddr, IpPrefix};
+pub use vrhost_dataplane::RouteTarget;
 
 /// A complete, validated configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,32 +176,9 @@ pub struct Interface {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Route {
     /// Destination.
-    pub prefix: IpNet,
+    pub prefix: IpPrefix,
     /// What to do with matching packets.
     pub target: RouteTarget,
-}
-
-/// Where a route sends its packets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum RouteTarget {
-    /// Forward to this next hop; same family as the prefix and on a subnet
-    /// of one of the router's interfaces.
-    Via(IpAddr),
-    /// Drop silently.
-    Blackhole,
-    /// Drop and send ICMP destination unreachable.
-    Unreachable,
-}
-
-impl fmt::Display for RouteTarget {
-    /// The routes-file spelling: an address, `blackhole` or `unreachable`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RouteTarget::Via(a) => write!(f, "{a}"),
-            RouteTarget::Blackhole => f.write_str("blackhole"),
-            RouteTarget::Unreachable => f.write_str("unreachable"),
-        }
-    }
 }
 
 impl fmt::Display for Route {
@@ -317,64 +284,6 @@ pub fn available_cores() -> usize {
 }
 
 impl Config {
-    /// Parses and validates a config. Relative `rx`, `tx` and `routes_file`
-    /// paths resolve against `base_dir`; routes files are read. Workers are
-    /// checked against this machine's cores ([`available_cores`]).
-    ///
-    /// # Errors
-    /// Every problem found, each with its key path; see [`ConfigErrors`].
-    pub fn from_toml_str(text: &str, base_dir: &Path) -> Result<Config, ConfigErrors> {
-        Self::from_toml_str_with_cores(text, base_dir, available_cores())
-    }
-
-    /// Like [`Config::from_toml_str`], for a machine with `cores` cores
-    /// (e.g. to check a config meant for another machine). The default
-    /// worker is core `cores - 1`.
-    ///
-    /// # Errors
-    /// Every problem found, each with its key path; see [`ConfigErrors`].
-    pub fn from_toml_str_with_cores(
-        text: &str,
-        base_dir: &Path,
-        cores: usize,
-    ) -> Result<Config, ConfigErrors> {
-        let read = |p: &Path| std::fs::read(p);
-        validate::parse(
-            text,
-            &Env {
-                cores,
-                base_dir,
-                read: &read,
-            },
-        )
-    }
-
-    /// Reads, parses and validates the config file at `path`; relative paths
-    /// inside it resolve against its directory.
-    ///
-    /// # Errors
-    /// Every problem found; an unreadable file is reported with key `config`.
-    pub fn load(path: &Path) -> Result<Config, ConfigErrors> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            ConfigErrors::one("config", format!("cannot read {}: {e}", path.display()))
-        })?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            ConfigErrors::one(
-                "config",
-                format!(
-                    "{} is not UTF-8 (bad byte at offset {}); TOML files must be UTF-8",
-                    path.display(),
-                    e.utf8_error().valid_up_to()
-                ),
-            )
-        })?;
-        let base_dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        Self::from_toml_str(&text, base_dir)
-    }
-
     /// The port an interface is attached to.
     pub fn port_of(&self, interface: &Interface) -> Option<&Port> {
         self.ports.get(interface.port)

@@ -36,12 +36,15 @@ mod build;
 mod config;
 mod error;
 mod example;
+mod load;
 mod names;
 pub mod raw;
 mod routes_file;
 mod validate;
 
-pub use addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, AddrError, IfAddr, IpNet};
+pub use addr::{
+    format_mac, is_group_mac, parse_ip_addr, parse_mac, parse_prefix, AddrError, IfAddr, IpPrefix,
+};
 pub use build::engine_spec;
 pub use config::{
     available_cores, Api, Config, ControlPlane, Dataplane, Driver, Interface, Limits, Neighbor,

@@ -11,7 +11,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
-use crate::addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, IfAddr, IpNet};
+use crate::addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, parse_prefix, IfAddr};
 use crate::config::{
     Api, Config, ControlPlane, Dataplane, Driver, Interface, Limits, Neighbor, Port, Route,
     RouteTarget, Router,
@@ -1068,7 +1068,7 @@ impl Validator<'_, '_> {
                 }
                 None
             }
-            Some(s) => match s.parse::<IpNet>() {
+            Some(s) => match parse_prefix(s) {
                 Ok(p) => Some(p),
                 Err(e) => {
                     self.err(item.key("prefix"), e.to_string());

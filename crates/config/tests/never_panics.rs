@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use vrhost_config::{
-    parse_routes, Config, IfAddr, IpNet, EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME,
+    parse_routes, Config, IfAddr, IpPrefix, EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME,
 };
 
 /// A directory holding the example's routes file, so that mutated examples
@@ -144,7 +144,7 @@ proptest! {
     #[test]
     fn arbitrary_routes_files(text in any::<String>()) {
         let _ = parse_routes(&text);
-        let _ = text.parse::<IpNet>();
+        let _ = vrhost_config::parse_prefix(&text);
         let _ = text.parse::<IfAddr>();
         let _ = vrhost_config::parse_mac(&text);
     }
@@ -157,9 +157,9 @@ proptest! {
         } else {
             (std::net::IpAddr::V6(bits.into()), len)
         };
-        let net = IpNet::truncate(addr, len).unwrap();
+        let net = IpPrefix::new_truncating(addr, len).unwrap();
         prop_assert!(net.contains(&addr));
-        prop_assert_eq!(net.to_string().parse::<IpNet>().unwrap(), net);
+        prop_assert_eq!(vrhost_config::parse_prefix(&net.to_string()).unwrap(), net);
         let routes = parse_routes(&format!("{net} blackhole\n")).unwrap();
         prop_assert_eq!(routes[0].prefix, net);
     }

@@ -16,85 +16,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::str::FromStr;
+use std::net::IpAddr;
 
-use crate::CpError;
-
-/// An IPv4 or IPv6 prefix with its host bits cleared.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Prefix {
-    addr: IpAddr,
-    len: u8,
-}
-
-impl Prefix {
-    /// The prefix `addr/len`; host bits of `addr` are cleared. Fails if
-    /// `len` exceeds the family's width (32 or 128).
-    pub fn new(addr: IpAddr, len: u8) -> Result<Self, CpError> {
-        let addr = match addr {
-            IpAddr::V4(a) => {
-                if len > 32 {
-                    return Err(CpError::Parse(format!("{addr}/{len}: length over 32")));
-                }
-                let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
-                IpAddr::V4(Ipv4Addr::from(u32::from(a) & mask))
-            }
-            IpAddr::V6(a) => {
-                if len > 128 {
-                    return Err(CpError::Parse(format!("{addr}/{len}: length over 128")));
-                }
-                let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
-                IpAddr::V6(Ipv6Addr::from(u128::from(a) & mask))
-            }
-        };
-        Ok(Prefix { addr, len })
-    }
-
-    /// The network address.
-    pub fn addr(&self) -> IpAddr {
-        self.addr
-    }
-
-    /// The prefix length.
-    // A prefix length, not a container's: "is_empty" would mean nothing.
-    #[allow(clippy::len_without_is_empty)]
-    pub fn len(&self) -> u8 {
-        self.len
-    }
-
-    /// True for the default route (`/0`).
-    pub fn is_default(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl fmt::Display for Prefix {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr, self.len)
-    }
-}
-
-impl FromStr for Prefix {
-    type Err = CpError;
-
-    /// `ADDR/LEN`, or a bare address (a host prefix).
-    fn from_str(s: &str) -> Result<Self, CpError> {
-        let bad = || CpError::Parse(format!("{s:?}: not an address/length"));
-        match s.split_once('/') {
-            Some((a, l)) => {
-                let addr: IpAddr = a.parse().map_err(|_| bad())?;
-                let len: u8 = l.parse().map_err(|_| bad())?;
-                Prefix::new(addr, len)
-            }
-            None => {
-                let addr: IpAddr = s.parse().map_err(|_| bad())?;
-                let len = if addr.is_ipv4() { 32 } else { 128 };
-                Prefix::new(addr, len)
-            }
-        }
-    }
-}
+pub use vrhost_fib::IpPrefix;
 
 /// Add or remove.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -168,7 +92,7 @@ pub enum CpEvent {
         /// Add or remove.
         op: Op,
         /// The destination.
-        prefix: Prefix,
+        prefix: IpPrefix,
         /// The new target (`Add`) or the removed one (`Del`).
         target: RouteTarget,
     },
@@ -187,7 +111,7 @@ pub enum CpEvent {
     /// with these. Sent first after start, and after every overrun.
     Resync {
         /// Every route, one per prefix, sorted by prefix.
-        routes: Vec<(Prefix, RouteTarget)>,
+        routes: Vec<(IpPrefix, RouteTarget)>,
         /// Every address, sorted.
         addrs: Vec<Addr>,
     },
@@ -198,7 +122,7 @@ pub enum CpEvent {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CpState {
     /// One route per prefix.
-    pub routes: BTreeMap<Prefix, RouteTarget>,
+    pub routes: BTreeMap<IpPrefix, RouteTarget>,
     /// Every address.
     pub addrs: BTreeSet<Addr>,
 }
@@ -250,20 +174,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn prefix_clears_host_bits_and_parses() {
-        let p: Prefix = "10.1.2.3/16".parse().unwrap();
-        assert_eq!(p.to_string(), "10.1.0.0/16");
-        let h: Prefix = "2001:db8::1".parse().unwrap();
-        assert_eq!(h.len(), 128);
-        assert_eq!("0.0.0.0/0".parse::<Prefix>().unwrap().len(), 0);
-        assert!("10.0.0.0/33".parse::<Prefix>().is_err());
-        assert!("::/129".parse::<Prefix>().is_err());
-        assert!("x/1".parse::<Prefix>().is_err());
-    }
-
-    #[test]
     fn state_applies_and_resyncs() {
-        let p: Prefix = "10.0.0.0/8".parse().unwrap();
+        let p: IpPrefix = "10.0.0.0/8".parse().unwrap();
         let mut s = CpState::default();
         s.apply(&CpEvent::Route {
             op: Op::Add,

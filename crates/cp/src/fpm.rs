@@ -52,7 +52,7 @@ use netlink_packet_core::{
 use netlink_packet_route::route::RouteType;
 use netlink_packet_route::RouteNetlinkMessage;
 
-use crate::event::{CpEvent, Op, Prefix, RouteTarget};
+use crate::event::{CpEvent, IpPrefix, Op, RouteTarget};
 use crate::rtnl::{self, RawTarget};
 use crate::CpError;
 
@@ -140,9 +140,9 @@ impl FrameDecoder {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
     /// Install or replace the route for the prefix.
-    Add(Prefix, RouteTarget),
+    Add(IpPrefix, RouteTarget),
     /// Remove the route for the prefix (zebra's deletes carry no next hops).
-    Del(Prefix),
+    Del(IpPrefix),
 }
 
 /// What one frame payload holds.
@@ -218,7 +218,7 @@ pub fn decode_payload(payload: &[u8]) -> Result<Decoded, FpmError> {
 /// in the main table. For tests and tools. A `Connected` target has no
 /// interface index to carry, so it encodes as a unicast route with no next
 /// hop (which the decoder skips).
-pub fn encode_route(op: Op, prefix: Prefix, target: &RouteTarget) -> Vec<u8> {
+pub fn encode_route(op: Op, prefix: IpPrefix, target: &RouteTarget) -> Vec<u8> {
     let (kind, gw) = match target {
         RouteTarget::Via { gw, .. } => (RouteType::Unicast, Some(*gw)),
         RouteTarget::Connected { .. } => (RouteType::Unicast, None),
@@ -310,7 +310,7 @@ struct Counters {
 #[derive(Default)]
 struct Table {
     /// prefix → (target, generation of the connection that sent it).
-    routes: BTreeMap<Prefix, (RouteTarget, u64)>,
+    routes: BTreeMap<IpPrefix, (RouteTarget, u64)>,
     /// Generation of the newest connection.
     generation: u64,
     /// The newest connection, to shut it down when superseded.
@@ -394,7 +394,7 @@ impl FpmServer {
     }
 
     /// The routes currently held (what the consumer has been told).
-    pub fn routes(&self) -> Vec<(Prefix, RouteTarget)> {
+    pub fn routes(&self) -> Vec<(IpPrefix, RouteTarget)> {
         lock(&self.shared.table)
             .routes
             .iter()
@@ -579,7 +579,7 @@ fn sweep(shared: &Shared, generation: u64) {
     if t.generation != generation {
         return;
     }
-    let stale: Vec<Prefix> = t
+    let stale: Vec<IpPrefix> = t
         .routes
         .iter()
         .filter(|(_, (_, g))| *g < generation)
@@ -632,10 +632,12 @@ mod tests {
         ]
     }
 
-    fn prefix() -> impl Strategy<Value = Prefix> {
+    fn prefix() -> impl Strategy<Value = IpPrefix> {
         prop_oneof![
-            (any::<u32>(), 0u8..=32).prop_map(|(a, l)| Prefix::new(IpAddr::V4(a.into()), l)),
-            (any::<u128>(), 0u8..=128).prop_map(|(a, l)| Prefix::new(IpAddr::V6(a.into()), l)),
+            (any::<u32>(), 0u8..=32)
+                .prop_map(|(a, l)| IpPrefix::new_truncating(IpAddr::V4(a.into()), l)),
+            (any::<u128>(), 0u8..=128)
+                .prop_map(|(a, l)| IpPrefix::new_truncating(IpAddr::V6(a.into()), l)),
         ]
         .prop_filter_map("valid", |p| p.ok())
         // The decoder drops link-local and multicast destinations.

@@ -28,7 +28,7 @@ mod rtnl;
 pub mod watcher;
 
 pub use addr::{add_address, del_address, set_addresses};
-pub use event::{Addr, CpEvent, CpState, Op, Prefix, RouteTarget};
+pub use event::{Addr, CpEvent, CpState, IpPrefix, Op, RouteTarget};
 pub use ns::{ensure_netns, mirror_interface, NetnsInfo};
 pub use watcher::{NsWatcher, WatchOptions, WatchStats};
 

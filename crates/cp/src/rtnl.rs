@@ -23,7 +23,7 @@ use netlink_packet_route::route::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
-use crate::event::Prefix;
+use crate::event::IpPrefix;
 
 /// Legacy multicast group bits for `bind()` (`<linux/rtnetlink.h>`
 /// `RTMGRP_*`): links, IPv4/IPv6 addresses, IPv4/IPv6 routes.
@@ -286,7 +286,7 @@ pub(crate) enum Skip {
 /// A decoded route, before interface indexes are turned into names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RawRoute {
-    pub prefix: Prefix,
+    pub prefix: IpPrefix,
     /// `RTA_PRIORITY`: among routes for one prefix the lowest wins.
     pub metric: u32,
     pub target: RawTarget,
@@ -340,7 +340,7 @@ fn gateway(attrs: &[RouteAttribute]) -> Option<IpAddr> {
 /// The key of a route message, `(prefix, metric)`, after the filters that
 /// depend only on the header and destination. Enough to remove a route:
 /// delete messages need not repeat the next hops (zebra's do not).
-pub(crate) fn decode_route_key(msg: &RouteMessage) -> Result<(Prefix, u32), Skip> {
+pub(crate) fn decode_route_key(msg: &RouteMessage) -> Result<(IpPrefix, u32), Skip> {
     let h = &msg.header;
     let attrs = &msg.attributes;
     match h.address_family {
@@ -378,7 +378,8 @@ pub(crate) fn decode_route_key(msg: &RouteMessage) -> Result<(Prefix, u32), Skip
             AddressFamily::Inet => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
             _ => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
         });
-    let prefix = Prefix::new(dst, h.destination_prefix_length).map_err(|_| Skip::Family)?;
+    let prefix =
+        IpPrefix::new_truncating(dst, h.destination_prefix_length).map_err(|_| Skip::Family)?;
     match prefix.addr() {
         IpAddr::V6(a) if is_link_local(a) => return Err(Skip::Scope),
         a if a.is_multicast() => return Err(Skip::Scope),
@@ -447,7 +448,7 @@ pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
 
 /// A route message for `prefix` in the main table (for encoding FPM test
 /// frames and for address-free route requests).
-pub(crate) fn route_message(prefix: Prefix, kind: RouteType, gw: Option<IpAddr>) -> RouteMessage {
+pub(crate) fn route_message(prefix: IpPrefix, kind: RouteType, gw: Option<IpAddr>) -> RouteMessage {
     let mut m = RouteMessage::default();
     m.header.address_family = if prefix.addr().is_ipv4() {
         AddressFamily::Inet

@@ -40,7 +40,7 @@ use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, L
 use netlink_packet_route::route::RouteMessage;
 use netlink_packet_route::RouteNetlinkMessage;
 
-use crate::event::{Addr, CpEvent, Op, Prefix, RouteTarget};
+use crate::event::{Addr, CpEvent, IpPrefix, Op, RouteTarget};
 use crate::rtnl::{self, DumpError, RawTarget, Rtnl};
 use crate::CpError;
 
@@ -229,7 +229,7 @@ struct Watcher {
     links: HashMap<u32, Link>,
     /// prefix → metric → target: every main-table route that passed the
     /// filters; the lowest metric is the one reported.
-    routes: BTreeMap<Prefix, BTreeMap<u32, RouteTarget>>,
+    routes: BTreeMap<IpPrefix, BTreeMap<u32, RouteTarget>>,
     addrs: BTreeSet<Addr>,
 }
 
@@ -480,7 +480,7 @@ impl Watcher {
     /// drops it (see [`rtnl::Skip`]), or if its interface is not a mirror:
     /// the data plane can only send out of VR interfaces, so routes through
     /// `lo` or a tenant's own dummy devices mean nothing to it.
-    fn route_of(&self, r: &RouteMessage) -> Option<(Prefix, u32, RouteTarget)> {
+    fn route_of(&self, r: &RouteMessage) -> Option<(IpPrefix, u32, RouteTarget)> {
         let raw = match rtnl::decode_route(r) {
             Ok(raw) => raw,
             Err(skip) => {
@@ -622,12 +622,12 @@ impl Watcher {
         }
     }
 
-    fn best(&self, p: &Prefix) -> Option<RouteTarget> {
+    fn best(&self, p: &IpPrefix) -> Option<RouteTarget> {
         self.routes.get(p).and_then(|m| m.values().next().cloned())
     }
 
     /// Sends an event if the effective route of `prefix` changed.
-    fn report(&mut self, prefix: Prefix, before: Option<RouteTarget>) -> Result<(), Closed> {
+    fn report(&mut self, prefix: IpPrefix, before: Option<RouteTarget>) -> Result<(), Closed> {
         let after = self.best(&prefix);
         match (before, after) {
             (b, Some(a)) if b.as_ref() != Some(&a) => self.send(CpEvent::Route {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::{wait_for, Ns};
 use vrhost_cp::fpm::{self, FpmOptions};
-use vrhost_cp::{ensure_netns, CpEvent, Op, Prefix, RouteTarget};
+use vrhost_cp::{ensure_netns, CpEvent, IpPrefix, Op, RouteTarget};
 
 /// FRR daemons of one test, killed on drop, and their directory.
 struct Frr {
@@ -104,7 +104,7 @@ impl Drop for Frr {
     }
 }
 
-fn p(s: &str) -> Prefix {
+fn p(s: &str) -> IpPrefix {
     s.parse().unwrap()
 }
 
@@ -115,7 +115,7 @@ fn via(gw: &str) -> RouteTarget {
     }
 }
 
-fn is_route(e: &CpEvent, want_op: Op, want: Prefix) -> Option<RouteTarget> {
+fn is_route(e: &CpEvent, want_op: Op, want: IpPrefix) -> Option<RouteTarget> {
     match e {
         CpEvent::Route { op, prefix, target } if *op == want_op && *prefix == want => {
             Some(target.clone())

@@ -27,7 +27,7 @@ use vrhost_dataplane::{
     sum_ifaces, sum_ports, BuildError, Counters, InterfaceSpec, Limits, RouteHop, RouteTarget,
     RouterSpec, TableWriter, WorkerCounters,
 };
-use vrhost_fib::{Prefix4, Prefix6};
+use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::runtime::{lock, Assignment, Running};
@@ -182,9 +182,9 @@ impl RuntimeBackend {
                     "only via, blackhole and unreachable routes can be added",
                 )
             })?;
-            match r.prefix.addr() {
-                IpAddr::V4(a) => routes4.push((prefix4(a, r.prefix.prefix_len())?, target)),
-                IpAddr::V6(a) => routes6.push((prefix6(a, r.prefix.prefix_len())?, target)),
+            match ip_prefix(r.prefix.addr(), r.prefix.prefix_len())? {
+                IpPrefix::V4(p) => routes4.push((p, target)),
+                IpPrefix::V6(p) => routes6.push((p, target)),
             }
         }
         if spec.control.as_ref().is_some_and(|c| c.netns.is_some()) {
@@ -272,12 +272,9 @@ fn refused(e: BuildError) -> ApiError {
     }
 }
 
-fn prefix4(a: std::net::Ipv4Addr, len: u8) -> Result<Prefix4, ApiError> {
-    Prefix4::new(a, len).map_err(|e| bad("prefix", e.to_string()))
-}
-
-fn prefix6(a: std::net::Ipv6Addr, len: u8) -> Result<Prefix6, ApiError> {
-    Prefix6::new(a, len).map_err(|e| bad("prefix", e.to_string()))
+/// The API's prefix (its serde type, `address/length`) as the tables' one.
+fn ip_prefix(a: IpAddr, len: u8) -> Result<IpPrefix, ApiError> {
+    IpPrefix::new(a, len).map_err(|e| bad("prefix", e.to_string()))
 }
 
 fn target(t: &ApiTarget) -> Option<RouteTarget> {
@@ -525,11 +522,7 @@ impl Backend for RuntimeBackend {
             Some(_) => Outcome::Replaced,
             None => Outcome::Created,
         };
-        match a {
-            IpAddr::V4(x) => c.add_route4(v, prefix4(x, l)?, t),
-            IpAddr::V6(x) => c.add_route6(v, prefix6(x, l)?, t),
-        }
-        .map_err(refused)?;
+        c.add_route(v, ip_prefix(a, l)?, t).map_err(refused)?;
         c.commit();
         Ok(outcome)
     }
@@ -547,10 +540,7 @@ impl Backend for RuntimeBackend {
             }
             Some(_) => {}
         }
-        match a {
-            IpAddr::V4(x) => c.remove_route4(v, &prefix4(x, l)?),
-            IpAddr::V6(x) => c.remove_route6(v, &prefix6(x, l)?),
-        };
+        c.remove_route(v, ip_prefix(a, l)?);
         c.commit();
         Ok(Outcome::Deleted)
     }
@@ -634,16 +624,16 @@ impl Backend for RuntimeBackend {
         }
         let (mut d4, mut d6) = (Vec::new(), Vec::new());
         for p in &dels {
-            match p.addr() {
-                IpAddr::V4(x) => d4.push(prefix4(x, p.prefix_len())?),
-                IpAddr::V6(x) => d6.push(prefix6(x, p.prefix_len())?),
+            match ip_prefix(p.addr(), p.prefix_len())? {
+                IpPrefix::V4(p) => d4.push(p),
+                IpPrefix::V6(p) => d6.push(p),
             }
         }
         let (mut a4, mut a6) = (Vec::new(), Vec::new());
         for (a, l, t) in plan {
-            match a {
-                IpAddr::V4(x) => a4.push((prefix4(x, l)?, t)),
-                IpAddr::V6(x) => a6.push((prefix6(x, l)?, t)),
+            match ip_prefix(a, l)? {
+                IpPrefix::V4(p) => a4.push((p, t)),
+                IpPrefix::V6(p) => a6.push((p, t)),
             }
         }
         c.remove_routes(v, &d4, &d6);

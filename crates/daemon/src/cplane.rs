@@ -28,10 +28,9 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use vrhost_config::Config;
 use vrhost_cp::fpm::{self, FpmServer};
-use vrhost_cp::{CpEvent, NsWatcher, Op, Prefix, RouteTarget, WatchOptions};
+use vrhost_cp::{CpEvent, IpPrefix, NsWatcher, Op, RouteTarget, WatchOptions};
 use vrhost_dataplane::spec::RouteTarget as EngineTarget;
 use vrhost_dataplane::TableWriter;
-use vrhost_fib::{Prefix4, Prefix6};
 
 // -------------------------------------------------------------- sync side --
 
@@ -158,11 +157,11 @@ pub struct RouteSync {
     /// Apply address events.
     addrs: bool,
     /// Prefixes of the config's static routes: never replaced or removed.
-    config_routes: HashSet<Prefix>,
+    config_routes: HashSet<IpPrefix>,
     /// Routes this producer installed, and with which target.
-    installed: BTreeMap<Prefix, EngineTarget>,
+    installed: BTreeMap<IpPrefix, EngineTarget>,
     /// Prefixes already warned about (config conflicts, unusable targets).
-    warned: HashSet<Prefix>,
+    warned: HashSet<IpPrefix>,
     /// The VR's interfaces.
     ifaces: HashSet<String>,
     /// Addresses the VR has, as far as this producer knows (config ones at start).
@@ -176,7 +175,7 @@ impl RouteSync {
         let config_routes = r
             .routes
             .iter()
-            .filter_map(|rt| Prefix::new(rt.prefix.addr(), rt.prefix.len()).ok())
+            .filter_map(|rt| IpPrefix::new_truncating(rt.prefix.addr(), rt.prefix.len()).ok())
             .collect();
         let vr_addrs = r
             .interfaces
@@ -218,8 +217,8 @@ impl RouteSync {
             CpEvent::Resync { routes, addrs } => {
                 let mut n = 0;
                 if self.routes {
-                    let want: BTreeMap<Prefix, RouteTarget> = routes.into_iter().collect();
-                    let stale: Vec<Prefix> = self
+                    let want: BTreeMap<IpPrefix, RouteTarget> = routes.into_iter().collect();
+                    let stale: Vec<IpPrefix> = self
                         .installed
                         .keys()
                         .filter(|p| !want.contains_key(p))
@@ -259,13 +258,13 @@ impl RouteSync {
         }
     }
 
-    fn warn_once(&mut self, p: Prefix, what: std::fmt::Arguments<'_>) {
+    fn warn_once(&mut self, p: IpPrefix, what: std::fmt::Arguments<'_>) {
         if self.warned.insert(p) {
             tracing::warn!(router = self.router, source = self.source, "{p}: {what}");
         }
     }
 
-    fn add_route(&mut self, c: &mut TableWriter, p: Prefix, t: &RouteTarget) -> usize {
+    fn add_route(&mut self, c: &mut TableWriter, p: IpPrefix, t: &RouteTarget) -> usize {
         if self.config_routes.contains(&p) {
             self.warn_once(
                 p,
@@ -288,15 +287,7 @@ impl RouteSync {
         if self.installed.get(&p) == Some(&target) {
             return 0;
         }
-        let added = match p.addr() {
-            IpAddr::V4(a) => Prefix4::new(a, p.len())
-                .map_err(|e| format!("{e:?}"))
-                .and_then(|p4| c.add_route4(self.vr, p4, target).map_err(|e| e.to_string())),
-            IpAddr::V6(a) => Prefix6::new(a, p.len())
-                .map_err(|e| format!("{e:?}"))
-                .and_then(|p6| c.add_route6(self.vr, p6, target).map_err(|e| e.to_string())),
-        };
-        match added {
+        match c.add_route(self.vr, p, target) {
             Ok(()) => {
                 tracing::debug!(router = self.router, source = self.source, "add {p} {t}");
                 self.installed.insert(p, target);
@@ -311,16 +302,12 @@ impl RouteSync {
         }
     }
 
-    fn del_route(&mut self, c: &mut TableWriter, p: Prefix) -> usize {
+    fn del_route(&mut self, c: &mut TableWriter, p: IpPrefix) -> usize {
         if self.installed.remove(&p).is_none() {
             return 0;
         }
         tracing::debug!(router = self.router, source = self.source, "del {p}");
-        let removed = match p.addr() {
-            IpAddr::V4(a) => Prefix4::new(a, p.len()).is_ok_and(|p4| c.remove_route4(self.vr, &p4)),
-            IpAddr::V6(a) => Prefix6::new(a, p.len()).is_ok_and(|p6| c.remove_route6(self.vr, &p6)),
-        };
-        usize::from(removed)
+        usize::from(c.remove_route(self.vr, p))
     }
 
     fn address(
@@ -408,7 +395,7 @@ name = "red"
         (s, writer)
     }
 
-    fn p(s: &str) -> Prefix {
+    fn p(s: &str) -> IpPrefix {
         s.parse().unwrap()
     }
 
@@ -424,7 +411,7 @@ name = "red"
         c.route(0, p.addr(), p.len())
     }
 
-    fn resync(routes: Vec<(Prefix, RouteTarget)>, addrs: Vec<vrhost_cp::Addr>) -> CpEvent {
+    fn resync(routes: Vec<(IpPrefix, RouteTarget)>, addrs: Vec<vrhost_cp::Addr>) -> CpEvent {
         CpEvent::Resync { routes, addrs }
     }
 

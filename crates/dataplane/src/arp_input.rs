@@ -2,7 +2,7 @@
 //! requests for the interface's addresses, learn senders.
 //!
 //! A VR with a control plane also gets a copy of every request and reply
-//! for its own addresses ([`local::punt_copy`]): its kernel learns the
+//! for its own addresses ([`Ctx::punt_copy`]): its kernel learns the
 //! sender as well (BGP needs the neighbour's MAC). The kernel then answers
 //! the copied request too; the runtime drops ARP replies the TAP sends for
 //! the VR's own addresses, so each request is answered once, by the worker.
@@ -13,7 +13,6 @@ use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::EtherType;
 
 use crate::drop_reason::DropReason;
-use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
 use crate::worker::Vr;
@@ -59,7 +58,7 @@ pub(crate) fn process(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
         return ctx.drop(m, DropReason::NeighborNotForUs);
     }
     ctx.iface_counters(ingress).local.inc();
-    local::punt_copy(ctx, vr, &m);
+    ctx.punt_copy(vr, &m);
     if op != Operation::Request {
         return ctx.pool.put(m);
     }

@@ -4,9 +4,9 @@ use vrhost_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame};
 use vrhost_wire::vlan::VlanHeader;
 
 use crate::drop_reason::DropReason;
+use crate::iface::NO_IFACE;
 use crate::iface::{Iface, Port};
 use crate::mbuf::Mbuf;
-use crate::tables::NO_IFACE;
 
 /// Where a frame goes after demux.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,7 +13,7 @@
 
 use std::net::IpAddr;
 
-use vrhost_fib::{Prefix4, Prefix6};
+use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::counters::Counters;
@@ -103,14 +103,15 @@ impl Engine {
         self.worker.poll(now, tx);
     }
 
-    /// Adds or replaces an IPv4 route in VR `vr`, published at once.
-    pub fn add_route4(
+    /// Adds or replaces a route of either family in VR `vr`, published at once.
+    pub fn add_route(
         &mut self,
         vr: usize,
-        prefix: Prefix4,
+        prefix: impl Into<IpPrefix>,
         target: RouteTarget,
     ) -> Result<(), BuildError> {
-        self.commit(|c| c.add_route4(vr, prefix, target))
+        let prefix = prefix.into();
+        self.commit(|c| c.add_route(vr, prefix, target))
     }
 
     /// Applies one change to the tables and publishes it at once (a refused
@@ -170,26 +171,9 @@ impl Engine {
         self.commit(|c| c.remove_address(vr, iface, addr, len))
     }
 
-    /// Adds or replaces an IPv6 route in VR `vr`, published at once.
-    pub fn add_route6(
-        &mut self,
-        vr: usize,
-        prefix: Prefix6,
-        target: RouteTarget,
-    ) -> Result<(), BuildError> {
-        self.commit(|c| c.add_route6(vr, prefix, target))
-    }
-
-    /// Removes an IPv4 route; true if it existed.
-    pub fn remove_route4(&mut self, vr: usize, prefix: &Prefix4) -> bool {
-        let r = self.writer.remove_route4(vr, prefix);
-        self.writer.commit();
-        r
-    }
-
-    /// Removes an IPv6 route; true if it existed.
-    pub fn remove_route6(&mut self, vr: usize, prefix: &Prefix6) -> bool {
-        let r = self.writer.remove_route6(vr, prefix);
+    /// Removes a route of either family; true if it existed.
+    pub fn remove_route(&mut self, vr: usize, prefix: impl Into<IpPrefix>) -> bool {
+        let r = self.writer.remove_route(vr, prefix);
         self.writer.commit();
         r
     }

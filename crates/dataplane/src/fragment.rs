@@ -10,8 +10,8 @@ use vrhost_wire::ethernet::EtherType;
 use vrhost_wire::ipv4::{ipv4_option_copied, Ipv4Packet};
 
 use crate::drop_reason::DropReason;
-use crate::ip_forward::Via;
 use crate::mbuf::Mbuf;
+use crate::output::Via;
 use crate::output::{Ctx, BUILD_L2};
 use crate::worker::Vr;
 

@@ -143,3 +143,6 @@ pub(crate) struct Port {
     /// VLAN ID (0 = untagged or priority-tagged) → interface.
     pub demux: Box<[u16]>,
 }
+
+/// Marks "no interface" in a port's VLAN demux table.
+pub(crate) const NO_IFACE: u16 = u16::MAX;

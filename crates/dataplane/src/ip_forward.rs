@@ -13,34 +13,8 @@ use crate::drop_reason::DropReason;
 use crate::fragment;
 use crate::icmp_error::{self, Icmp4, Icmp6};
 use crate::mbuf::Mbuf;
-use crate::output::Ctx;
+use crate::output::{Ctx, Via};
 use crate::worker::{NextHop, Vr};
-
-/// The neighbor a forwarded packet goes to.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Via {
-    /// An attached host: look its address up.
-    Host(IpAddr),
-    /// A gateway whose neighbor slot is known.
-    Slot(u32),
-}
-
-impl Ctx<'_> {
-    /// Outputs toward `via` on `egress`.
-    pub(crate) fn output_via(
-        &mut self,
-        vr: &mut Vr,
-        m: Mbuf,
-        egress: u16,
-        via: Via,
-        ethertype: EtherType,
-    ) {
-        match via {
-            Via::Host(addr) => self.output(vr, m, egress, addr),
-            Via::Slot(n) => self.output_neigh(vr, m, egress, n, ethertype),
-        }
-    }
-}
 
 fn split(nh: NextHop, dst: IpAddr) -> Option<(u16, Via)> {
     match nh {

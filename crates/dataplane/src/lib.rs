@@ -43,6 +43,7 @@ pub use engine::{sum_ifaces, sum_ports, Engine, VrInfo};
 pub use fair::{Clock, Fair};
 pub use iface::{link_local_from_mac, Iface};
 pub use mbuf::{Mbuf, MbufPool};
+pub use neighbor::Event;
 pub use spec::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};
 pub use tables::{BuildError, RouteHop, Shared, TableWriter};
-pub use worker::{Event, NextHop, TxBatch, Vr, Worker, WorkerCounters};
+pub use worker::{NextHop, TxBatch, Vr, Worker, WorkerCounters};

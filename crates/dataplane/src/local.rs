@@ -12,7 +12,7 @@
 //!
 //! For a VR with a control plane ([`crate::spec::Limits::control_plane`])
 //! the ARP and NDP messages the worker consumes are also copied to it
-//! ([`punt_copy`]), so the tenant's kernel learns its neighbors.
+//! ([`Ctx::punt_copy`]), so the tenant's kernel learns its neighbors.
 
 use std::net::IpAddr;
 
@@ -29,51 +29,19 @@ use crate::ndp;
 use crate::output::Ctx;
 use crate::worker::Vr;
 
-/// Puts `m` on the VR's punt queue, or drops it when the queue is full.
-pub(crate) fn punt(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf) {
-    if vr.punt.len() >= vr.limits.punt_queue as usize {
-        return ctx.drop(m, DropReason::PuntQueueFull);
-    }
-    if !vr.punt_bucket.take(ctx.now) {
-        return ctx.drop(m, DropReason::PuntRateLimit);
-    }
-    ctx.iface_counters(m.iface).punted.inc();
-    if vr.punt.is_empty() {
-        ctx.punt_dirty.push(vr.id);
-    }
-    vr.punt.push_back(m);
-}
-
-/// Punts a copy of `m` (the worker keeps the original) when the VR has a
-/// control plane: ARP and NDP that the data plane answers itself, so that
-/// the tenant's kernel learns the sender too. The copy obeys the same punt
-/// queue and rate limits as everything else punted.
-pub(crate) fn punt_copy(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &Mbuf) {
-    if !vr.limits.control_plane {
-        return;
-    }
-    let mut c = ctx.pool.get();
-    c.fill(m.data());
-    c.port = m.port;
-    c.iface = m.iface;
-    c.l3_off = m.l3_off;
-    c.local_origin = false;
-    punt(ctx, vr, c);
-}
-
 /// An IPv4 packet to one of the VR's own addresses.
 pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
     let pkt = Ipv4Packet::new_unchecked(m.l3());
     let hlen = pkt.header_len() as usize;
     let fragmented = pkt.more_frags() || pkt.frag_offset() != 0;
     if pkt.protocol() != IpProtocol::Icmp || fragmented {
-        return punt(ctx, vr, m);
+        return ctx.punt(vr, m);
     }
     let Ok(icmp) = Icmpv4Packet::new_checked(pkt.payload()) else {
         return ctx.drop(m, DropReason::BadLocal);
     };
     if icmp.msg_type() != Icmpv4Message::EchoRequest {
-        return punt(ctx, vr, m);
+        return ctx.punt(vr, m);
     }
     if !icmp.verify_checksum() {
         return ctx.drop(m, DropReason::BadLocal);
@@ -108,7 +76,7 @@ pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
         return ctx.drop(m, DropReason::Ipv6BadExtension);
     };
     if walk.upper != IpProtocol::Icmpv6 || walk.fragment.is_some() {
-        return punt(ctx, vr, m);
+        return ctx.punt(vr, m);
     }
     let src = pkt.src_addr();
     let dst = pkt.dst_addr();
@@ -140,6 +108,6 @@ pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf) {
             m.local_origin = true;
             ctx.route_local(vr, m, IpAddr::V6(src));
         }
-        _ => punt(ctx, vr, m),
+        _ => ctx.punt(vr, m),
     }
 }

@@ -2,7 +2,7 @@
 //! the interface's addresses, learn from solicitations and advertisements.
 //!
 //! A VR with a control plane also gets a copy of the solicitations for its
-//! addresses and of the advertisements it receives ([`local::punt_copy`]),
+//! addresses and of the advertisements it receives ([`Ctx::punt_copy`]),
 //! so its kernel learns neighbours; the runtime drops the advertisements
 //! the TAP sends for the VR's own addresses (the worker already answered).
 
@@ -13,7 +13,6 @@ use vrhost_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr, NdiscNeighborFlags, NdiscRep
 use vrhost_wire::ipv6::{self as wire6, Ipv6Packet};
 
 use crate::drop_reason::DropReason;
-use crate::local;
 use crate::mbuf::Mbuf;
 use crate::output::{build_icmpv6, Ctx};
 use crate::worker::Vr;
@@ -72,7 +71,7 @@ pub(crate) fn solicit(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
         }
     }
     ctx.iface_counters(ingress).local.inc();
-    local::punt_copy(ctx, vr, &m);
+    ctx.punt_copy(vr, &m);
     // RFC 4861 §7.2.4: answer unicast to the solicitor, or to all-nodes for DAD.
     let dad = src.is_unspecified();
     let mut flags = NdiscNeighborFlags::ROUTER | NdiscNeighborFlags::OVERRIDE;
@@ -126,7 +125,7 @@ pub(crate) fn advert(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, offset: usize) {
         return ctx.drop(m, DropReason::AddressConflict);
     }
     ctx.iface_counters(ingress).local.inc();
-    local::punt_copy(ctx, vr, &m);
+    ctx.punt_copy(vr, &m);
     ctx.pool.put(m);
     // RFC 4861 §7.2.5: only existing entries are updated; no lladdr, nothing to learn.
     if let (Some(ll), Some(_)) = (lladdr, vr.neighbors.find(ingress, IpAddr::V6(target_addr))) {

@@ -556,3 +556,42 @@ mod tests {
         assert_eq!(t.resolve(i, 100 * SEC), Resolve::Ready(MAC));
     }
 }
+
+/// A neighbor fact sent between workers and from the control side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A worker learned `mac` for `addr` on `iface` (`confirmed`: reachability proven).
+    Learned {
+        /// VR index.
+        vr: u16,
+        /// Interface (global index).
+        iface: u16,
+        /// Neighbor address.
+        addr: IpAddr,
+        /// Its MAC.
+        mac: EthernetAddress,
+        /// An ARP reply or solicited NA, not just a claim.
+        confirmed: bool,
+    },
+    /// The control side installed a static neighbor.
+    Static {
+        /// VR index.
+        vr: u16,
+        /// Interface (global index).
+        iface: u16,
+        /// Neighbor address.
+        addr: IpAddr,
+        /// Its MAC.
+        mac: EthernetAddress,
+    },
+    /// The control side deleted a static neighbor: workers forget its MAC
+    /// and resolve the address afresh the next time it is used.
+    Unstatic {
+        /// VR index.
+        vr: u16,
+        /// Interface (global index).
+        iface: u16,
+        /// Neighbor address.
+        addr: IpAddr,
+    },
+}

@@ -21,8 +21,9 @@ use std::sync::mpsc::SyncSender;
 
 use crate::iface::{Iface, Port};
 use crate::mbuf::{Mbuf, MbufPool};
+use crate::neighbor::Event;
 use crate::neighbor::{Probe, Resolve};
-use crate::worker::{Event, NextHop, TxBatch, Vr, Worker, WorkerCounters};
+use crate::worker::{NextHop, TxBatch, Vr, Worker, WorkerCounters};
 
 /// Room kept in front of an L3 packet the router builds: Ethernet plus one tag.
 pub(crate) const BUILD_L2: usize = 18;
@@ -439,4 +440,65 @@ pub(crate) fn build_icmpv6(
     ip.emit(&mut pkt);
     let mut icmp_pkt = Icmpv6Packet::new_unchecked(&mut l3[40..]);
     icmp.emit(&src, &dst, &mut icmp_pkt);
+}
+
+/// The neighbor a forwarded packet goes to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Via {
+    /// An attached host: look its address up.
+    Host(IpAddr),
+    /// A gateway whose neighbor slot is known.
+    Slot(u32),
+}
+
+impl Ctx<'_> {
+    /// Outputs toward `via` on `egress`.
+    pub(crate) fn output_via(
+        &mut self,
+        vr: &mut Vr,
+        m: Mbuf,
+        egress: u16,
+        via: Via,
+        ethertype: EtherType,
+    ) {
+        match via {
+            Via::Host(addr) => self.output(vr, m, egress, addr),
+            Via::Slot(n) => self.output_neigh(vr, m, egress, n, ethertype),
+        }
+    }
+}
+
+/// Punting: frames for the VR's control plane.
+impl Ctx<'_> {
+    /// Puts `m` on the VR's punt queue, or drops it when the queue is full.
+    pub(crate) fn punt(&mut self, vr: &mut Vr, m: Mbuf) {
+        if vr.punt.len() >= vr.limits.punt_queue as usize {
+            return self.drop(m, DropReason::PuntQueueFull);
+        }
+        if !vr.punt_bucket.take(self.now) {
+            return self.drop(m, DropReason::PuntRateLimit);
+        }
+        self.iface_counters(m.iface).punted.inc();
+        if vr.punt.is_empty() {
+            self.punt_dirty.push(vr.id);
+        }
+        vr.punt.push_back(m);
+    }
+
+    /// Punts a copy of `m` (the worker keeps the original) when the VR has a
+    /// control plane: ARP and NDP that the data plane answers itself, so that
+    /// the tenant's kernel learns the sender too. The copy obeys the same punt
+    /// queue and rate limits as everything else punted.
+    pub(crate) fn punt_copy(&mut self, vr: &mut Vr, m: &Mbuf) {
+        if !vr.limits.control_plane {
+            return;
+        }
+        let mut c = self.pool.get();
+        c.fill(m.data());
+        c.port = m.port;
+        c.iface = m.iface;
+        c.l3_off = m.l3_off;
+        c.local_origin = false;
+        self.punt(vr, c);
+    }
 }

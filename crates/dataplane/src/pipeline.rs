@@ -33,14 +33,15 @@ use vrhost_fib::{lookup_batch_each, NextHopId};
 use crate::demux;
 use crate::drop_reason::DropReason;
 use crate::fast;
+use crate::iface::NO_IFACE;
 use crate::ip_forward;
 use crate::ipv4_input;
 use crate::ipv6_input;
 use crate::local;
 use crate::mbuf::Mbuf;
+use crate::neighbor::Event;
 use crate::output::Ctx;
-use crate::tables::NO_IFACE;
-use crate::worker::{Event, Staged, TxBatch, Vr, Worker};
+use crate::worker::{Staged, TxBatch, Vr, Worker};
 use crate::{arp_input, icmp_error};
 
 /// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
@@ -659,7 +660,7 @@ fn stages(
         demux::Next::Ipv4 => match ipv4_input::process(vr, &mut m, route) {
             ipv4_input::Next::Forward(nh) => ip_forward::v4(ctx, vr, m, nh),
             ipv4_input::Next::Local => local::v4(ctx, vr, m),
-            ipv4_input::Next::Punt => local::punt(ctx, vr, m),
+            ipv4_input::Next::Punt => ctx.punt(vr, m),
             ipv4_input::Next::Icmp(err, reason) => icmp_error::send_v4(ctx, vr, m, err, reason),
             ipv4_input::Next::Drop(reason) => ctx.drop(m, reason),
         },

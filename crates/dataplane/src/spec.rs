@@ -43,15 +43,28 @@ pub struct RouterSpec {
     pub limits: Limits,
 }
 
-/// Where a route sends packets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where a static route sends packets: the one route-target type of the
+/// config, the control-plane sync and the table writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RouteTarget {
-    /// Forward to this gateway, which an interface subnet must cover.
+    /// Forward to this gateway, which an interface subnet must cover (same
+    /// family as the prefix).
     Via(IpAddr),
     /// Drop silently.
     Blackhole,
     /// Drop and answer ICMP Destination Unreachable.
     Unreachable,
+}
+
+impl core::fmt::Display for RouteTarget {
+    /// The routes-file spelling: an address, `blackhole` or `unreachable`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RouteTarget::Via(a) => write!(f, "{a}"),
+            RouteTarget::Blackhole => f.write_str("blackhole"),
+            RouteTarget::Unreachable => f.write_str("unreachable"),
+        }
+    }
 }
 
 /// A VR's attachment to a port, whole or one VLAN of it.

@@ -24,16 +24,13 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use thiserror::Error;
-use vrhost_fib::{FibHandle, FibReader, NextHopId, Prefix, Prefix4, Prefix6};
+use vrhost_fib::{FibHandle, FibReader, IpPrefix, NextHopId, Prefix, Prefix4, Prefix6};
 use vrhost_wire::ethernet::{self, EthernetAddress};
 use vrhost_wire::ipv6 as wire6;
 
-use crate::iface::{link_local_from_mac, Iface, Port};
+use crate::iface::{link_local_from_mac, Iface, Port, NO_IFACE};
+use crate::neighbor::Event;
 use crate::spec::{EngineSpec, InterfaceSpec, Limits, RouteTarget, RouterSpec};
-use crate::worker::Event;
-
-/// Marks "no interface" in a port's VLAN demux table.
-pub(crate) const NO_IFACE: u16 = u16::MAX;
 
 /// What a FIB leaf points at, as published to every worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -785,42 +782,29 @@ impl TableWriter {
         Ok(())
     }
 
-    /// Adds or replaces an IPv4 route in VR `vr`; workers see it after [`TableWriter::commit`].
-    pub fn add_route4(
+    /// Adds or replaces a route of either family in VR `vr`; workers see it
+    /// after [`TableWriter::commit`]. Refused, changing nothing, when the
+    /// target is not usable in the VR or the VR is at its route limit.
+    pub fn add_route(
         &mut self,
         vr: usize,
-        prefix: Prefix4,
+        prefix: impl Into<IpPrefix>,
         target: RouteTarget,
     ) -> Result<(), BuildError> {
+        use vrhost_fib::Lpm;
+        let prefix = prefix.into();
         self.vr(vr)?;
         // Room first: a refused route must not leave its next hop behind.
-        self.check_room(vr, |c| {
-            use vrhost_fib::Lpm;
-            (c.fib4.table().len(), c.fib4.table().get(&prefix).is_some())
+        self.check_room(vr, |c| match &prefix {
+            IpPrefix::V4(p) => (c.fib4.table().len(), c.fib4.table().get(p).is_some()),
+            IpPrefix::V6(p) => (c.fib6.table().len(), c.fib6.table().get(p).is_some()),
         })?;
-        let nh = self.target(vr, target, true)?;
+        let nh = self.target(vr, target, prefix.is_ipv4())?;
         let c = &mut self.vrs[vr];
-        c.fib4.insert(prefix, nh);
-        c.fib_dirty = true;
-        Ok(())
-    }
-
-    /// Adds or replaces an IPv6 route in VR `vr`; workers see it after [`TableWriter::commit`].
-    pub fn add_route6(
-        &mut self,
-        vr: usize,
-        prefix: Prefix6,
-        target: RouteTarget,
-    ) -> Result<(), BuildError> {
-        self.vr(vr)?;
-        // Room first: a refused route must not leave its next hop behind.
-        self.check_room(vr, |c| {
-            use vrhost_fib::Lpm;
-            (c.fib6.table().len(), c.fib6.table().get(&prefix).is_some())
-        })?;
-        let nh = self.target(vr, target, false)?;
-        let c = &mut self.vrs[vr];
-        c.fib6.insert(prefix, nh);
+        match prefix {
+            IpPrefix::V4(p) => c.fib4.insert(p, nh),
+            IpPrefix::V6(p) => c.fib6.insert(p, nh),
+        };
         c.fib_dirty = true;
         Ok(())
     }
@@ -884,25 +868,16 @@ impl TableWriter {
         bulk_remove(&mut c.fib4, routes4) + bulk_remove(&mut c.fib6, routes6)
     }
 
-    /// Removes an IPv4 route; true if it existed. Visible after [`TableWriter::commit`].
-    pub fn remove_route4(&mut self, vr: usize, prefix: &Prefix4) -> bool {
-        match self.vrs.get_mut(vr) {
-            Some(c) => {
-                c.fib_dirty = true;
-                c.fib4.remove(prefix).is_some()
-            }
-            None => false,
-        }
-    }
-
-    /// Removes an IPv6 route; true if it existed. Visible after [`TableWriter::commit`].
-    pub fn remove_route6(&mut self, vr: usize, prefix: &Prefix6) -> bool {
-        match self.vrs.get_mut(vr) {
-            Some(c) => {
-                c.fib_dirty = true;
-                c.fib6.remove(prefix).is_some()
-            }
-            None => false,
+    /// Removes a route of either family; true if it existed. Visible after
+    /// [`TableWriter::commit`].
+    pub fn remove_route(&mut self, vr: usize, prefix: impl Into<IpPrefix>) -> bool {
+        let Some(c) = self.vrs.get_mut(vr) else {
+            return false;
+        };
+        c.fib_dirty = true;
+        match prefix.into() {
+            IpPrefix::V4(p) => c.fib4.remove(&p).is_some(),
+            IpPrefix::V6(p) => c.fib6.remove(&p).is_some(),
         }
     }
 

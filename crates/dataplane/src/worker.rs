@@ -8,17 +8,17 @@
 //! counters are [`CounterCells`] that only it writes and anyone may read.
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
 use vrhost_fib::{FibSnapshot, NextHopId, Prefetch};
-use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::counters::CounterCells;
 use crate::fair::{Clock, Fair};
 use crate::mbuf::{Mbuf, MbufPool};
+use crate::neighbor::Event;
 use crate::neighbor::{NeighborTable, Probe, HOLD_MAX};
 use crate::spec::Limits;
 use crate::tables::{RouteHop, Shared, TableWriter, Tables};
@@ -74,45 +74,6 @@ pub enum NextHop {
         iface: u16,
         /// Neighbor slot.
         neigh: u32,
-    },
-}
-
-/// A neighbor fact sent between workers and from the control side.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// A worker learned `mac` for `addr` on `iface` (`confirmed`: reachability proven).
-    Learned {
-        /// VR index.
-        vr: u16,
-        /// Interface (global index).
-        iface: u16,
-        /// Neighbor address.
-        addr: IpAddr,
-        /// Its MAC.
-        mac: EthernetAddress,
-        /// An ARP reply or solicited NA, not just a claim.
-        confirmed: bool,
-    },
-    /// The control side installed a static neighbor.
-    Static {
-        /// VR index.
-        vr: u16,
-        /// Interface (global index).
-        iface: u16,
-        /// Neighbor address.
-        addr: IpAddr,
-        /// Its MAC.
-        mac: EthernetAddress,
-    },
-    /// The control side deleted a static neighbor: workers forget its MAC
-    /// and resolve the address afresh the next time it is used.
-    Unstatic {
-        /// VR index.
-        vr: u16,
-        /// Interface (global index).
-        iface: u16,
-        /// Neighbor address.
-        addr: IpAddr,
     },
 }
 

@@ -186,10 +186,10 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
             let p = churning(i % PREFIXES);
             if (i / PREFIXES).is_multiple_of(2) {
                 control
-                    .add_route4(0, p, RouteTarget::Via(IpAddr::V4(GW_B)))
+                    .add_route(0, p, RouteTarget::Via(IpAddr::V4(GW_B)))
                     .unwrap();
             } else {
-                assert!(control.remove_route4(0, &p));
+                assert!(control.remove_route(0, p));
             }
             i += 1;
             changes += 1;
@@ -259,7 +259,7 @@ fn quiet_fibs_compact_to_their_bulk_size() {
         .collect();
     for (i, p) in fed.iter().enumerate() {
         control
-            .add_route4(0, *p, RouteTarget::Via(IpAddr::V4(gw(i))))
+            .add_route(0, *p, RouteTarget::Via(IpAddr::V4(gw(i))))
             .unwrap();
         if i % 1000 == 999 {
             control.commit();
@@ -274,7 +274,11 @@ fn quiet_fibs_compact_to_their_bulk_size() {
     // A new update makes the VR busy again: left alone for one call, though
     // sparse groups remain, then compaction resumes.
     control
-        .add_route4(0, "100.0.0.0/24".parse().unwrap(), RouteTarget::Blackhole)
+        .add_route(
+            0,
+            "100.0.0.0/24".parse::<vrhost_fib::IpPrefix>().unwrap(),
+            RouteTarget::Blackhole,
+        )
         .unwrap();
     control.commit();
     assert_eq!(control.compact_quiet_fibs(5_000), 0);

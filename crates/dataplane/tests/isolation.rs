@@ -360,12 +360,12 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     // Fill red's IPv4 table to the limit.
     let room4 = limit as usize - base4;
     for i in 0..room4 {
-        e.add_route4(RED, p4(&format!("100.64.{i}.0/24")), via)
+        e.add_route(RED, p4(&format!("100.64.{i}.0/24")), via)
             .unwrap();
     }
     assert_eq!(e.vr(RED).routes4, limit as usize);
     let full = p4("100.65.0.0/24");
-    let err = e.add_route4(RED, full, RouteTarget::Blackhole).unwrap_err();
+    let err = e.add_route(RED, full, RouteTarget::Blackhole).unwrap_err();
     assert_eq!(
         err,
         BuildError::RouteLimit {
@@ -380,7 +380,7 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     );
     // Refused with a gateway target too, and the table did not change.
     assert!(matches!(
-        e.add_route4(RED, full, via),
+        e.add_route(RED, full, via),
         Err(BuildError::RouteLimit { .. })
     ));
     assert_eq!(e.vr(RED).routes4, limit as usize);
@@ -395,7 +395,7 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     assert_eq!(iface(&e, RED, 0).drop_count(DropReason::NoRoute), 1);
 
     // Replacing an existing prefix at the limit is allowed and takes effect.
-    e.add_route4(RED, p4("100.64.0.0/24"), RouteTarget::Blackhole)
+    e.add_route(RED, p4("100.64.0.0/24"), RouteTarget::Blackhole)
         .unwrap();
     assert_eq!(e.vr(RED).routes4, limit as usize);
     let out = send(
@@ -411,11 +411,11 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     let via6 = RouteTarget::Via(IpAddr::V6(GW6));
     let room6 = limit as usize - base6;
     for i in 0..room6 {
-        e.add_route6(RED, p6(&format!("2001:db8:100:{i:x}::/64")), via6)
+        e.add_route(RED, p6(&format!("2001:db8:100:{i:x}::/64")), via6)
             .unwrap();
     }
     assert_eq!(
-        e.add_route6(RED, p6("2001:db8:200::/64"), via6),
+        e.add_route(RED, p6("2001:db8:200::/64"), via6),
         Err(BuildError::RouteLimit {
             router: "red".into(),
             limit
@@ -423,11 +423,11 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     );
 
     // Blue is unaffected: it takes the refused prefix and a thousand more.
-    e.add_route4(BLUE, full, RouteTarget::Via(IpAddr::V4(GW)))
+    e.add_route(BLUE, full, RouteTarget::Via(IpAddr::V4(GW)))
         .unwrap();
     for i in 0..1000u32 {
         let p = format!("100.{}.{}.0/24", 66 + i / 256, i % 256);
-        e.add_route4(BLUE, p4(&p), RouteTarget::Blackhole).unwrap();
+        e.add_route(BLUE, p4(&p), RouteTarget::Blackhole).unwrap();
     }
     assert_eq!(e.vr(BLUE).routes4, base4 + 1001);
     assert_eq!(e.vr(RED).routes4, limit as usize);
@@ -441,10 +441,10 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     assert_eq!(out[0].eth().dst_addr(), BLUE_GW_MAC);
 
     // Removing one of red's routes makes room for exactly one.
-    assert!(e.remove_route4(RED, &p4("100.64.1.0/24")));
-    e.add_route4(RED, full, via).unwrap();
+    assert!(e.remove_route(RED, p4("100.64.1.0/24")));
+    e.add_route(RED, full, via).unwrap();
     assert!(matches!(
-        e.add_route4(RED, p4("100.64.1.0/24"), via),
+        e.add_route(RED, p4("100.64.1.0/24"), via),
         Err(BuildError::RouteLimit { .. })
     ));
     let out = send(
@@ -455,7 +455,7 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     );
     assert_eq!(on_uplink(&out, RED).len(), 1, "{out:?}");
     assert_eq!(out[0].eth().dst_addr(), GW_MAC);
-    assert!(!e.remove_route4(RED, &p4("100.64.1.0/24")), "gone");
+    assert!(!e.remove_route(RED, p4("100.64.1.0/24")), "gone");
 }
 
 #[test]

@@ -52,7 +52,7 @@ fn add_routes(writer: &mut TableWriter, vr: usize, first: u8, n: u32) {
         )
         .unwrap();
         writer
-            .add_route4(vr, p, RouteTarget::Via(IpAddr::V4(GW)))
+            .add_route(vr, p, RouteTarget::Via(IpAddr::V4(GW)))
             .unwrap();
     }
     writer.commit();

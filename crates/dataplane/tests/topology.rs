@@ -273,9 +273,11 @@ fn interfaces_come_and_go_while_the_vr_forwards() {
     // A route through the new interface, with its gateway's MAC.
     let gw9 = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2));
     e.set_static_neighbor(RED, gw9, GW_MAC).expect("neighbor");
-    e.add_route4(
+    e.add_route(
         RED,
-        "198.18.0.0/15".parse().expect("prefix"),
+        "198.18.0.0/15"
+            .parse::<vrhost_fib::IpPrefix>()
+            .expect("prefix"),
         RouteTarget::Via(gw9),
     )
     .expect("route");
@@ -298,7 +300,12 @@ fn interfaces_come_and_go_while_the_vr_forwards() {
         e.remove_interface(RED, "red9"),
         Err(BuildError::InterfaceInUse { routes: 1, .. })
     ));
-    assert!(e.remove_route4(RED, &"198.18.0.0/15".parse().expect("prefix")));
+    assert!(e.remove_route(
+        RED,
+        "198.18.0.0/15"
+            .parse::<vrhost_fib::IpPrefix>()
+            .expect("prefix")
+    ));
     assert_eq!(e.remove_interface(RED, "red9"), Ok(true));
     assert_eq!(e.remove_interface(RED, "red9"), Ok(false));
     // Frames on VLAN 9 of port 2 now belong to nobody; red forwards on.

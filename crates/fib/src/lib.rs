@@ -31,7 +31,7 @@ pub use lpm::Lpm;
 pub use multibit::MultibitLpm;
 pub use poptrie::{lookup_batch_each, PREFETCH_MIN_ROUTES};
 pub use poptrie::{FibSnapshot, PoptrieLpm, PoptrieStats};
-pub use prefix::{Prefix, Prefix4, Prefix6, PrefixError};
+pub use prefix::{IpPrefix, Prefix, Prefix4, Prefix6, PrefixError};
 pub use publish::{FibHandle, FibReader, SnapshotGuard};
 pub use reference::ReferenceLpm;
 

@@ -1,6 +1,7 @@
 //! IP prefixes: an address with its host bits cleared, and a length.
 
 use core::fmt;
+use core::net::IpAddr;
 use core::str::FromStr;
 
 use crate::addr::{mask, FibAddr};
@@ -169,6 +170,134 @@ fn parse_len(text: &str, max: u8) -> Result<u8, PrefixError> {
     }
 }
 
+/// An IPv4 or IPv6 prefix: the one prefix type of the config, the control
+/// planes and the table writer. Each family's FIB takes the inner
+/// [`Prefix4`] or [`Prefix6`].
+///
+/// Orders IPv4 before IPv6, then by address, then by length.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IpPrefix {
+    /// An IPv4 prefix.
+    V4(Prefix4),
+    /// An IPv6 prefix.
+    V6(Prefix6),
+}
+
+impl IpPrefix {
+    /// Builds `addr/len`; fails like [`Prefix::new`] (length too long for
+    /// the family, or host bits set).
+    pub fn new(addr: IpAddr, len: u8) -> Result<Self, PrefixError> {
+        Ok(match addr {
+            IpAddr::V4(a) => IpPrefix::V4(Prefix::new(a, len)?),
+            IpAddr::V6(a) => IpPrefix::V6(Prefix::new(a, len)?),
+        })
+    }
+
+    /// Builds `addr/len`, clearing any host bits of `addr`; fails only when
+    /// `len` is too long for the family.
+    pub fn new_truncating(addr: IpAddr, len: u8) -> Result<Self, PrefixError> {
+        Ok(match addr {
+            IpAddr::V4(a) => IpPrefix::V4(Prefix::new_truncating(a, len)?),
+            IpAddr::V6(a) => IpPrefix::V6(Prefix::new_truncating(a, len)?),
+        })
+    }
+
+    /// The host prefix of `addr` (`/32` or `/128`).
+    pub fn host(addr: IpAddr) -> Self {
+        match addr {
+            IpAddr::V4(a) => IpPrefix::V4(Prefix { addr: a, len: 32 }),
+            IpAddr::V6(a) => IpPrefix::V6(Prefix { addr: a, len: 128 }),
+        }
+    }
+
+    /// The network address; its host bits are always zero.
+    pub fn addr(&self) -> IpAddr {
+        match self {
+            IpPrefix::V4(p) => IpAddr::V4(p.addr()),
+            IpPrefix::V6(p) => IpAddr::V6(p.addr()),
+        }
+    }
+
+    /// The prefix length in bits.
+    #[allow(clippy::len_without_is_empty)] // a prefix length, not a collection size
+    pub fn len(&self) -> u8 {
+        match self {
+            IpPrefix::V4(p) => p.len(),
+            IpPrefix::V6(p) => p.len(),
+        }
+    }
+
+    /// True for an IPv4 prefix.
+    pub fn is_ipv4(&self) -> bool {
+        matches!(self, IpPrefix::V4(_))
+    }
+
+    /// True for the default route, `0.0.0.0/0` or `::/0`.
+    pub fn is_default(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `addr` is of this prefix's family and inside it.
+    pub fn contains(&self, addr: &IpAddr) -> bool {
+        match (self, addr) {
+            (IpPrefix::V4(p), IpAddr::V4(a)) => p.contains(*a),
+            (IpPrefix::V6(p), IpAddr::V6(a)) => p.contains(*a),
+            _ => false,
+        }
+    }
+
+    /// Whether the two prefixes share at least one address.
+    pub fn overlaps(&self, other: &IpPrefix) -> bool {
+        match (self, other) {
+            (IpPrefix::V4(a), IpPrefix::V4(b)) => a.covers(b) || b.covers(a),
+            (IpPrefix::V6(a), IpPrefix::V6(b)) => a.covers(b) || b.covers(a),
+            _ => false,
+        }
+    }
+}
+
+impl From<Prefix4> for IpPrefix {
+    fn from(p: Prefix4) -> Self {
+        IpPrefix::V4(p)
+    }
+}
+
+impl From<Prefix6> for IpPrefix {
+    fn from(p: Prefix6) -> Self {
+        IpPrefix::V6(p)
+    }
+}
+
+impl fmt::Display for IpPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IpPrefix::V4(p) => p.fmt(f),
+            IpPrefix::V6(p) => p.fmt(f),
+        }
+    }
+}
+
+/// Same text as `Display`.
+impl fmt::Debug for IpPrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// Parses `addr/len` of either family; a bare address means a host route.
+impl FromStr for IpPrefix {
+    type Err = PrefixError;
+
+    fn from_str(s: &str) -> Result<Self, PrefixError> {
+        let addr_text = s.split_once('/').map_or(s, |(a, _)| a);
+        if addr_text.contains(':') {
+            s.parse().map(IpPrefix::V6)
+        } else {
+            s.parse().map(IpPrefix::V4)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,5 +447,31 @@ mod tests {
         assert_eq!(p4("10.1.2.0/24").supernet(30), p4("10.1.2.0/24"));
         assert_eq!(p6("2001:db8:ffff::/48").supernet(17), p6("2001::/17"));
         assert_eq!(p6("2001:8db8:ffff::/48").supernet(17), p6("2001:8000::/17"));
+    }
+
+    #[test]
+    fn ip_prefixes_of_both_families() {
+        let p: IpPrefix = "10.1.0.0/16".parse().unwrap();
+        assert!(p.is_ipv4() && p.len() == 16 && p.to_string() == "10.1.0.0/16");
+        assert!(p.contains(&"10.1.2.3".parse().unwrap()));
+        assert!(!p.contains(&"10.2.0.0".parse().unwrap()));
+        assert!(!p.contains(&"::".parse().unwrap()));
+        let q: IpPrefix = "2001:db8::/32".parse().unwrap();
+        assert!(!q.is_ipv4() && q.addr() == "2001:db8::".parse::<IpAddr>().unwrap());
+        assert!(p < q, "IPv4 orders first");
+        assert!(p.overlaps(&"10.0.0.0/8".parse().unwrap()));
+        assert!(!p.overlaps(&"10.2.0.0/16".parse().unwrap()));
+        assert!(!p.overlaps(&q));
+        assert!(matches!(
+            "10.0.0.1/8".parse::<IpPrefix>(),
+            Err(PrefixError::HostBits { .. })
+        ));
+        assert!("2001:db8::/129".parse::<IpPrefix>().is_err());
+        assert_eq!(
+            IpPrefix::new_truncating("10.1.2.3".parse().unwrap(), 8).unwrap(),
+            "10.0.0.0/8".parse().unwrap()
+        );
+        assert_eq!(IpPrefix::host("::1".parse().unwrap()).len(), 128);
+        assert!("".parse::<IpPrefix>().is_err());
     }
 }

@@ -45,7 +45,7 @@ pub struct Args {
     pub one_vr: bool,
     /// Synthetic workload: the family of the tables and frames.
     #[arg(long, value_enum, default_value = "ipv4")]
-    pub family: sweep::Family,
+    pub family: crate::workload::Family,
     /// Core mappings to measure (comma-separated): rtc, pipeline.
     #[arg(
         long = "mode",

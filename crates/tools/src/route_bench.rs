@@ -175,7 +175,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 // Alternate each route between its own gateway and another.
                 let other = if orig == gw[0] { gw[1] } else { gw[0] };
                 let to = if flip.is_multiple_of(2) { other } else { orig };
-                c.add_route4(0, p, RouteTarget::Via(to))
+                c.add_route(0, p, RouteTarget::Via(to))
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
             c.commit();

@@ -28,7 +28,7 @@ use vrhost_fib::{Prefix4, Prefix6};
 use vrhost_io::{MemoryPort, Port};
 use vrhost_wire::ethernet::EthernetAddress;
 
-use crate::workload::{self, FrameSpec};
+use crate::workload::{self, Family, FrameSpec};
 use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
 
 const IN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
@@ -54,17 +54,6 @@ pub struct Synthetic {
     pub one_vr: bool,
     /// The family of the tables and frames.
     pub family: Family,
-}
-
-/// `vrhost bench --family`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Family {
-    /// Internet-like IPv4 tables (about 60% /24), 64-byte UDP/IPv4 frames.
-    Ipv4,
-    /// Internet-like IPv6 tables (about half /48, inside 2000::/3),
-    /// 62-byte UDP/IPv6 frames (the smallest).
-    Ipv6,
 }
 
 impl Synthetic {

@@ -206,6 +206,18 @@ fn write_l2(buf: &mut [u8], f: &FrameSpec, ethertype: EtherType) {
     }
 }
 
+/// The family of a synthetic workload's tables and frames (`vrhost
+/// workload --family`, `vrhost bench --family`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// Internet-like IPv4 tables (about 60% /24), 64-byte UDP/IPv4 frames.
+    Ipv4,
+    /// Internet-like IPv6 tables (about half /48, inside 2000::/3),
+    /// 62-byte UDP/IPv6 frames (the smallest).
+    Ipv6,
+}
+
 /// What one synthetic frame looks like.
 #[derive(Clone, Copy, Debug)]
 pub struct FrameSpec {
@@ -301,7 +313,7 @@ pub struct Args {
     /// The family of the table and frames: IPv4 (60-byte frames, about 60%
     /// /24) or IPv6 (62-byte frames, about half /48, inside 2000::/3).
     #[arg(long, value_enum, default_value = "ipv4")]
-    pub family: crate::sweep::Family,
+    pub family: Family,
     /// Tag every frame, and every VR's interfaces, with this VLAN (1-4094).
     #[arg(long)]
     pub vlan: Option<u16>,
@@ -333,7 +345,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     );
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut rng = SmallRng::seed_from_u64(seed);
-    let v6 = family == crate::sweep::Family::Ipv6;
+    let v6 = family == Family::Ipv6;
     let t: Vec<(IpAddr, u8)> = if v6 {
         table6(routes, &mut rng)
             .into_iter()
@@ -406,7 +418,7 @@ fn config(a: &Args) -> String {
         vlan,
         ..
     } = *a;
-    let v6 = a.family == crate::sweep::Family::Ipv6;
+    let v6 = a.family == Family::Ipv6;
     let mut cfg = String::new();
     let flags = format!(
         "{}{}",

@@ -1,4 +1,5 @@
-//! ICMP for IPv6 (RFC 4443); Neighbor Discovery lives in [`crate::ndisc`]
+//! ICMP for IPv6 (RFC 4443); Neighbor Discovery (RFC 4861), whose messages
+//! are ICMPv6 messages, lives in its submodule [`ndisc`]
 //! and is re-exported here.
 //!
 //! ```text
@@ -25,7 +26,9 @@ use crate::checksum;
 use crate::ip::IpProtocol;
 use crate::{Error, Result};
 
-pub use crate::ndisc::{NdiscNeighborFlags, NdiscOption, NdiscOptionsIter, NdiscRepr};
+pub mod ndisc;
+
+pub use ndisc::{NdiscNeighborFlags, NdiscOption, NdiscOptionsIter, NdiscRepr};
 
 /// ICMPv6 message types (RFC 4443 §2.1, RFC 4861 §4, RFC 2710, RFC 3810;
 /// IANA "ICMPv6 Type Numbers").

@@ -67,7 +67,7 @@ pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
-pub mod ndisc;
+pub use icmpv6::ndisc;
 pub mod tcp;
 pub mod udp;
 pub mod vlan;

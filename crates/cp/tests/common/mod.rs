@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use vrhost_cp::{CpEvent, CpState, Prefix, RouteTarget};
+use vrhost_cp::{CpEvent, CpState, IpPrefix, RouteTarget};
 
 /// A network namespace of this test process, deleted on drop.
 pub struct Ns {
@@ -95,14 +95,14 @@ pub fn drain_into(rx: &Receiver<CpEvent>, state: &mut CpState, quiet: Duration) 
 /// (blackhole/unreachable/prohibit have none that matters), no link-local
 /// or multicast destinations, no other tables, one route per prefix
 /// (these tests never add two metrics for one prefix).
-pub fn kernel_routes(ns: &Ns, mirrored: &BTreeSet<&str>) -> BTreeMap<Prefix, RouteTarget> {
+pub fn kernel_routes(ns: &Ns, mirrored: &BTreeSet<&str>) -> BTreeMap<IpPrefix, RouteTarget> {
     let mut out = BTreeMap::new();
     for fam in ["-4", "-6"] {
         let json = ns.ip(&format!("{fam} -j route show table main"));
         let v: serde_json::Value = serde_json::from_str(&json).expect("ip -j output");
         for r in v.as_array().expect("array") {
             let dst = r["dst"].as_str().expect("dst");
-            let prefix: Prefix = if dst == "default" {
+            let prefix: IpPrefix = if dst == "default" {
                 if fam == "-4" { "0.0.0.0/0" } else { "::/0" }
                     .parse()
                     .unwrap()

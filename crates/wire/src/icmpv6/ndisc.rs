@@ -17,8 +17,8 @@
 use core::net::Ipv6Addr;
 use core::ops::{BitOr, BitOrAssign};
 
+use super::{Icmpv6Message, Icmpv6Packet};
 use crate::ethernet::EthernetAddress;
-use crate::icmpv6::{Icmpv6Message, Icmpv6Packet};
 use crate::{Error, Result};
 
 mod field {
