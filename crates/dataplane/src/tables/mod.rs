@@ -1,0 +1,425 @@
+//! The tables every worker reads, and the control side that changes them.
+//!
+//! ```text
+//!   TableWriter (one thread)                     Shared (Arc)                    Worker k
+//!   ────────────────────────                     ────────────                    ────────
+//!   per VR: FibHandle v4/v6 ── publish ──▶ FibReader v4/v6 ─────────── load_full ─▶ Arc<FibSnapshot>
+//!           next hops (grow-only) ─ store ─▶ ArcSwap<Vec<RouteHop>> ── load_full ─▶ Arc<Vec<RouteHop>>
+//!   commit(): bump `generation` (Release) ─────▶ AtomicU64 ◀── one Acquire load per burst;
+//!                                                                  refresh the Arcs when it moved
+//!   static neighbors ──────────────── Event ──────────────────────────────────────▶ inbox (bounded)
+//! ```
+//!
+//! Workers never lock and never wait: between two bursts a worker compares one
+//! counter and, when it moved, swaps the `Arc`s it holds. Next hops are
+//! published before the FIB that uses them, and only ever appended, so a FIB
+//! a worker holds never names a next hop its array lacks. Old snapshots are
+//! freed on the control thread ([`vrhost_fib::FibHandle::reclaim`]).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use thiserror::Error;
+use vrhost_fib::{FibHandle, FibReader, IpPrefix, NextHopId, Prefix, Prefix4, Prefix6};
+use vrhost_wire::ethernet::{self, EthernetAddress};
+use vrhost_wire::ipv6 as wire6;
+
+use crate::iface::{link_local_from_mac, Iface, Port, NO_IFACE};
+use crate::neighbor::Event;
+
+mod interfaces;
+mod neighbors;
+mod routes;
+mod vrs;
+use crate::spec::{EngineSpec, InterfaceSpec, Limits, RouteTarget, RouterSpec};
+
+/// What a FIB leaf points at, as published to every worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RouteHop {
+    /// One of the VR's own addresses.
+    Local,
+    /// The directed broadcast address of an attached subnet.
+    Broadcast,
+    /// Drop silently.
+    Blackhole,
+    /// Drop with ICMP unreachable.
+    Unreachable,
+    /// An attached subnet: the destination itself is the neighbor.
+    Connected {
+        /// Egress interface (global index).
+        iface: u16,
+    },
+    /// Through a gateway.
+    Gateway {
+        /// Egress interface (global index).
+        iface: u16,
+        /// The gateway's address, on that interface's subnet.
+        addr: IpAddr,
+    },
+}
+
+/// Fixed next-hop ids, the same in every VR.
+pub(crate) const NH_LOCAL: NextHopId = NextHopId(0);
+pub(crate) const NH_BROADCAST: NextHopId = NextHopId(1);
+pub(crate) const NH_BLACKHOLE: NextHopId = NextHopId(2);
+pub(crate) const NH_UNREACHABLE: NextHopId = NextHopId(3);
+
+/// One VR as every worker sees it.
+#[derive(Clone)]
+pub(crate) struct VrShared {
+    pub name: String,
+    pub ifaces: Vec<u16>,
+    pub limits: Limits,
+    pub fib4: FibReader<Ipv4Addr>,
+    pub fib6: FibReader<Ipv6Addr>,
+    pub nexthops: Arc<ArcSwap<Vec<RouteHop>>>,
+    /// False once deleted: the slot stays so that indices never move.
+    pub alive: bool,
+}
+
+/// One version of the topology: ports, interfaces and VRs. Immutable once
+/// published; adding or deleting a VR or an address publishes a new one.
+/// VR and interface indices never change and are never reused.
+#[derive(Clone)]
+pub struct Shared {
+    pub(crate) ports: Vec<Port>,
+    pub(crate) ifaces: Vec<Iface>,
+    pub(crate) vrs: Vec<VrShared>,
+}
+
+/// What workers and readers hold: the current [`Shared`] and the counter
+/// workers watch.
+pub struct Tables {
+    current: ArcSwap<Shared>,
+    /// Bumped after every publication; workers refresh when it moves.
+    pub(crate) generation: AtomicU64,
+    /// Interfaces a worker keeps counters for: those at start plus room
+    /// for [`IFACE_HEADROOM`] created at run time.
+    pub(crate) iface_capacity: usize,
+}
+
+impl Tables {
+    /// The topology now.
+    pub fn load(&self) -> Arc<Shared> {
+        self.current.load_full()
+    }
+}
+
+/// Interfaces that may be created at run time beyond those at start (each
+/// costs every worker one cache-line-aligned counter block).
+pub const IFACE_HEADROOM: usize = 1024;
+
+impl Shared {
+    /// Whether VR `vr` exists (deleted VRs keep their index).
+    pub fn vr_alive(&self, vr: usize) -> bool {
+        self.vrs.get(vr).is_some_and(|v| v.alive)
+    }
+
+    /// The index of the live VR called `name`.
+    pub fn vr_index(&self, name: &str) -> Option<usize> {
+        self.vrs.iter().position(|v| v.alive && v.name == name)
+    }
+
+    /// VR `vr`'s limits.
+    pub fn vr_limits(&self, vr: usize) -> Option<Limits> {
+        self.vrs.get(vr).map(|v| v.limits)
+    }
+
+    /// Interfaces (global order: VR by VR, as configured).
+    pub fn ifaces(&self) -> &[Iface] {
+        &self.ifaces
+    }
+
+    /// Number of ports.
+    pub fn port_count(&self) -> usize {
+        self.ports.len()
+    }
+
+    /// Port name.
+    pub fn port_name(&self, port: usize) -> &str {
+        &self.ports[port].name
+    }
+
+    /// Number of VRs.
+    pub fn vr_count(&self) -> usize {
+        self.vrs.len()
+    }
+
+    /// VR name.
+    pub fn vr_name(&self, vr: usize) -> &str {
+        &self.vrs[vr].name
+    }
+
+    /// A VR's interfaces (global indices).
+    pub fn vr_ifaces(&self, vr: usize) -> &[u16] {
+        &self.vrs[vr].ifaces
+    }
+}
+
+/// Why an [`EngineSpec`] or a change to it was refused.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum BuildError {
+    /// A VR of that name exists already.
+    #[error("router {0:?} exists already")]
+    DuplicateRouter(String),
+    /// No interface of that name in the VR.
+    #[error("router {router:?} has no interface {iface:?}")]
+    NoSuchInterface {
+        /// VR name.
+        router: String,
+        /// Interface name.
+        iface: String,
+    },
+    /// An address that cannot be an interface's.
+    #[error("interface {iface:?}: {addr}/{len}: {reason}")]
+    BadAddress {
+        /// Interface name.
+        iface: String,
+        /// The address.
+        addr: IpAddr,
+        /// Prefix length.
+        len: u8,
+        /// Why.
+        reason: &'static str,
+    },
+    /// An interface of that name, but different, exists in the VR.
+    #[error("router {router:?} already has a different interface {iface:?}")]
+    DuplicateInterface {
+        /// VR name.
+        router: String,
+        /// Interface name.
+        iface: String,
+    },
+    /// Routes still go through the interface.
+    #[error("interface {iface:?}: {routes} routes go through it; delete them first")]
+    InterfaceInUse {
+        /// Interface name.
+        iface: String,
+        /// How many.
+        routes: usize,
+    },
+    /// No room for more interfaces without a restart.
+    #[error(
+        "no room for {wanted} more interfaces (at most {headroom} may be created at run time)"
+    )]
+    InterfaceCapacity {
+        /// Interfaces asked for.
+        wanted: usize,
+        /// The run-time headroom.
+        headroom: usize,
+    },
+    /// An interface names a port index that does not exist.
+    #[error("router {router:?} interface {iface:?}: no port #{port}")]
+    NoSuchPort {
+        /// VR name.
+        router: String,
+        /// Interface name.
+        iface: String,
+        /// Port index.
+        port: u16,
+    },
+    /// Two interfaces claim one (port, VLAN).
+    #[error("interfaces {first:?} and {second:?} both use port {port:?} VLAN {vlan}")]
+    DuplicateDemux {
+        /// First interface.
+        first: String,
+        /// Second interface.
+        second: String,
+        /// Port name.
+        port: String,
+        /// VLAN, 0 for untagged.
+        vlan: u16,
+    },
+    /// A VLAN ID outside 1–4094.
+    #[error("interface {iface:?}: VLAN {vlan} outside 1-4094")]
+    BadVlan {
+        /// Interface name.
+        iface: String,
+        /// VLAN.
+        vlan: u16,
+    },
+    /// A route's gateway is on no interface subnet.
+    #[error("router {router:?}: no interface subnet covers gateway {via}")]
+    GatewayOffLink {
+        /// VR name.
+        router: String,
+        /// Gateway.
+        via: IpAddr,
+    },
+    /// A static neighbor is on no interface subnet.
+    #[error("router {router:?}: no interface subnet covers neighbor {addr}")]
+    NeighborOffLink {
+        /// VR name.
+        router: String,
+        /// Address.
+        addr: IpAddr,
+    },
+    /// No such VR.
+    #[error("no router #{0}")]
+    NoSuchRouter(usize),
+    /// The VR's FIB for this family already holds `max_routes` routes.
+    #[error("router {router:?}: route limit reached ({limit} routes per family; raise limits.max_routes)")]
+    RouteLimit {
+        /// VR name.
+        router: String,
+        /// The limit.
+        limit: u32,
+    },
+    /// A route whose prefix family differs from its gateway's.
+    #[error("router {router:?}: gateway {via} is not of the prefix's family")]
+    FamilyMismatch {
+        /// VR name.
+        router: String,
+        /// Gateway.
+        via: IpAddr,
+    },
+}
+
+/// The control side of one VR.
+struct VrControl {
+    fib4: FibHandle<Ipv4Addr>,
+    fib6: FibHandle<Ipv6Addr>,
+    nexthops: Vec<RouteHop>,
+    nh_index: HashMap<RouteHop, u32>,
+    /// Next hops appended since the last publication.
+    nh_dirty: bool,
+    fib_dirty: bool,
+    /// FIB publications so far, and the count the last
+    /// [`TableWriter::compact_quiet_fibs`] saw: equal means no update since.
+    fib_epoch: u64,
+    quiet_epoch: u64,
+    /// The `fib_epoch` at which the FIB was last found compact.
+    compact_epoch: Option<u64>,
+}
+
+impl VrControl {
+    fn nexthop(&mut self, nh: RouteHop) -> NextHopId {
+        if let Some(&i) = self.nh_index.get(&nh) {
+            return NextHopId(i);
+        }
+        let i = self.nexthops.len() as u32;
+        self.nexthops.push(nh);
+        self.nh_index.insert(nh, i);
+        self.nh_dirty = true;
+        NextHopId(i)
+    }
+}
+
+/// The one writer of the shared tables.
+pub struct TableWriter {
+    tables: Arc<Tables>,
+    /// The working copy of the topology; published by [`TableWriter::commit`].
+    shared: Shared,
+    topology_dirty: bool,
+    vrs: Vec<VrControl>,
+    static_neighbors: Vec<Vec<(u16, IpAddr, EthernetAddress)>>,
+    workers: Vec<SyncSender<Event>>,
+    /// Neighbor events to send once the topology they refer to is published.
+    pending: Vec<Event>,
+    /// The VR [`TableWriter::compact_quiet_fibs`] looks at first.
+    compact_next: usize,
+}
+
+impl TableWriter {
+    /// Builds the tables for `spec` and publishes them.
+    pub fn new(spec: &EngineSpec) -> Result<TableWriter, BuildError> {
+        let ports: Vec<Port> = spec
+            .ports
+            .iter()
+            .map(|p| Port {
+                name: p.name.clone(),
+                mtu: p.mtu,
+                demux: vec![NO_IFACE; 4096].into_boxed_slice(),
+            })
+            .collect();
+        let shared = Shared {
+            ports,
+            ifaces: Vec::new(),
+            vrs: Vec::new(),
+        };
+        let iface_count: usize = spec.routers.iter().map(|r| r.interfaces.len()).sum();
+        let mut writer = TableWriter {
+            tables: Arc::new(Tables {
+                current: ArcSwap::from_pointee(shared.clone()),
+                generation: AtomicU64::new(0),
+                iface_capacity: iface_count + IFACE_HEADROOM,
+            }),
+            shared,
+            topology_dirty: true,
+            vrs: Vec::new(),
+            static_neighbors: Vec::new(),
+            workers: Vec::new(),
+            pending: Vec::new(),
+            compact_next: 0,
+        };
+        for r in &spec.routers {
+            writer.build_vr(r)?;
+        }
+        writer.commit();
+        Ok(writer)
+    }
+
+    /// The topology as last published.
+    pub fn shared(&self) -> Arc<Shared> {
+        self.tables.load()
+    }
+
+    /// What workers hold: the published topology and its generation.
+    pub fn tables(&self) -> &Arc<Tables> {
+        &self.tables
+    }
+
+    /// The working topology, unpublished changes included.
+    pub fn working(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// Registers a worker's inbox for neighbor events.
+    pub(crate) fn attach_worker(&mut self, inbox: SyncSender<Event>) {
+        self.workers.push(inbox);
+    }
+
+    /// Publishes every change since the last commit: next hops first, then
+    /// FIBs, then the generation workers watch.
+    pub fn commit(&mut self) {
+        let mut any = false;
+        for (c, s) in self.vrs.iter_mut().zip(self.shared.vrs.iter()) {
+            if c.nh_dirty {
+                s.nexthops.store(Arc::new(c.nexthops.clone()));
+                c.nh_dirty = false;
+                any = true;
+            }
+        }
+        for c in self.vrs.iter_mut() {
+            if c.fib_dirty {
+                c.fib4.publish();
+                c.fib6.publish();
+                c.fib_dirty = false;
+                c.fib_epoch += 1;
+                any = true;
+            } else {
+                c.fib4.reclaim();
+                c.fib6.reclaim();
+            }
+        }
+        if self.topology_dirty {
+            self.tables.current.store(Arc::new(self.shared.clone()));
+            self.topology_dirty = false;
+            any = true;
+        }
+        if any {
+            self.tables.generation.fetch_add(1, Ordering::Release);
+        }
+        // Neighbor facts about what was just published.
+        for ev in self.pending.drain(..) {
+            for w in &self.workers {
+                // A full inbox means a stalled worker; it will learn by ARP/ND instead.
+                let _ = w.try_send(ev);
+            }
+        }
+    }
+}

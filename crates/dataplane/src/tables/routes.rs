@@ -1,0 +1,367 @@
+//! Routes: single and batched changes, next hops, limits, listings and FIB compaction.
+
+use super::*;
+
+impl TableWriter {
+    fn target(
+        &mut self,
+        vr: usize,
+        target: RouteTarget,
+        v4: bool,
+    ) -> Result<NextHopId, BuildError> {
+        let iface = self.gateway_iface(vr, target, v4)?;
+        Ok(self.hop_id(vr, target, iface))
+    }
+
+    /// The next hop of `target`, whose gateway (if any) leaves by `iface`
+    /// ([`TableWriter::gateway_iface`]).
+    fn hop_id(
+        &mut self,
+        vr: usize,
+        target: RouteTarget,
+        iface: Option<u16>,
+    ) -> NextHopId {
+        match (target, iface) {
+            (RouteTarget::Via(addr), Some(iface)) => {
+                self.vrs[vr].nexthop(RouteHop::Gateway { iface, addr })
+            }
+            (RouteTarget::Unreachable, _) => NH_UNREACHABLE,
+            _ => NH_BLACKHOLE,
+        }
+    }
+
+    /// Refuses a new route once the VR's table holds `max_routes`; replacing
+    /// an existing prefix is always allowed. `probe` gives (routes, exists).
+    fn check_room(
+        &self,
+        vr: usize,
+        probe: impl Fn(&VrControl) -> (usize, bool),
+    ) -> Result<(), BuildError> {
+        let (len, exists) = probe(&self.vrs[vr]);
+        let limit = self.shared.vrs[vr].limits.max_routes;
+        if !exists && len >= limit as usize {
+            return Err(BuildError::RouteLimit {
+                router: self.shared.vrs[vr].name.clone(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds or replaces a route of either family in VR `vr`; workers see it
+    /// after [`TableWriter::commit`]. Refused, changing nothing, when the
+    /// target is not usable in the VR or the VR is at its route limit.
+    pub fn add_route(
+        &mut self,
+        vr: usize,
+        prefix: impl Into<IpPrefix>,
+        target: RouteTarget,
+    ) -> Result<(), BuildError> {
+        use vrhost_fib::Lpm;
+        let prefix = prefix.into();
+        self.vr(vr)?;
+        // Room first: a refused route must not leave its next hop behind.
+        self.check_room(vr, |c| match &prefix {
+            IpPrefix::V4(p) => (c.fib4.table().len(), c.fib4.table().get(p).is_some()),
+            IpPrefix::V6(p) => (c.fib6.table().len(), c.fib6.table().get(p).is_some()),
+        })?;
+        let nh = self.target(vr, target, prefix.is_ipv4())?;
+        let c = &mut self.vrs[vr];
+        match prefix {
+            IpPrefix::V4(p) => c.fib4.insert(p, nh),
+            IpPrefix::V6(p) => c.fib6.insert(p, nh),
+        };
+        c.fib_dirty = true;
+        Ok(())
+    }
+
+    /// Adds or replaces many routes at once; workers see them after
+    /// [`TableWriter::commit`]. Every target is checked, and the route limit
+    /// for the whole batch, before anything changes. A batch large against
+    /// the table rebuilds it with one bulk load (several million routes a
+    /// second) instead of inserting route by route.
+    pub fn add_routes(
+        &mut self,
+        vr: usize,
+        routes4: &[(Prefix4, RouteTarget)],
+        routes6: &[(Prefix6, RouteTarget)],
+    ) -> Result<(), BuildError> {
+        use vrhost_fib::Lpm;
+        self.vr(vr)?;
+        // Every gateway's interface, or the first refusal, before anything changes.
+        let ifaces4 = routes4
+            .iter()
+            .map(|&(_, t)| self.gateway_iface(vr, t, true))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ifaces6 = routes6
+            .iter()
+            .map(|&(_, t)| self.gateway_iface(vr, t, false))
+            .collect::<Result<Vec<_>, _>>()?;
+        let limit = self.shared.vrs[vr].limits.max_routes as usize;
+        let c = &self.vrs[vr];
+        let new4 = new_prefixes(&c.fib4, routes4);
+        let new6 = new_prefixes(&c.fib6, routes6);
+        if c.fib4.table().len() + new4 > limit || c.fib6.table().len() + new6 > limit {
+            return Err(BuildError::RouteLimit {
+                router: self.shared.vrs[vr].name.clone(),
+                limit: limit as u32,
+            });
+        }
+        let ids4: Vec<_> = routes4
+            .iter()
+            .zip(ifaces4)
+            .map(|(&(p, t), i)| (p, self.hop_id(vr, t, i)))
+            .collect();
+        let ids6: Vec<_> = routes6
+            .iter()
+            .zip(ifaces6)
+            .map(|(&(p, t), i)| (p, self.hop_id(vr, t, i)))
+            .collect();
+        let c = &mut self.vrs[vr];
+        bulk_insert(&mut c.fib4, ids4);
+        bulk_insert(&mut c.fib6, ids6);
+        c.fib_dirty = true;
+        Ok(())
+    }
+
+    /// Removes many routes at once (missing ones are ignored); returns how
+    /// many existed. Visible after [`TableWriter::commit`].
+    pub fn remove_routes(&mut self, vr: usize, routes4: &[Prefix4], routes6: &[Prefix6]) -> usize {
+        let Some(c) = self.vrs.get_mut(vr) else {
+            return 0;
+        };
+        c.fib_dirty = true;
+        bulk_remove(&mut c.fib4, routes4) + bulk_remove(&mut c.fib6, routes6)
+    }
+
+    /// Removes a route of either family; true if it existed. Visible after
+    /// [`TableWriter::commit`].
+    pub fn remove_route(&mut self, vr: usize, prefix: impl Into<IpPrefix>) -> bool {
+        let Some(c) = self.vrs.get_mut(vr) else {
+            return false;
+        };
+        c.fib_dirty = true;
+        match prefix.into() {
+            IpPrefix::V4(p) => c.fib4.remove(&p).is_some(),
+            IpPrefix::V6(p) => c.fib6.remove(&p).is_some(),
+        }
+    }
+
+    /// Compacts the FIBs of VRs whose routes have not changed since the
+    /// previous call: rebuilds the /8 groups that incremental updates left
+    /// sparse (see `vrhost_fib::PoptrieLpm::compact`), up to about
+    /// `route_budget` routes' worth in all, VR after VR from where the last
+    /// call stopped, and publishes them. Returns how many routes' groups it
+    /// rebuilt.
+    ///
+    /// Called on a timer (`vrhost run` every 100 ms), so a table fed route
+    /// by route (a BGP full feed through FRR) sheds its garbage within
+    /// seconds of the feed going quiet, and a VR in the middle of an update
+    /// burst is left alone. A VR found compact is not looked at again until
+    /// its routes change, so idle VRs cost nothing per call.
+    pub fn compact_quiet_fibs(&mut self, route_budget: usize) -> usize {
+        let n = self.vrs.len();
+        let mut spent = 0;
+        let mut compacted = Vec::new();
+        for k in 0..n {
+            if spent >= route_budget {
+                break;
+            }
+            let vr = (self.compact_next + k) % n;
+            let c = &mut self.vrs[vr];
+            if c.fib_epoch != c.quiet_epoch || c.fib_dirty {
+                c.quiet_epoch = c.fib_epoch;
+                continue;
+            }
+            if c.compact_epoch == Some(c.fib_epoch) {
+                continue;
+            }
+            let left = route_budget - spent;
+            let done4 = c.fib4.compact(left);
+            let done6 = if done4 < left {
+                c.fib6.compact(left - done4)
+            } else {
+                0
+            };
+            if done4 + done6 == 0 {
+                c.compact_epoch = Some(c.fib_epoch);
+            } else {
+                c.fib_dirty = true;
+                compacted.push(vr);
+                spent += done4 + done6;
+            }
+            // A VR that used up the budget may have more to do: start there.
+            self.compact_next = if spent >= route_budget {
+                vr
+            } else {
+                (vr + 1) % n
+            };
+        }
+        if !compacted.is_empty() {
+            self.commit();
+            // The compaction's own publication is not an update.
+            for vr in compacted {
+                let c = &mut self.vrs[vr];
+                c.quiet_epoch = c.fib_epoch;
+            }
+        }
+        spent
+    }
+
+    /// Routes in VR `vr`'s tables (control view, unpublished changes included).
+    pub fn routes(&self, vr: usize) -> (usize, usize) {
+        use vrhost_fib::Lpm;
+        self.vrs
+            .get(vr)
+            .map_or((0, 0), |c| (c.fib4.table().len(), c.fib6.table().len()))
+    }
+
+    /// FIB memory of VR `vr`, both families, in bytes.
+    pub fn fib_memory(&self, vr: usize) -> usize {
+        use vrhost_fib::Lpm;
+        self.vrs.get(vr).map_or(0, |c| {
+            c.fib4.table().memory_bytes() + c.fib6.table().memory_bytes()
+        })
+    }
+
+    /// Every route of VR `vr` with what it points at, IPv4 then IPv6, in
+    /// prefix order within each family.
+    pub fn route_list(&self, vr: usize) -> Vec<(IpAddr, u8, RouteHop)> {
+        use vrhost_fib::Lpm;
+        let Some(c) = self.vrs.get(vr) else {
+            return Vec::new();
+        };
+        let hop = |id: NextHopId| {
+            c.nexthops
+                .get(id.0 as usize)
+                .copied()
+                .unwrap_or(RouteHop::Blackhole)
+        };
+        let mut v4 = Vec::new();
+        c.fib4
+            .table()
+            .for_each(&mut |p, id| v4.push((IpAddr::V4(p.addr()), p.len(), hop(id))));
+        let mut v6 = Vec::new();
+        c.fib6
+            .table()
+            .for_each(&mut |p, id| v6.push((IpAddr::V6(p.addr()), p.len(), hop(id))));
+        v4.sort_unstable_by_key(|r| (r.0, r.1));
+        v6.sort_unstable_by_key(|r| (r.0, r.1));
+        v4.extend(v6);
+        v4
+    }
+
+    /// What the route for exactly `addr/len` in VR `vr` points at, if any.
+    pub fn route(&self, vr: usize, addr: IpAddr, len: u8) -> Option<RouteHop> {
+        use vrhost_fib::Lpm;
+        let c = self.vrs.get(vr)?;
+        let id = match addr {
+            IpAddr::V4(a) => c.fib4.table().get(&Prefix::new(a, len).ok()?)?,
+            IpAddr::V6(a) => c.fib6.table().get(&Prefix::new(a, len).ok()?)?,
+        };
+        c.nexthops.get(id.0 as usize).copied()
+    }
+
+    /// Whether VR `vr` would accept a route to `target` for a prefix of the
+    /// family `v4` (a gateway on one of its subnets, of the same family),
+    /// without changing anything.
+    pub fn check_target(&self, vr: usize, target: RouteTarget, v4: bool) -> Result<(), BuildError> {
+        self.gateway_iface(vr, target, v4).map(|_| ())
+    }
+
+    /// The egress interface of a gateway target (`None` for blackhole and
+    /// unreachable), or why the VR refuses it.
+    fn gateway_iface(
+        &self,
+        vr: usize,
+        target: RouteTarget,
+        v4: bool,
+    ) -> Result<Option<u16>, BuildError> {
+        self.vr(vr)?;
+        let RouteTarget::Via(via) = target else {
+            return Ok(None);
+        };
+        let router = || self.shared.vrs[vr].name.clone();
+        if via.is_ipv4() != v4 {
+            return Err(BuildError::FamilyMismatch {
+                router: router(),
+                via,
+            });
+        }
+        self.on_link_iface(vr, via)
+            .map(Some)
+            .ok_or_else(|| BuildError::GatewayOffLink {
+                router: router(),
+                via,
+            })
+    }
+}
+
+/// How many distinct prefixes of `routes` `fib` does not hold yet: a prefix
+/// given twice (the later one wins) is one new route.
+fn new_prefixes<A: vrhost_fib::FibAddr, T>(
+    fib: &FibHandle<A>,
+    routes: &[(Prefix<A>, T)],
+) -> usize {
+    use vrhost_fib::Lpm;
+    let mut new: Vec<Prefix<A>> = routes
+        .iter()
+        .map(|(p, _)| *p)
+        .filter(|p| fib.table().get(p).is_none())
+        .collect();
+    new.sort_unstable();
+    new.dedup();
+    new.len()
+}
+
+/// Whether changing `batch` routes of a table of `len` is cheaper as one
+/// bulk load of the whole table than route by route: a bulk load costs
+/// ~0.1 µs per route in the table, an insert or remove ~3 µs, so rebuild
+/// when the table is under ~24 times the batch (and the batch is not tiny).
+fn rebuild_pays(batch: usize, len: usize) -> bool {
+    batch >= 4096 && batch * 24 >= len
+}
+
+/// Inserts `routes`, rebuilding the table in one bulk load when they are
+/// many against its size (later routes win over earlier and existing ones).
+fn bulk_insert<A: vrhost_fib::FibAddr>(
+    fib: &mut FibHandle<A>,
+    routes: Vec<(Prefix<A>, NextHopId)>,
+) {
+    use vrhost_fib::Lpm;
+    let len = fib.table().len();
+    if rebuild_pays(routes.len(), len) {
+        let mut all = Vec::with_capacity(len + routes.len());
+        fib.table().for_each(&mut |p, nh| all.push((p, nh)));
+        all.extend(routes);
+        fib.replace_all(all);
+    } else {
+        for (p, nh) in routes {
+            fib.insert(p, nh);
+        }
+    }
+}
+
+/// Removes `prefixes`, rebuilding the table in one bulk load when they are
+/// many against its size. Returns how many existed.
+fn bulk_remove<A: vrhost_fib::FibAddr>(
+    fib: &mut FibHandle<A>,
+    prefixes: &[Prefix<A>],
+) -> usize {
+    use vrhost_fib::Lpm;
+    let len = fib.table().len();
+    if rebuild_pays(prefixes.len(), len) {
+        let gone: std::collections::HashSet<Prefix<A>> = prefixes.iter().copied().collect();
+        let mut keep = Vec::with_capacity(len);
+        fib.table().for_each(&mut |p, nh| {
+            if !gone.contains(&p) {
+                keep.push((p, nh));
+            }
+        });
+        let removed = len - keep.len();
+        fib.replace_all(keep);
+        removed
+    } else {
+        prefixes.iter().filter(|p| fib.remove(p).is_some()).count()
+    }
+}
