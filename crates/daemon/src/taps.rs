@@ -7,7 +7,7 @@
 //!   addresses; every worker gets one queue of every TAP ([`TapQueue`]).
 //! * [`WorkerTaps`] is the worker side: punted packets go to the TAP of
 //!   their ingress interface with any 802.1Q tag removed; frames the kernel
-//!   sends are checked ([`from_tap`]), tagged, and transmitted by the
+//!   sends are checked ([`vrhost_dataplane::tap::judge`]), tagged, and transmitted by the
 //!   worker's own transmit queue. VRs without a control plane discard what
 //!   they punt (counted).
 //!
@@ -18,6 +18,7 @@ use std::net::IpAddr;
 
 use anyhow::{Context, Result};
 use vrhost_config::Config;
+use vrhost_dataplane::tap::{self, Verdict};
 use vrhost_dataplane::{Iface, Mbuf, MbufPool, TxBatch, Worker, WorkerCounters};
 use vrhost_io::{Port, TapPort};
 
@@ -185,15 +186,8 @@ impl WorkerTaps {
                 stats.punt_discarded += 1;
                 return;
             }
-            let d = m.data();
             let mut c = pool.get();
-            if m.l3_off == 18 && d.len() >= 18 {
-                let out = c.set_len_from_start(d.len() - 4);
-                out[..12].copy_from_slice(&d[..12]);
-                out[12..].copy_from_slice(&d[16..]);
-            } else {
-                c.fill(d);
-            }
+            tap::untagged_copy(m, &mut c);
             pending[t as usize].push(c);
         });
         for (t, frames) in self.pending.iter_mut().enumerate() {
@@ -244,7 +238,7 @@ impl WorkerTaps {
                 .port
                 .rx_burst(w.pool(), &mut self.rx, TAP_BURST, port);
             for mut m in self.rx.drain(..) {
-                match from_tap(iface, m.data()) {
+                match tap::judge(iface, m.data()) {
                     Verdict::Send => {}
                     Verdict::Duplicate => {
                         self.stats.duplicate_answers += 1;
@@ -261,21 +255,12 @@ impl WorkerTaps {
                     w.pool().put(m);
                     continue;
                 };
-                // The tenant cannot send as anybody else: the source MAC is the interface's.
-                m.data_mut()[6..12].copy_from_slice(&iface.mac.0);
-                if let Some(vid) = iface.vlan {
-                    if !m.adjust_head(-4) {
-                        self.stats.bad_from_tap += 1;
-                        w.pool().put(m);
-                        continue;
-                    }
-                    let d = m.data_mut();
-                    d.copy_within(4..16, 0);
-                    d[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
-                    d[14..16].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
-                    m.l3_off = 18;
-                } else {
-                    m.l3_off = 14;
+                // The tenant cannot send as anybody else: the source MAC
+                // is the interface's, and so is the tag.
+                if !tap::tag_for_port(iface, &mut m) {
+                    self.stats.bad_from_tap += 1;
+                    w.pool().put(m);
+                    continue;
                 }
                 m.port = port;
                 m.iface = gi;
@@ -292,144 +277,6 @@ impl WorkerTaps {
                 self.stats.injected += 1;
                 queue.push(m);
             }
-        }
-    }
-}
-
-/// What to do with a frame the kernel sent on a TAP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Transmit it.
-    Send,
-    /// An ARP reply or neighbor advertisement for one of the interface's
-    /// own addresses: the worker already answered; drop it.
-    Duplicate,
-    /// Short, oversized or VLAN-tagged: drop it.
-    Bad,
-}
-
-/// Judges a frame the kernel sent on the TAP mirror of `iface`. Never
-/// panics, whatever the bytes.
-pub fn from_tap(iface: &Iface, f: &[u8]) -> Verdict {
-    if f.len() < 14 || f.len() > 14 + usize::from(iface.mtu) {
-        return Verdict::Bad;
-    }
-    let ethertype = u16::from_be_bytes([f[12], f[13]]);
-    match ethertype {
-        // The TAP is the untagged interface; a VLAN on top of it is not ours.
-        0x8100 | 0x88a8 => Verdict::Bad,
-        0x0806 => {
-            // ARP for IPv4 over Ethernet: op at 6, sender protocol address at 14.
-            let a = &f[14..];
-            if a.len() >= 28 && a[6..8] == [0, 2] {
-                let spa = std::net::Ipv4Addr::new(a[14], a[15], a[16], a[17]);
-                if iface.owns4(&spa) {
-                    return Verdict::Duplicate;
-                }
-            }
-            Verdict::Send
-        }
-        0x86dd => {
-            // ICMPv6 (next header 58) type 136: a neighbor advertisement,
-            // target at 8 bytes into the message.
-            let p = &f[14..];
-            if p.len() >= 40 + 24 && p[6] == 58 && p[40] == 136 {
-                let mut t = [0u8; 16];
-                t.copy_from_slice(&p[48..64]);
-                if iface.owns6(&std::net::Ipv6Addr::from(t)) {
-                    return Verdict::Duplicate;
-                }
-            }
-            Verdict::Send
-        }
-        _ => Verdict::Send,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use vrhost_wire::ethernet::EthernetAddress;
-
-    fn iface(vlan: Option<u16>) -> Iface {
-        Iface {
-            name: "red0".into(),
-            vr: 0,
-            port: 0,
-            vlan,
-            mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
-            mtu: 1500,
-            addrs4: vec![("10.0.0.1".parse().unwrap(), 24)],
-            addrs6: vec![("2001:db8::1".parse().unwrap(), 64)],
-            mcast: vec![],
-            control_mcast: true,
-        }
-    }
-
-    fn arp(op: u8, spa: [u8; 4]) -> Vec<u8> {
-        let mut f = vec![0xff; 6];
-        f.extend([2, 0, 0, 0, 0, 1, 0x08, 0x06]);
-        f.extend([0, 1, 8, 0, 6, 4, 0, op]);
-        f.extend([2, 0, 0, 0, 0, 1]);
-        f.extend(spa);
-        f.extend([0; 6]);
-        f.extend([10, 0, 0, 2]);
-        f
-    }
-
-    fn na(target: std::net::Ipv6Addr) -> Vec<u8> {
-        let mut f = vec![0x33, 0x33, 0, 0, 0, 1, 2, 0, 0, 0, 0, 1, 0x86, 0xdd];
-        let mut ip = vec![0x60, 0, 0, 0, 0, 24, 58, 255];
-        ip.extend([0; 32]);
-        f.extend(ip);
-        f.extend([136, 0, 0, 0, 0x20, 0, 0, 0]);
-        f.extend(target.octets());
-        f
-    }
-
-    #[test]
-    fn duplicate_answers_for_own_addresses_are_dropped() {
-        let i = iface(None);
-        assert_eq!(from_tap(&i, &arp(2, [10, 0, 0, 1])), Verdict::Duplicate);
-        assert_eq!(from_tap(&i, &arp(1, [10, 0, 0, 1])), Verdict::Send);
-        assert_eq!(from_tap(&i, &arp(2, [10, 0, 0, 9])), Verdict::Send);
-        assert_eq!(
-            from_tap(&i, &na("2001:db8::1".parse().unwrap())),
-            Verdict::Duplicate
-        );
-        assert_eq!(
-            from_tap(&i, &na("2001:db8::9".parse().unwrap())),
-            Verdict::Send
-        );
-    }
-
-    #[test]
-    fn garbage_from_a_tap_never_panics() {
-        let i = iface(Some(7));
-        assert_eq!(from_tap(&i, &[]), Verdict::Bad);
-        assert_eq!(from_tap(&i, &[0; 13]), Verdict::Bad);
-        assert_eq!(from_tap(&i, &vec![0; 14 + 1501]), Verdict::Bad);
-        let mut tagged = arp(1, [10, 0, 0, 1]);
-        tagged[12] = 0x81;
-        tagged[13] = 0;
-        assert_eq!(from_tap(&i, &tagged), Verdict::Bad);
-        // Every truncation of ARP and NA frames, and random bytes.
-        let mut x: u64 = 0x9e3779b97f4a7c15;
-        for base in [arp(2, [10, 0, 0, 1]), na("2001:db8::1".parse().unwrap())] {
-            for n in 0..base.len() {
-                let _ = from_tap(&i, &base[..n]);
-            }
-        }
-        for len in 0..200 {
-            let f: Vec<u8> = (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect();
-            let _ = from_tap(&i, &f);
         }
     }
 }

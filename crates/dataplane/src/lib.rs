@@ -22,6 +22,7 @@ pub mod mbuf;
 pub mod neighbor;
 pub mod spec;
 pub mod tables;
+pub mod tap;
 pub mod worker;
 
 mod arp_input;

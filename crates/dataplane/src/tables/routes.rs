@@ -15,12 +15,7 @@ impl TableWriter {
 
     /// The next hop of `target`, whose gateway (if any) leaves by `iface`
     /// ([`TableWriter::gateway_iface`]).
-    fn hop_id(
-        &mut self,
-        vr: usize,
-        target: RouteTarget,
-        iface: Option<u16>,
-    ) -> NextHopId {
+    fn hop_id(&mut self, vr: usize, target: RouteTarget, iface: Option<u16>) -> NextHopId {
         match (target, iface) {
             (RouteTarget::Via(addr), Some(iface)) => {
                 self.vrs[vr].nexthop(RouteHop::Gateway { iface, addr })
@@ -299,10 +294,7 @@ impl TableWriter {
 
 /// How many distinct prefixes of `routes` `fib` does not hold yet: a prefix
 /// given twice (the later one wins) is one new route.
-fn new_prefixes<A: vrhost_fib::FibAddr, T>(
-    fib: &FibHandle<A>,
-    routes: &[(Prefix<A>, T)],
-) -> usize {
+fn new_prefixes<A: vrhost_fib::FibAddr, T>(fib: &FibHandle<A>, routes: &[(Prefix<A>, T)]) -> usize {
     use vrhost_fib::Lpm;
     let mut new: Vec<Prefix<A>> = routes
         .iter()
@@ -344,10 +336,7 @@ fn bulk_insert<A: vrhost_fib::FibAddr>(
 
 /// Removes `prefixes`, rebuilding the table in one bulk load when they are
 /// many against its size. Returns how many existed.
-fn bulk_remove<A: vrhost_fib::FibAddr>(
-    fib: &mut FibHandle<A>,
-    prefixes: &[Prefix<A>],
-) -> usize {
+fn bulk_remove<A: vrhost_fib::FibAddr>(fib: &mut FibHandle<A>, prefixes: &[Prefix<A>]) -> usize {
     use vrhost_fib::Lpm;
     let len = fib.table().len();
     if rebuild_pays(prefixes.len(), len) {

@@ -1,0 +1,94 @@
+//! The TAP stage (`vrhost_dataplane::tap`) on arbitrary bytes: judging
+//! never panics, tagging and untagging never panic, and a frame tagged for
+//! the port and untagged again is the frame sent, with the interface's MAC
+//! as source.
+
+use proptest::prelude::*;
+use vrhost_dataplane::iface::Iface;
+use vrhost_dataplane::mbuf::MbufPool;
+use vrhost_dataplane::tap::{judge, tag_for_port, untagged_copy, Verdict};
+use vrhost_wire::ethernet::EthernetAddress;
+
+fn iface(vlan: Option<u16>) -> Iface {
+    Iface {
+        name: "red0".into(),
+        vr: 0,
+        port: 0,
+        vlan,
+        mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+        mtu: 1500,
+        addrs4: vec![("10.0.0.1".parse().unwrap(), 24)],
+        addrs6: vec![("2001:db8::1".parse().unwrap(), 64)],
+        mcast: vec![],
+        control_mcast: true,
+    }
+}
+
+/// Frames that look like what a kernel sends: an Ethernet header with one
+/// of the EtherTypes the judge reads, then anything.
+fn frames() -> impl Strategy<Value = Vec<u8>> {
+    let ethertype = prop_oneof![
+        Just([0x08u8, 0x06]),
+        Just([0x86, 0xdd]),
+        Just([0x08, 0x00]),
+        Just([0x81, 0x00]),
+        Just([0x88, 0xa8]),
+        any::<[u8; 2]>(),
+    ];
+    (
+        any::<[u8; 12]>(),
+        ethertype,
+        proptest::collection::vec(any::<u8>(), 0..1600),
+    )
+        .prop_map(|(macs, et, rest)| {
+            let mut f = macs.to_vec();
+            f.extend(et);
+            f.extend(rest);
+            f
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn judging_any_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200), f in frames()) {
+        for vlan in [None, Some(7)] {
+            let i = iface(vlan);
+            let _ = judge(&i, &bytes);
+            let v = judge(&i, &f);
+            if f.len() < 14 || f.len() > 14 + 1500 || matches!(f[12..14], [0x81, 0] | [0x88, 0xa8]) {
+                prop_assert_eq!(v, Verdict::Bad);
+            }
+        }
+    }
+
+    #[test]
+    fn tagging_then_untagging_gives_the_frame_back(f in frames(), vid in 1u16..4095, tagged in any::<bool>()) {
+        let i = iface(tagged.then_some(vid));
+        let mut pool = MbufPool::new(4);
+        let mut m = pool.get();
+        m.fill(&f);
+        let ok = tag_for_port(&i, &mut m);
+        prop_assert_eq!(ok, f.len() >= 14);
+        if !ok {
+            prop_assert_eq!(m.data(), &f[..]);
+            return Ok(());
+        }
+        let d = m.data();
+        prop_assert_eq!(&d[6..12], &[2, 0, 0, 0, 0, 1]);
+        if tagged {
+            prop_assert_eq!(d.len(), f.len() + 4);
+            prop_assert_eq!(&d[12..14], &[0x81, 0]);
+            prop_assert_eq!(u16::from_be_bytes([d[14], d[15]]), vid);
+            prop_assert_eq!(m.l3_off, 18);
+        } else {
+            prop_assert_eq!(m.l3_off, 14);
+        }
+        let mut back = pool.get();
+        untagged_copy(&m, &mut back);
+        let mut expect = f.clone();
+        expect[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        prop_assert_eq!(back.data(), &expect[..]);
+    }
+}
