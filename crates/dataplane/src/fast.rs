@@ -59,8 +59,8 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) ->
 /// is); the L2 header is written in place or by [`retag`]. Everything is written only
 /// once every check has passed.
 ///
-/// Out of line: inlined into the plain burst's loop, the fast path cost ~45
-/// more instructions per packet (callgrind).
+/// Out of line: inlined into the plain burst's loop, the fast path costs
+/// more instructions per packet (docs/benchmarks.md).
 #[inline(never)]
 pub(crate) fn v4_at<const L2: usize>(
     ctx: &mut Ctx<'_>,

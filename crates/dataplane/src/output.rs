@@ -48,13 +48,8 @@ pub(crate) struct Ctx<'a> {
 /// The per-frame counters of forwarding and transmit, summed while
 /// consecutive frames share their interfaces and written to the worker's
 /// counters when they change and when the [`Ctx`] goes away (end of burst):
-/// a plain burst writes each once, not once per frame.
-///
-/// Measured (`vrhost bench`, alternated builds, six pairs each): without
-/// the five per-frame counter writes at all the engine ran 6–10% faster;
-/// with this tally, 541.9 instead of 552.7 instructions per packet
-/// (callgrind, 16 routes) and a median 1.1% (16 routes) and 1.6% (1M)
-/// faster.
+/// a plain burst writes each once, not once per frame (what that buys:
+/// docs/benchmarks.md).
 #[derive(Debug, Default)]
 pub(crate) struct Tally {
     /// Ingress interface of `forwarded` and `fast_path`.

@@ -487,9 +487,9 @@ impl Worker {
     /// Prefetches in every VR's batch lookups when the IPv4 tables hold at
     /// least the routes given to [`Worker::set_prefetch`] together. What
     /// matters is whether the tables a worker reads still fit the caches:
-    /// 50 tables of 20,000 routes miss them as one of 1M routes does, and
-    /// forwarded 1.65× the packets with the prefetch (docs/benchmarks.md,
-    /// "Prefetch"), while a threshold per table never prefetched there.
+    /// 50 tables of 20,000 routes miss them as one of 1M routes does, which
+    /// a threshold per table would never prefetch (docs/benchmarks.md,
+    /// "Prefetch").
     fn choose_prefetch(&mut self) {
         let routes: usize = self.vrs.iter().map(|vr| vr.fib4.len()).sum();
         self.prefetch = self

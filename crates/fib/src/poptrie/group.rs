@@ -80,9 +80,8 @@ pub(crate) struct Group {
 /// ```
 ///
 /// The tag is the walk state's own two top bits, so widening is two masks
-/// and a shift. (A 15-bit leaf value took 13 instructions to widen without
-/// a branch: this form runs 7 to 8 fewer per forwarded packet, callgrind,
-/// 16 and 1M routes.)
+/// and a shift, where a 15-bit leaf value would need several more
+/// instructions to widen without a branch.
 #[derive(Clone, Debug)]
 enum Direct {
     Narrow(Box<[u16]>),
@@ -372,8 +371,8 @@ impl Group {
 
     /// The value of `key` from its direct entry `state`, given `leafvec` =
     /// [`Group::block_leafvec`]`(state)` (loaded earlier, for all lanes of a
-    /// batch). Branches on the entry's kind: a select that computes the block
-    /// answer for leaves too measured 10–30% slower.
+    /// batch). Branches on the entry's kind rather than computing the block
+    /// answer for leaves too and selecting (slower: docs/fib.md).
     #[inline(always)]
     pub(crate) fn finish_with<K: Key>(&self, state: u32, key: K, leafvec: u64) -> u32 {
         if state & LEAF != 0 {
@@ -393,8 +392,7 @@ impl Group {
     /// Out of line: IPv4 lookups rarely get here (only below /24), and
     /// keeping the loop out of every caller keeps the common path short.
     /// One loop per packing, so each has its shifts as constants and no
-    /// setup (measured: ~20% fewer instructions per walk than one loop that
-    /// reads the packing). The arms stay spelled out: written as one helper
+    /// setup, rather than one loop that reads the packing. The arms stay spelled out: written as one helper
     /// that calls a closure per packing, LLVM merged them back into one loop.
     #[inline(never)]
     pub(crate) fn walk<K: Key>(&self, state: u32, key: K) -> u32 {

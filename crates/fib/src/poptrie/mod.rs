@@ -46,10 +46,8 @@ const SMALL_GROUP: u32 = 64;
 /// IPv6 groups with at least this many routes use a 16-bit direct array
 /// (128–256 KiB): the /8s that hold an IPv6 table's bulk, where a /48 then
 /// takes four 6-bit node steps below the direct entry instead of five.
-/// 1,024 rather than 16,384: on a 220,000-prefix IPv6 table spread over
-/// 2000::/3 the engine forwarded 1.26–1.38× the packets for 24% more FIB
-/// (29.7 → 36.9 MB; `vrhost bench --vrs 1 --routes-per-vr 220000 --family
-/// ipv6`, three alternated pairs, docs/benchmarks.md).
+/// The threshold trades FIB memory for lookup depth; its figures are in
+/// docs/fib.md and docs/benchmarks.md.
 const HUGE_GROUP_V6: u32 = 1_024;
 
 /// Direct-pointing bits for a group with `count` routes longer than /8.
