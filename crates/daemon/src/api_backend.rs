@@ -31,6 +31,7 @@ use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::runtime::{lock, Assignment, Running};
+use vrhost_dataplane::VrId;
 
 /// The API's view of a running router.
 pub struct RuntimeBackend {
@@ -96,17 +97,17 @@ impl RuntimeBackend {
     }
 
     /// The index of the live VR `name`, or the nameless 404.
-    fn vr_index(c: &TableWriter, name: &str) -> Result<usize, ApiError> {
+    fn vr_index(c: &TableWriter, name: &str) -> Result<VrId, ApiError> {
         c.working().vr_index(name).ok_or(ApiError::NoSuchVr)
     }
 
     fn info(&self, c: &TableWriter, vr: usize) -> VrInfo {
         let s = c.working();
         let cfg = self.config();
-        let name = s.vr_name(vr).to_string();
-        let (routes_v4, routes_v6) = c.routes(vr);
+        let name = s.vr_name(VrId::new(vr)).to_string();
+        let (routes_v4, routes_v6) = c.routes(VrId::new(vr));
         let interfaces = s
-            .vr_ifaces(vr)
+            .vr_ifaces(VrId::new(vr))
             .iter()
             .map(|&i| {
                 let f = &s.ifaces()[i as usize];
@@ -120,7 +121,7 @@ impl RuntimeBackend {
                 }
             })
             .collect();
-        let limits = s.vr_limits(vr).unwrap_or_default();
+        let limits = s.vr_limits(VrId::new(vr)).unwrap_or_default();
         let control = cfg
             .routers
             .iter()
@@ -134,7 +135,7 @@ impl RuntimeBackend {
             interfaces,
             routes_v4: routes_v4 as u64,
             routes_v6: routes_v6 as u64,
-            fib_bytes: c.fib_memory(vr) as u64,
+            fib_bytes: c.fib_memory(VrId::new(vr)) as u64,
             policy: policy(&limits),
             control,
         }
@@ -382,7 +383,7 @@ impl Backend for RuntimeBackend {
         let c = lock(&self.writer);
         let s = c.working();
         Ok((0..s.vr_count())
-            .filter(|&v| s.vr_alive(v))
+            .filter(|&v| s.vr_alive(VrId::new(v)))
             .map(|v| self.info(&c, v))
             .collect())
     }
@@ -390,7 +391,7 @@ impl Backend for RuntimeBackend {
     fn get_vr(&self, vr: &str) -> Result<VrInfo, ApiError> {
         let c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
-        Ok(self.info(&c, v))
+        Ok(self.info(&c, v.index()))
     }
 
     fn create_vr(&self, spec: &VrSpec) -> Result<VrInfo, ApiError> {
@@ -399,7 +400,7 @@ impl Backend for RuntimeBackend {
         let v = c.add_vr(&r).map_err(refused)?;
         c.commit();
         tracing::info!(vr = spec.name, "VR created through the API");
-        Ok(self.info(&c, v))
+        Ok(self.info(&c, v.index()))
     }
 
     fn delete_vr(&self, vr: &str) -> Result<(), ApiError> {

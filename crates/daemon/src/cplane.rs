@@ -31,6 +31,7 @@ use vrhost_cp::fpm::{self, FpmServer};
 use vrhost_cp::{CpEvent, IpPrefix, NsWatcher, Op, RouteTarget, WatchOptions};
 use vrhost_dataplane::spec::RouteTarget as EngineTarget;
 use vrhost_dataplane::TableWriter;
+use vrhost_dataplane::VrId;
 
 // -------------------------------------------------------------- sync side --
 
@@ -149,7 +150,7 @@ fn spawn_sync(
 /// replaces exactly that, and what it must never touch.
 #[derive(Clone)]
 pub struct RouteSync {
-    vr: usize,
+    vr: VrId,
     router: String,
     source: String,
     /// Apply route events.
@@ -172,11 +173,7 @@ impl RouteSync {
     /// A producer for router `vr` of `cfg`, applying routes and addresses.
     pub fn new(cfg: &Config, vr: usize) -> RouteSync {
         let r = &cfg.routers[vr];
-        let config_routes = r
-            .routes
-            .iter()
-            .filter_map(|rt| IpPrefix::new_truncating(rt.prefix.addr(), rt.prefix.len()).ok())
-            .collect();
+        let config_routes = r.routes.iter().map(|rt| rt.prefix).collect();
         let vr_addrs = r
             .interfaces
             .iter()
@@ -187,7 +184,7 @@ impl RouteSync {
             })
             .collect();
         RouteSync {
-            vr,
+            vr: VrId::new(vr),
             router: r.name.clone(),
             source: String::new(),
             routes: true,
@@ -408,7 +405,7 @@ name = "red"
 
     fn hop(c: &TableWriter, prefix: &str) -> Option<vrhost_dataplane::RouteHop> {
         let p = p(prefix);
-        c.route(0, p.addr(), p.len())
+        c.route(VrId::new(0), p.addr(), p.len())
     }
 
     fn resync(routes: Vec<(IpPrefix, RouteTarget)>, addrs: Vec<vrhost_cp::Addr>) -> CpEvent {

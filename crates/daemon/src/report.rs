@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 use vrhost_dataplane::{sum_ifaces, Counters, Engine, Shared};
 
 use crate::runtime::Running;
+use vrhost_dataplane::VrId;
 
 /// Where counters come from: a single-threaded engine or running workers.
 pub enum Source<'a> {
@@ -53,16 +54,16 @@ impl Source<'_> {
 
     fn vr_name(&self, v: usize) -> String {
         match (self, self.shared()) {
-            (_, Some(s)) => s.vr_name(v).to_string(),
-            (Source::Engine(e), None) => e.vr(v).name,
+            (_, Some(s)) => s.vr_name(VrId::new(v)).to_string(),
+            (Source::Engine(e), None) => e.vr(VrId::new(v)).name,
             _ => String::new(),
         }
     }
 
     fn vr_ifaces(&self, v: usize) -> Vec<u16> {
         match (self, self.shared()) {
-            (_, Some(s)) => s.vr_ifaces(v).to_vec(),
-            (Source::Engine(e), None) => e.vr(v).ifaces,
+            (_, Some(s)) => s.vr_ifaces(VrId::new(v)).to_vec(),
+            (Source::Engine(e), None) => e.vr(VrId::new(v)).ifaces,
             _ => Vec::new(),
         }
     }
@@ -83,20 +84,20 @@ impl Source<'_> {
 
     fn vr_counters(&self, v: usize) -> Counters {
         match self {
-            Source::Engine(e) => e.vr_counters(v),
-            Source::Running(r) => r.vr_counters(v),
+            Source::Engine(e) => e.vr_counters(VrId::new(v)),
+            Source::Running(r) => r.vr_counters(VrId::new(v)),
         }
     }
 
     fn vr_extra(&self, v: usize) -> Value {
         match self {
             Source::Engine(e) => {
-                let i = e.vr(v);
+                let i = e.vr(VrId::new(v));
                 json!({ "routes4": i.routes4, "routes6": i.routes6, "neighbors": i.neighbors, "fib_bytes": i.fib_bytes })
             }
             Source::Running(r) => {
-                let (routes4, routes6) = r.writer().routes(v);
-                json!({ "routes4": routes4, "routes6": routes6, "fib_bytes": r.writer().fib_memory(v) })
+                let (routes4, routes6) = r.writer().routes(VrId::new(v));
+                json!({ "routes4": routes4, "routes6": routes6, "fib_bytes": r.writer().fib_memory(VrId::new(v)) })
             }
         }
     }

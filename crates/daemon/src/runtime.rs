@@ -21,6 +21,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use vrhost_config::{Config, Driver};
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
     sum_ifaces, sum_ports, Clock, Counters, EngineSpec, Mbuf, Shared, TableWriter, TxBatch, Worker,
     WorkerCounters,
@@ -348,8 +349,12 @@ impl Runtime {
         }
         let shared = self.writer.shared().clone();
         let n = self.plans.len();
-        let mirrors =
-            crate::taps::mirror_all(cfg, shared.ifaces(), |vr| shared.vr_ifaces(vr).to_vec(), n)?;
+        let mirrors = crate::taps::mirror_all(
+            cfg,
+            shared.ifaces(),
+            |vr| shared.vr_ifaces(VrId::new(vr)).to_vec(),
+            n,
+        )?;
         for (iface, queues) in mirrors.ifaces {
             for (plan, port) in self.plans.iter_mut().zip(queues) {
                 plan.taps.push(crate::taps::TapQueue { iface, port });
@@ -433,7 +438,7 @@ impl Running {
     }
 
     /// VR counters summed over the workers.
-    pub fn vr_counters(&self, vr: usize) -> Counters {
+    pub fn vr_counters(&self, vr: VrId) -> Counters {
         sum_ifaces(&self.counters, self.shared.vr_ifaces(vr))
     }
 

@@ -19,7 +19,7 @@ use vrhost_wire::ethernet::EthernetAddress;
 use crate::counters::Counters;
 use crate::iface::Iface;
 use crate::mbuf::{Mbuf, MbufPool};
-use crate::spec::{EngineSpec, RouteTarget};
+use crate::spec::{EngineSpec, RouteTarget, VrId};
 use crate::tables::{BuildError, TableWriter};
 use crate::worker::{TxBatch, Worker, WorkerCounters};
 
@@ -106,7 +106,7 @@ impl Engine {
     /// Adds or replaces a route of either family in VR `vr`, published at once.
     pub fn add_route(
         &mut self,
-        vr: usize,
+        vr: VrId,
         prefix: impl Into<IpPrefix>,
         target: RouteTarget,
     ) -> Result<(), BuildError> {
@@ -126,33 +126,33 @@ impl Engine {
     }
 
     /// Creates a VR at run time, published at once; returns its index.
-    pub fn add_vr(&mut self, spec: &crate::spec::RouterSpec) -> Result<usize, BuildError> {
+    pub fn add_vr(&mut self, spec: &crate::spec::RouterSpec) -> Result<VrId, BuildError> {
         self.commit(|c| c.add_vr(spec))
     }
 
     /// Deletes VR `vr`, published at once.
-    pub fn remove_vr(&mut self, vr: usize) -> Result<(), BuildError> {
+    pub fn remove_vr(&mut self, vr: VrId) -> Result<(), BuildError> {
         self.commit(|c| c.remove_vr(vr))
     }
 
     /// Adds an interface to VR `vr`, published at once.
     pub fn add_interface(
         &mut self,
-        vr: usize,
+        vr: VrId,
         iface: &crate::spec::InterfaceSpec,
     ) -> Result<bool, BuildError> {
         self.commit(|c| c.add_interface(vr, iface))
     }
 
     /// Removes an interface of VR `vr`, published at once.
-    pub fn remove_interface(&mut self, vr: usize, iface: &str) -> Result<bool, BuildError> {
+    pub fn remove_interface(&mut self, vr: VrId, iface: &str) -> Result<bool, BuildError> {
         self.commit(|c| c.remove_interface(vr, iface))
     }
 
     /// Adds an address to an interface of VR `vr`, published at once.
     pub fn add_address(
         &mut self,
-        vr: usize,
+        vr: VrId,
         iface: &str,
         addr: std::net::IpAddr,
         len: u8,
@@ -163,7 +163,7 @@ impl Engine {
     /// Removes an address from an interface of VR `vr`, published at once.
     pub fn remove_address(
         &mut self,
-        vr: usize,
+        vr: VrId,
         iface: &str,
         addr: std::net::IpAddr,
         len: u8,
@@ -172,7 +172,7 @@ impl Engine {
     }
 
     /// Removes a route of either family; true if it existed.
-    pub fn remove_route(&mut self, vr: usize, prefix: impl Into<IpPrefix>) -> bool {
+    pub fn remove_route(&mut self, vr: VrId, prefix: impl Into<IpPrefix>) -> bool {
         let r = self.writer.remove_route(vr, prefix);
         self.writer.commit();
         r
@@ -181,7 +181,7 @@ impl Engine {
     /// Installs a static neighbor.
     pub fn set_static_neighbor(
         &mut self,
-        vr: usize,
+        vr: VrId,
         addr: IpAddr,
         mac: EthernetAddress,
     ) -> Result<(), BuildError> {
@@ -190,7 +190,7 @@ impl Engine {
 
     /// Deletes a static neighbor (its MAC is resolved afresh when next
     /// used); false when there was none.
-    pub fn remove_static_neighbor(&mut self, vr: usize, addr: IpAddr) -> Result<bool, BuildError> {
+    pub fn remove_static_neighbor(&mut self, vr: VrId, addr: IpAddr) -> Result<bool, BuildError> {
         self.commit(|c| c.remove_static_neighbor(vr, addr))
     }
 
@@ -205,7 +205,7 @@ impl Engine {
     }
 
     /// A VR as reports show it.
-    pub fn vr(&self, vr: usize) -> VrInfo {
+    pub fn vr(&self, vr: VrId) -> VrInfo {
         let s = self.writer.working();
         let (routes4, routes6) = self.writer.routes(vr);
         VrInfo {
@@ -245,7 +245,7 @@ impl Engine {
     }
 
     /// Counters of one VR: the sum of its interfaces'.
-    pub fn vr_counters(&self, vr: usize) -> Counters {
+    pub fn vr_counters(&self, vr: VrId) -> Counters {
         sum_ifaces(
             &[self.worker.counters()],
             self.writer.working().vr_ifaces(vr),
@@ -253,7 +253,7 @@ impl Engine {
     }
 
     /// Hands every punted packet of VR `vr` to `f`, then recycles it.
-    pub fn drain_punted(&mut self, vr: usize, f: impl FnMut(&Mbuf)) {
+    pub fn drain_punted(&mut self, vr: VrId, f: impl FnMut(&Mbuf)) {
         self.worker.drain_punted(vr, f);
     }
 

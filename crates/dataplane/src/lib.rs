@@ -45,6 +45,6 @@ pub use fair::{Clock, Fair};
 pub use iface::{link_local_from_mac, Iface};
 pub use mbuf::{Mbuf, MbufPool};
 pub use neighbor::Event;
-pub use spec::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};
+pub use spec::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, VrId};
 pub use tables::{BuildError, RouteHop, Shared, TableWriter};
 pub use worker::{NextHop, TxBatch, Vr, Worker, WorkerCounters};

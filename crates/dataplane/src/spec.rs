@@ -43,6 +43,31 @@ pub struct RouterSpec {
     pub limits: Limits,
 }
 
+/// A VR's index in the tables: what [`TableWriter::add_vr`](crate::TableWriter::add_vr)
+/// returns and [`Shared::vr_index`](crate::tables::Shared::vr_index) finds by name.
+/// Indices are never reused, so one names the same VR for the engine's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VrId(usize);
+
+impl VrId {
+    /// The VR at `index` (VRs are numbered in the order they were added,
+    /// the config's first).
+    pub const fn new(index: usize) -> VrId {
+        VrId(index)
+    }
+
+    /// Its position in per-VR tables and counters.
+    pub const fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl core::fmt::Display for VrId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "VR #{}", self.0)
+    }
+}
+
 /// Where a static route sends packets: the one route-target type of the
 /// config, the control-plane sync and the table writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -20,7 +20,7 @@ use crate::fair::{Clock, Fair};
 use crate::mbuf::{Mbuf, MbufPool};
 use crate::neighbor::Event;
 use crate::neighbor::{NeighborTable, Probe, HOLD_MAX};
-use crate::spec::Limits;
+use crate::spec::{Limits, VrId};
 use crate::tables::{RouteHop, Shared, TableWriter, Tables};
 
 /// Frames to transmit, one queue per port, filled by the pipeline and
@@ -505,7 +505,7 @@ impl Worker {
         for i in 0..topo.vrs.len() {
             if i >= self.vrs.len() {
                 self.vrs.push(vr_state(&topo, i, self.n_workers));
-            } else if !topo.vrs[i].alive && self.shared.vr_alive(i) {
+            } else if !topo.vrs[i].alive && self.shared.vr_alive(VrId::new(i)) {
                 let dead = std::mem::replace(&mut self.vrs[i], vr_state(&topo, i, self.n_workers));
                 let Vr {
                     mut neighbors,
@@ -599,12 +599,13 @@ impl Worker {
     }
 
     /// This worker's state of VR `vr`.
-    pub fn vr(&self, vr: usize) -> &Vr {
-        &self.vrs[vr]
+    pub fn vr(&self, vr: VrId) -> &Vr {
+        &self.vrs[vr.index()]
     }
 
     /// Hands every packet punted to VR `vr` by this worker to `f`, then recycles it.
-    pub fn drain_punted(&mut self, vr: usize, mut f: impl FnMut(&Mbuf)) {
+    pub fn drain_punted(&mut self, vr: VrId, mut f: impl FnMut(&Mbuf)) {
+        let vr = vr.index();
         while let Some(m) = self.vrs[vr].punt.pop_front() {
             f(&m);
             self.pool.put(m);

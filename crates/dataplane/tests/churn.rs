@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::*;
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
     DropReason, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, TableWriter,
     TxBatch, Worker,
@@ -186,10 +187,10 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
             let p = churning(i % PREFIXES);
             if (i / PREFIXES).is_multiple_of(2) {
                 control
-                    .add_route(0, p, RouteTarget::Via(IpAddr::V4(GW_B)))
+                    .add_route(VrId::new(0), p, RouteTarget::Via(IpAddr::V4(GW_B)))
                     .unwrap();
             } else {
-                assert!(control.remove_route(0, p));
+                assert!(control.remove_route(VrId::new(0), p));
             }
             i += 1;
             changes += 1;
@@ -259,14 +260,14 @@ fn quiet_fibs_compact_to_their_bulk_size() {
         .collect();
     for (i, p) in fed.iter().enumerate() {
         control
-            .add_route(0, *p, RouteTarget::Via(IpAddr::V4(gw(i))))
+            .add_route(VrId::new(0), *p, RouteTarget::Via(IpAddr::V4(gw(i))))
             .unwrap();
         if i % 1000 == 999 {
             control.commit();
         }
     }
     control.commit();
-    let grown = control.fib_memory(0);
+    let grown = control.fib_memory(VrId::new(0));
     // Updates since the previous call: not quiet yet.
     assert_eq!(control.compact_quiet_fibs(5_000), 0);
     // Quiet: a first budget's worth.
@@ -275,7 +276,7 @@ fn quiet_fibs_compact_to_their_bulk_size() {
     // sparse groups remain, then compaction resumes.
     control
         .add_route(
-            0,
+            VrId::new(0),
             "100.0.0.0/24".parse::<vrhost_fib::IpPrefix>().unwrap(),
             RouteTarget::Blackhole,
         )
@@ -288,7 +289,7 @@ fn quiet_fibs_compact_to_their_bulk_size() {
         assert!(calls < 100, "compaction does not finish");
     }
     assert!(calls > 1, "{calls} calls");
-    let compacted = control.fib_memory(0);
+    let compacted = control.fib_memory(VrId::new(0));
     let mut bulk = TableWriter::new(&spec()).unwrap();
     let mut routes: Vec<_> = fed
         .iter()
@@ -296,9 +297,9 @@ fn quiet_fibs_compact_to_their_bulk_size() {
         .map(|(i, p)| (*p, RouteTarget::Via(IpAddr::V4(gw(i)))))
         .collect();
     routes.push(("100.0.0.0/24".parse().unwrap(), RouteTarget::Blackhole));
-    bulk.add_routes(0, &routes, &[]).unwrap();
+    bulk.add_routes(VrId::new(0), &routes, &[]).unwrap();
     bulk.commit();
-    let bulk = bulk.fib_memory(0);
+    let bulk = bulk.fib_memory(VrId::new(0));
     assert!(
         compacted < grown && compacted <= bulk + bulk / 20,
         "grown {grown}, compacted {compacted}, bulk load {bulk}"

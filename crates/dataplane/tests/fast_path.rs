@@ -21,6 +21,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use common::{eth, fix_ipv4_checksum, ipv4, send_burst, udp, Out, HOST_MAC, SEC};
 use proptest::prelude::*;
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
     Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
 };
@@ -311,7 +312,7 @@ fn engines() -> (Engine, Engine) {
 fn all_counters(e: &Engine) -> Vec<vrhost_dataplane::Counters> {
     let mut c: Vec<_> = (0..e.port_count()).map(|p| e.port_counters(p)).collect();
     c.extend((0..e.ifaces().len()).map(|i| e.iface_counters(i)));
-    c.push(e.vr_counters(0));
+    c.push(e.vr_counters(VrId::new(0)));
     c
 }
 

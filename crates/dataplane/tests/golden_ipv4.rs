@@ -6,6 +6,7 @@ mod common;
 use std::net::Ipv4Addr;
 
 use common::*;
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{DropReason, Limits};
 use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::EtherType;
@@ -446,11 +447,11 @@ fn other_traffic_for_the_router_is_punted_into_a_bounded_queue() {
     for _ in 0..3 {
         assert!(send(&mut e, 0, &f, 0).is_empty());
     }
-    assert_eq!(e.vr(0).punt_len, 2);
+    assert_eq!(e.vr(VrId::new(0)).punt_len, 2);
     assert_eq!(e.iface_counters(0).punted, 2);
     assert_eq!(drops(&e, 0, DropReason::PuntQueueFull), 1);
     let mut seen = 0;
-    e.drain_punted(0, |m| {
+    e.drain_punted(VrId::new(0), |m| {
         assert_eq!(&m.data()[14..], &f[14..]);
         seen += 1;
     });
@@ -566,8 +567,8 @@ fn tenants_with_identical_addresses_stay_apart() {
         (b[0].port, b[0].vlan(), b[0].eth().dst_addr()),
         (1, Some(200), BLUE_GW_MAC)
     );
-    assert_eq!(e.vr_counters(0).rx_packets, 1);
-    assert_eq!(e.vr_counters(1).rx_packets, 1);
+    assert_eq!(e.vr_counters(VrId::new(0)).rx_packets, 1);
+    assert_eq!(e.vr_counters(VrId::new(1)).rx_packets, 1);
     // Red's MAC on blue's port is not blue's.
     assert!(send(&mut e, 2, &red, 0).is_empty());
     assert_eq!(drops(&e, 2, DropReason::NotForUs), 1);

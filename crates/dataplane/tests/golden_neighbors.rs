@@ -5,6 +5,7 @@ mod common;
 use std::net::Ipv4Addr;
 
 use common::*;
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{DropReason, Engine, Limits};
 use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
@@ -292,7 +293,11 @@ fn gratuitous_arp_updates_a_known_neighbor_only() {
         None,
     );
     assert!(send(&mut e, 0, &garp, 0).is_empty());
-    assert_eq!(e.vr(0).neighbors, 2, "only the static gateway entries");
+    assert_eq!(
+        e.vr(VrId::new(0)).neighbors,
+        2,
+        "only the static gateway entries"
+    );
     // After the router learned the host, a changed MAC is taken.
     send(
         &mut e,
@@ -345,13 +350,17 @@ fn a_deleted_static_neighbor_is_resolved_afresh() {
     // using it, hold the next packet and ask by ARP, as after `ip neigh del`.
     let mut e = engine();
     let host = std::net::IpAddr::V4(NEW_HOST);
-    e.set_static_neighbor(0, host, GW_MAC)
+    e.set_static_neighbor(VrId::new(0), host, GW_MAC)
         .expect("static neighbor");
     let out = send(&mut e, 1, &toward_new_host(), SEC);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].eth().dst_addr(), GW_MAC, "the configured MAC");
-    assert_eq!(e.remove_static_neighbor(0, host), Ok(true));
-    assert_eq!(e.remove_static_neighbor(0, host), Ok(false), "already gone");
+    assert_eq!(e.remove_static_neighbor(VrId::new(0), host), Ok(true));
+    assert_eq!(
+        e.remove_static_neighbor(VrId::new(0), host),
+        Ok(false),
+        "already gone"
+    );
     let out = send(&mut e, 1, &toward_new_host(), 2 * SEC);
     assert_eq!(out.len(), 1, "the packet is held, a request goes out");
     assert_eq!(out[0].eth().dst_addr(), EthernetAddress::BROADCAST);

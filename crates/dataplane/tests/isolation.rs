@@ -19,14 +19,15 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{BuildError, Counters, DropReason, Engine, Limits, RouteTarget};
 use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::ip::IpProtocol;
 
 const MS: u64 = 1_000_000;
-const RED: usize = 0;
-const BLUE: usize = 1;
+const RED: VrId = VrId::new(0);
+const BLUE: VrId = VrId::new(1);
 /// Blue's uplink address, identical to red's.
 const BLUE1_6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1);
 
@@ -86,7 +87,14 @@ fn byte_burst(bps: u64) -> u64 {
 /// A UDP frame from the host into VR `vr`'s host-side interface, toward
 /// `dst`, `len` bytes long on the wire, with IPv4 ident `ident`.
 fn host_frame(vr: usize, dst: Ipv4Addr, len: usize, ident: u16) -> Vec<u8> {
-    let (mac, payload) = (if vr == RED { RED0_MAC } else { BLUE0_MAC }, len - 42);
+    let (mac, payload) = (
+        if vr == RED.index() {
+            RED0_MAC
+        } else {
+            BLUE0_MAC
+        },
+        len - 42,
+    );
     let mut ip = ipv4(HOST, dst, IpProtocol::Udp, 64, false, &udp(payload));
     ip[4..6].copy_from_slice(&ident.to_be_bytes());
     let mut f = eth(mac, HOST_MAC, None, EtherType::Ipv4, &ip);
@@ -97,7 +105,7 @@ fn host_frame(vr: usize, dst: Ipv4Addr, len: usize, ident: u16) -> Vec<u8> {
 
 /// VR `vr`'s uplink VLAN on port 1.
 fn uplink_vlan(vr: usize) -> u16 {
-    if vr == RED {
+    if vr == RED.index() {
         100
     } else {
         200
@@ -113,7 +121,7 @@ fn on_uplink(out: &[Out], vr: usize) -> Vec<&Out> {
 
 /// The counters of VR `vr`'s interface `k` (0: host side, 1: uplink).
 fn iface(e: &Engine, vr: usize, k: usize) -> Counters {
-    e.iface_counters(e.vr(vr).ifaces[k] as usize)
+    e.iface_counters(e.vr(VrId::new(vr)).ifaces[k] as usize)
 }
 
 /// The two-tenant engine with `red` limits on red and the defaults on blue.
@@ -139,8 +147,8 @@ fn pps_ceiling_case(pps: u64, step: u64, per_step: usize) {
         pps,
         ..Limits::default()
     });
-    let red = host_frame(RED, REMOTE, 60, 1);
-    let blue = host_frame(BLUE, REMOTE, 60, 2);
+    let red = host_frame(RED.index(), REMOTE, 60, 1);
+    let blue = host_frame(BLUE.index(), REMOTE, 60, 2);
     let mut oracle = Bucket::new(pps, pps_burst(pps));
     let (mut red_sent, mut red_admitted, mut blue_sent) = (0u64, 0u64, 0u64);
     let t0 = 5 * SEC;
@@ -159,12 +167,12 @@ fn pps_ceiling_case(pps: u64, step: u64, per_step: usize) {
         }
         let out = send_burst(e, &frames, now);
         assert_eq!(
-            on_uplink(&out, RED).len() as u64,
+            on_uplink(&out, RED.index()).len() as u64,
             expect_red,
             "red forwarded at {now}"
         );
         assert_eq!(
-            on_uplink(&out, BLUE).len(),
+            on_uplink(&out, BLUE.index()).len(),
             n_blue,
             "blue forwarded at {now}"
         );
@@ -200,7 +208,7 @@ fn pps_ceiling_case(pps: u64, step: u64, per_step: usize) {
     assert_eq!(after - admitted, pps_burst(pps));
     let _ = tally;
 
-    let r = iface(&e, RED, 0);
+    let r = iface(&e, RED.index(), 0);
     assert_eq!(r.rx_packets, red_sent);
     assert_eq!(r.forwarded, red_admitted);
     assert_eq!(
@@ -208,11 +216,11 @@ fn pps_ceiling_case(pps: u64, step: u64, per_step: usize) {
         vec![("rate-ceiling", red_sent - red_admitted)],
         "red's excess counted as rate-ceiling on its ingress interface, nothing else"
     );
-    assert_eq!(iface(&e, RED, 1).tx_packets, red_admitted);
-    let b = iface(&e, BLUE, 0);
+    assert_eq!(iface(&e, RED.index(), 1).tx_packets, red_admitted);
+    let b = iface(&e, BLUE.index(), 0);
     assert_eq!((b.rx_packets, b.forwarded), (blue_sent, blue_sent));
     assert_eq!(drops(&b), vec![], "blue untouched");
-    assert_eq!(iface(&e, BLUE, 1).tx_packets, blue_sent);
+    assert_eq!(iface(&e, BLUE.index(), 1).tx_packets, blue_sent);
     assert_eq!(DropReason::RateCeiling.name(), "rate-ceiling");
 }
 
@@ -233,9 +241,9 @@ fn bps_ceiling_counts_bytes_of_large_frames() {
         ..Limits::default()
     });
     // 1000-byte frames: one per millisecond of refill; 1400 would not fit red1's MTU.
-    let red = host_frame(RED, REMOTE, 1000, 1);
-    let blue = host_frame(BLUE, REMOTE, 1000, 2);
-    let small = host_frame(RED, REMOTE, 60, 3);
+    let red = host_frame(RED.index(), REMOTE, 1000, 1);
+    let blue = host_frame(BLUE.index(), REMOTE, 1000, 2);
+    let small = host_frame(RED.index(), REMOTE, 60, 3);
     let mut oracle = Bucket::new(bps / 8, byte_burst(bps));
     let (mut red_sent, mut red_admitted) = (0u64, 0u64);
     let t0 = 7 * SEC;
@@ -250,8 +258,12 @@ fn bps_ceiling_counts_bytes_of_large_frames() {
             expect += u64::from(oracle.take(now, 1000));
         }
         let out = send_burst(&mut e, &frames, now);
-        assert_eq!(on_uplink(&out, RED).len() as u64, expect, "step {k}");
-        assert_eq!(on_uplink(&out, BLUE).len(), 1, "step {k}");
+        assert_eq!(
+            on_uplink(&out, RED.index()).len() as u64,
+            expect,
+            "step {k}"
+        );
+        assert_eq!(on_uplink(&out, BLUE.index()).len(), 1, "step {k}");
         if k == 0 {
             assert_eq!(expect, 97, "the burst: 97 152 bytes hold 97 frames");
         }
@@ -274,14 +286,14 @@ fn bps_ceiling_counts_bytes_of_large_frames() {
         ],
         t0 + 999 * MS,
     );
-    assert_eq!(on_uplink(&out, RED).len(), 2);
-    let r = iface(&e, RED, 0);
+    assert_eq!(on_uplink(&out, RED.index()).len(), 2);
+    let r = iface(&e, RED.index(), 0);
     assert_eq!(r.forwarded, red_admitted + 2);
     assert_eq!(
         drops(&r),
         vec![("rate-ceiling", red_sent - red_admitted + 2)]
     );
-    let b = iface(&e, BLUE, 0);
+    let b = iface(&e, BLUE.index(), 0);
     assert_eq!((b.forwarded, b.dropped()), (1000, 0), "blue untouched");
 }
 
@@ -296,17 +308,17 @@ fn refused_frame_costs_nothing_from_the_other_ceiling() {
         bps,
         ..Limits::default()
     });
-    let red = host_frame(RED, REMOTE, 1000, 1);
+    let red = host_frame(RED.index(), REMOTE, 1000, 1);
     let t0 = 9 * SEC;
     // 200 frames at once: the packet ceiling admits 64 (64 000 bytes of 97 152).
     let out = send_burst(&mut e, &vec![(0u16, &red[..]); 200], t0);
-    assert_eq!(on_uplink(&out, RED).len(), 64);
+    assert_eq!(on_uplink(&out, RED.index()).len(), 64);
     // The next 33 frames fit the byte ceiling but not the packet one, and
     // must leave its 33 152 bytes alone. 10 ms later the packet ceiling
     // has 10 more and the byte ceiling 35 152 bytes, so all 10 go (with the
     // bytes taken by refused frames, only 2 152 would be left: 2 frames).
     let out = send_burst(&mut e, &vec![(0u16, &red[..]); 10], t0 + 10 * MS);
-    assert_eq!(on_uplink(&out, RED).len(), 10);
+    assert_eq!(on_uplink(&out, RED.index()).len(), 10);
 }
 
 /// The ceiling admits its configured rate whatever the arrival spacing: a
@@ -318,13 +330,13 @@ fn pps_ceiling_keeps_fractional_refill() {
         pps,
         ..Limits::default()
     });
-    let red = host_frame(RED, REMOTE, 60, 1);
+    let red = host_frame(RED.index(), REMOTE, 60, 1);
     let mut oracle = Bucket::new(pps, pps_burst(pps));
     let (mut got, mut want) = (0, 0);
     // One frame every 0.6 ms (1667 pps offered) for two seconds.
     for k in 0..3334u64 {
         let now = SEC + k * 600_000;
-        got += on_uplink(&send(&mut e, 0, &red, now), RED).len() as u64;
+        got += on_uplink(&send(&mut e, 0, &red, now), RED.index()).len() as u64;
         want += u64::from(oracle.take(now, 1));
     }
     assert_eq!(got, want, "admitted vs the 1000 pps contract");
@@ -388,11 +400,11 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     let out = send(
         &mut e,
         0,
-        &host_frame(RED, Ipv4Addr::new(100, 65, 0, 9), 60, 1),
+        &host_frame(RED.index(), Ipv4Addr::new(100, 65, 0, 9), 60, 1),
         SEC,
     );
     assert_eq!(out.len(), 1);
-    assert_eq!(iface(&e, RED, 0).drop_count(DropReason::NoRoute), 1);
+    assert_eq!(iface(&e, RED.index(), 0).drop_count(DropReason::NoRoute), 1);
 
     // Replacing an existing prefix at the limit is allowed and takes effect.
     e.add_route(RED, p4("100.64.0.0/24"), RouteTarget::Blackhole)
@@ -401,11 +413,14 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     let out = send(
         &mut e,
         0,
-        &host_frame(RED, Ipv4Addr::new(100, 64, 0, 9), 60, 2),
+        &host_frame(RED.index(), Ipv4Addr::new(100, 64, 0, 9), 60, 2),
         SEC,
     );
     assert!(out.is_empty());
-    assert_eq!(iface(&e, RED, 0).drop_count(DropReason::Blackhole), 1);
+    assert_eq!(
+        iface(&e, RED.index(), 0).drop_count(DropReason::Blackhole),
+        1
+    );
 
     // The limit is per family: IPv6 still has its own room.
     let via6 = RouteTarget::Via(IpAddr::V6(GW6));
@@ -434,10 +449,10 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     let out = send(
         &mut e,
         2,
-        &host_frame(BLUE, Ipv4Addr::new(100, 65, 0, 9), 60, 3),
+        &host_frame(BLUE.index(), Ipv4Addr::new(100, 65, 0, 9), 60, 3),
         SEC,
     );
-    assert_eq!(on_uplink(&out, BLUE).len(), 1, "{out:?}");
+    assert_eq!(on_uplink(&out, BLUE.index()).len(), 1, "{out:?}");
     assert_eq!(out[0].eth().dst_addr(), BLUE_GW_MAC);
 
     // Removing one of red's routes makes room for exactly one.
@@ -450,10 +465,10 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     let out = send(
         &mut e,
         0,
-        &host_frame(RED, Ipv4Addr::new(100, 65, 0, 9), 60, 4),
+        &host_frame(RED.index(), Ipv4Addr::new(100, 65, 0, 9), 60, 4),
         SEC,
     );
-    assert_eq!(on_uplink(&out, RED).len(), 1, "{out:?}");
+    assert_eq!(on_uplink(&out, RED.index()).len(), 1, "{out:?}");
     assert_eq!(out[0].eth().dst_addr(), GW_MAC);
     assert!(!e.remove_route(RED, p4("100.64.1.0/24")), "gone");
 }
@@ -489,7 +504,7 @@ fn a_configured_prefix_given_twice_is_one_route_and_the_later_wins() {
         ..Limits::default()
     };
     let mut s = spec(exact);
-    s.routers[RED]
+    s.routers[RED.index()]
         .routes4
         .push(("203.0.113.0/24".parse().unwrap(), RouteTarget::Unreachable));
     let mut e = Engine::new(&s).unwrap();
@@ -498,11 +513,14 @@ fn a_configured_prefix_given_twice_is_one_route_and_the_later_wins() {
     let out = send(
         &mut e,
         0,
-        &host_frame(RED, Ipv4Addr::new(203, 0, 113, 9), 60, 1),
+        &host_frame(RED.index(), Ipv4Addr::new(203, 0, 113, 9), 60, 1),
         SEC,
     );
     assert_eq!(out.len(), 1, "{out:?}");
-    assert_eq!(iface(&e, RED, 0).drop_count(DropReason::Blackhole), 0);
+    assert_eq!(
+        iface(&e, RED.index(), 0).drop_count(DropReason::Blackhole),
+        0
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -511,7 +529,11 @@ fn a_configured_prefix_given_twice_is_one_route_and_the_later_wins() {
 
 /// An ARP reply from `spa` on VR `vr`'s uplink.
 fn uplink_arp_reply(vr: usize, sha: EthernetAddress, spa: Ipv4Addr) -> Vec<u8> {
-    let mac = if vr == RED { RED1_MAC } else { BLUE1_MAC };
+    let mac = if vr == RED.index() {
+        RED1_MAC
+    } else {
+        BLUE1_MAC
+    };
     arp(Operation::Reply, sha, spa, RED1, mac, Some(uplink_vlan(vr)))
 }
 
@@ -547,7 +569,7 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
     for r in &mut s.routers {
         r.interfaces[1].addrs4 = vec![(RED1, 16)];
     }
-    s.routers[BLUE].neighbors.clear();
+    s.routers[BLUE.index()].neighbors.clear();
     let mut e = Engine::new(&s).unwrap();
     // Red's static gateway entries (IPv4 and IPv6) take two of its slots.
     assert_eq!(e.vr(RED).neighbors, 2);
@@ -566,7 +588,14 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
         })
         .collect();
     let flood: Vec<Vec<u8>> = (0..6000)
-        .map(|i| host_frame(RED, pool[rng.gen_range(0..pool.len())], 60, i as u16))
+        .map(|i| {
+            host_frame(
+                RED.index(),
+                pool[rng.gen_range(0..pool.len())],
+                60,
+                i as u16,
+            )
+        })
         .collect();
 
     // The oracle: the first `dynamic` distinct destinations get entries and
@@ -577,7 +606,7 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
     let mut requested = 0;
 
     let t0 = 11 * SEC;
-    let blue_frame = |seq: u16| host_frame(BLUE, REMOTE, 60, seq);
+    let blue_frame = |seq: u16| host_frame(BLUE.index(), REMOTE, 60, seq);
     let mut blue_seq = 0u16;
     let mut blue_out: Vec<u16> = Vec::new();
     let mut blue_held = 0usize;
@@ -620,7 +649,7 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
                 expect_blue_request = true;
             }
             15 => {
-                frames.insert(50, (1, uplink_arp_reply(BLUE, BLUE_GW_MAC, GW)));
+                frames.insert(50, (1, uplink_arp_reply(BLUE.index(), BLUE_GW_MAC, GW)));
                 expect_blue_now.extend(0..arp_hold as u16);
                 blue_held = 0;
             }
@@ -640,7 +669,7 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
         let out = send_burst(&mut e, &refs, now);
 
         // Red: only ARP requests for new entries, on its own uplink, from its MAC.
-        let red_out = on_uplink(&out, RED);
+        let red_out = on_uplink(&out, RED.index());
         let new_requests: Vec<Ipv4Addr> = red_out
             .iter()
             .filter_map(|o| arp_request_target(o))
@@ -658,7 +687,7 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
         requested = red_requests.len();
         assert!(red_out.iter().all(|o| o.eth().src_addr() == RED1_MAC));
         // Blue: its ARP request, then every packet in order to its gateway.
-        let blue_up = on_uplink(&out, BLUE);
+        let blue_up = on_uplink(&out, BLUE.index());
         assert_eq!(
             blue_up.len() + red_out.len(),
             out.len(),
@@ -697,7 +726,7 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
         table_full > 5000,
         "the flood did overflow the table: {table_full}"
     );
-    let r = iface(&e, RED, 0);
+    let r = iface(&e, RED.index(), 0);
     assert_eq!(
         drops(&r),
         vec![
@@ -707,7 +736,7 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
     );
     assert_eq!(r.forwarded, 0);
     assert_eq!(
-        iface(&e, RED, 1).tx_packets,
+        iface(&e, RED.index(), 1).tx_packets,
         dynamic as u64,
         "one ARP request per entry"
     );
@@ -716,7 +745,7 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
         (0..blue_seq).collect::<Vec<_>>(),
         "every blue packet, in order"
     );
-    let b = iface(&e, BLUE, 0);
+    let b = iface(&e, BLUE.index(), 0);
     assert_eq!((b.forwarded, b.dropped()), (u64::from(blue_seq), 0));
 
     // Red's entries retry twice, then fail and drop what they held; blue
@@ -725,11 +754,11 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
     for k in 1..=5u64 {
         let now = t0 + k * 1_100 * MS;
         let out = poll(&mut e, now);
-        retries += on_uplink(&out, RED).len();
-        assert!(on_uplink(&out, BLUE).is_empty());
+        retries += on_uplink(&out, RED.index()).len();
+        assert!(on_uplink(&out, BLUE.index()).is_empty());
         let out = send(&mut e, 2, &blue_frame(blue_seq), now + 1);
         assert_eq!(
-            on_uplink(&out, BLUE)
+            on_uplink(&out, BLUE.index())
                 .iter()
                 .map(|o| ident(o))
                 .collect::<Vec<_>>(),
@@ -744,7 +773,7 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
     );
     assert_eq!(e.held(), 0);
     assert_eq!(
-        iface(&e, RED, 0).drop_count(DropReason::NeighborUnresolved),
+        iface(&e, RED.index(), 0).drop_count(DropReason::NeighborUnresolved),
         unresolved + red_held as u64
     );
     assert_eq!(
@@ -761,7 +790,11 @@ fn neighbor_flood_in_one_vr_leaves_the_other_resolving() {
 /// A TCP SYN to port 179 from the gateway to VR `vr`'s uplink address,
 /// IPv4 or IPv6, with sequence number `seq`.
 fn bgp_syn(vr: usize, seq: u32, v6: bool) -> Vec<u8> {
-    let mac = if vr == RED { RED1_MAC } else { BLUE1_MAC };
+    let mac = if vr == RED.index() {
+        RED1_MAC
+    } else {
+        BLUE1_MAC
+    };
     let vlan = Some(uplink_vlan(vr));
     if v6 {
         let ip = ipv6(GW6, BLUE1_6, IpProtocol::Tcp, 64, &tcp_syn(179, seq));
@@ -776,7 +809,7 @@ fn bgp_syn(vr: usize, seq: u32, v6: bool) -> Vec<u8> {
 /// limited broadcast.
 fn red_punt_flood(i: usize) -> (u16, Vec<u8>) {
     match i % 4 {
-        0 => (0, host_frame(RED, RED0, 60, i as u16)),
+        0 => (0, host_frame(RED.index(), RED0, 60, i as u16)),
         1 => (
             0,
             eth(
@@ -848,7 +881,7 @@ fn punt_flood_case(drain_red: bool) {
                 limited += 1;
             }
         }
-        let blue = (k % 10 == 0).then(|| bgp_syn(BLUE, k, k % 20 == 10));
+        let blue = (k % 10 == 0).then(|| bgp_syn(BLUE.index(), k, k % 20 == 10));
         if let Some(f) = &blue {
             frames.insert(25, (1, f.clone()));
             blue_sent += 1;
@@ -873,15 +906,15 @@ fn punt_flood_case(drain_red: bool) {
     // A stuck control plane finds the first 32, in order, and nothing else.
     let mut got = Vec::new();
     e.drain_all_punted(|vr, m| {
-        assert_eq!(vr, RED);
+        assert_eq!(vr, RED.index());
         got.push(m.data().to_vec());
     });
     assert!(got == queued);
     red_drained += got.len() as u64;
     assert_eq!(red_drained, red_punted);
     assert_eq!(e.punt_queued(), 0);
-    let mut red = iface(&e, RED, 0);
-    red.add(&iface(&e, RED, 1));
+    let mut red = iface(&e, RED.index(), 0);
+    red.add(&iface(&e, RED.index(), 1));
     assert_eq!(red.punted, red_punted);
     let mut want = vec![("punt-queue-full", full), ("punt-rate-limit", limited)];
     want.retain(|(_, n)| *n != 0);
@@ -893,7 +926,7 @@ fn punt_flood_case(drain_red: bool) {
     } else {
         assert_eq!((red_punted, limited), (32, 0));
     }
-    let b = iface(&e, BLUE, 1);
+    let b = iface(&e, BLUE.index(), 1);
     assert_eq!(
         (b.punted, b.dropped()),
         (blue_sent, 0),

@@ -20,6 +20,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use common::{eth, fix_ipv4_checksum, ipv4, send_burst, udp, Out, SEC};
 use proptest::prelude::*;
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
     Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
 };
@@ -242,7 +243,7 @@ proptest! {
             prop_assert_eq!(to_gw, forwards);
         }
         for vr in 0..VRS {
-            prop_assert_eq!(fast.vr_counters(vr).forwarded, slow.vr_counters(vr).forwarded);
+            prop_assert_eq!(fast.vr_counters(VrId::new(vr)).forwarded, slow.vr_counters(VrId::new(vr)).forwarded);
         }
     }
 }

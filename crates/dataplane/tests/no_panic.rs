@@ -7,6 +7,7 @@ use common::*;
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{Engine, Limits, TxBatch};
 use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
@@ -212,7 +213,7 @@ fn millions_of_random_and_mutated_frames_never_panic() {
                 }
             }
             for vr in 0..e.vr_count() {
-                e.drain_punted(vr, |_| {});
+                e.drain_punted(VrId::new(vr), |_| {});
             }
         }
     }

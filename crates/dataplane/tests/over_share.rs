@@ -15,6 +15,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use common::{send_burst, udp4_frame, BLUE0_MAC, RED0_MAC, REMOTE, SEC};
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{DropReason, Engine, Limits};
 use vrhost_wire::ethernet::EthernetAddress;
 
@@ -73,7 +74,11 @@ fn over_share_drops_count_on_the_flooding_vrs_interface() {
             red0, 0,
             "red's interface counts none of blue's drops (stranger frames: {stranger})"
         );
-        assert_eq!(e.vr_counters(1).drop_count(DropReason::OverShare), blue0);
+        assert_eq!(
+            e.vr_counters(VrId::new(1))
+                .drop_count(DropReason::OverShare),
+            blue0
+        );
         // Every blue frame received was either forwarded or dropped over share.
         let b = e.iface_counters(2);
         assert_eq!(b.forwarded + blue0, b.rx_packets);

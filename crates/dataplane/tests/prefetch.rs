@@ -8,6 +8,7 @@ use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
 
 use common::*;
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{Limits, RouteTarget, TableWriter, TxBatch, Worker};
 use vrhost_fib::Prefix4;
 
@@ -52,7 +53,7 @@ fn add_routes(writer: &mut TableWriter, vr: usize, first: u8, n: u32) {
         )
         .unwrap();
         writer
-            .add_route(vr, p, RouteTarget::Via(IpAddr::V4(GW)))
+            .add_route(VrId::new(vr), p, RouteTarget::Via(IpAddr::V4(GW)))
             .unwrap();
     }
     writer.commit();
@@ -87,7 +88,7 @@ fn prefetch_follows_the_routes_of_all_tables_together() {
     add_routes(&mut writer, 1, 40, 5000);
     assert_eq!(lines_for_a_burst(&mut high), 2 * 8, "over 10,000 in all");
     // Blue goes away: back under.
-    writer.remove_vr(1).unwrap();
+    writer.remove_vr(VrId::new(1)).unwrap();
     writer.commit();
     assert_eq!(lines_for_a_burst(&mut high), 0, "blue's routes are gone");
     assert_eq!(lines_for_a_burst(&mut low), 0, "red alone is under 4000");

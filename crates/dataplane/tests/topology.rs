@@ -6,13 +6,14 @@ mod common;
 use std::net::{IpAddr, Ipv4Addr};
 
 use common::*;
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{BuildError, DropReason, InterfaceSpec, Limits, RouteTarget, RouterSpec};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::icmpv4::Icmpv4Repr;
 use vrhost_wire::ip::IpProtocol;
 
-const RED: usize = 0;
-const BLUE: usize = 1;
+const RED: VrId = VrId::new(0);
+const BLUE: VrId = VrId::new(1);
 const GREEN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x03]);
 
 /// A frame from the host behind port `port`'s untagged interface with MAC `mac`.
@@ -80,7 +81,7 @@ fn vrs_come_and_go_while_the_others_forward() {
 
     // Create green (VLAN 7 on blue's port): it forwards at once.
     let g = e.add_vr(&green()).expect("green");
-    assert_eq!(g, 2);
+    assert_eq!(g, VrId::new(2));
     let mut green_frame = udp_on(GREEN_MAC);
     green_frame = {
         // Tag it for VLAN 7.
@@ -137,7 +138,7 @@ fn a_refused_vr_changes_nothing() {
     ));
     assert_eq!(e.vr_count(), count);
     // Green's VLAN 7 was not left claimed: green itself can now be created.
-    assert_eq!(e.add_vr(&green()), Ok(count));
+    assert_eq!(e.add_vr(&green()), Ok(VrId::new(count)));
     assert_eq!(forward(&mut e, 0, &udp_on(RED0_MAC)), Some((1, Some(100))));
 }
 
@@ -239,7 +240,7 @@ fn link_local_control_groups_reach_only_vrs_with_a_control_plane() {
     let mut punted = Vec::new();
     e.drain_all_punted(|vr, m| punted.push((vr, m.data().to_vec())));
     assert_eq!(punted.len(), 1, "only red's hello is punted");
-    assert_eq!(punted[0].0, RED);
+    assert_eq!(punted[0].0, RED.index());
     assert_eq!(punted[0].1, hello());
     assert_eq!(
         e.vr_counters(BLUE).drops[DropReason::NotForUs as usize],

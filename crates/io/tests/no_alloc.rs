@@ -7,6 +7,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
     Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, TxBatch,
 };
@@ -192,7 +193,7 @@ fn steady_state_forwarding_allocates_nothing() {
         poll(&mut engine, &mut rx, &mut tx, now);
     }
     COUNTING.store(false, Ordering::SeqCst);
-    let c = engine.vr_counters(0);
+    let c = engine.vr_counters(VrId::new(0));
     assert!(c.forwarded > 1_000_000, "{c:?}");
     assert!(c.icmp_errors > 0 && c.local > 0 && c.punted > 0, "{c:?}");
     assert_eq!(

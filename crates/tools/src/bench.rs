@@ -12,6 +12,7 @@ use vrhost_config::Driver;
 
 use crate::sweep;
 use vrhost_daemon::runtime::{Mode, Running, Runtime};
+use vrhost_dataplane::VrId;
 
 /// `vrhost bench`: forward from memory ports for N seconds and print throughput.
 #[derive(clap::Args, Debug)]
@@ -246,10 +247,10 @@ pub fn measure(
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect();
     let routes4: usize = (0..running.shared.vr_count())
-        .map(|v| running.writer().routes(v).0)
+        .map(|v| running.writer().routes(VrId::new(v)).0)
         .sum();
     let fib_bytes: usize = (0..running.shared.vr_count())
-        .map(|v| running.writer().fib_memory(v))
+        .map(|v| running.writer().fib_memory(VrId::new(v)))
         .sum();
     let assignment = serde_json::to_value(&running.assignment).unwrap_or_default();
     running.stop();

@@ -22,6 +22,7 @@ use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::workload::{self, FrameSpec};
 use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
+use vrhost_dataplane::VrId;
 
 /// (name, VLAN, share of the offered traffic in percent)
 const TENANTS: &[(&str, u16, u32)] = &[("red", 10, 50), ("blue", 20, 30), ("green", 30, 20)];
@@ -206,7 +207,7 @@ pub fn run(seconds: u64, routes: usize) -> Result<ExitCode> {
         );
         let mut line = format!("{sec:>4}  ");
         for (v, prev) in last.iter_mut().enumerate() {
-            let rx = running.vr_counters(v).rx_packets;
+            let rx = running.vr_counters(VrId::new(v)).rx_packets;
             line.push_str(&format!("{:>10.3} Mpps", (rx - *prev) as f64 / 1e6));
             *prev = rx;
         }

@@ -38,6 +38,7 @@ use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::workload::{self, FrameSpec};
 use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
+use vrhost_dataplane::VrId;
 
 /// What `vrhost fairness` was asked.
 #[derive(clap::Args, Debug)]
@@ -482,7 +483,7 @@ fn scenario(
     let seconds = (report.ticks as f64 / hz as f64).max(1e-9);
     let names = ["a", "b"];
     let vrs = std::array::from_fn(|i| {
-        let c = sum_ifaces(&counters, shared.vr_ifaces(i));
+        let c = sum_ifaces(&counters, shared.vr_ifaces(VrId::new(i)));
         let q = report
             .queues
             .iter()

@@ -25,6 +25,7 @@ use vrhost_dataplane::{RouteHop, RouteTarget};
 use vrhost_fib::Prefix4;
 
 use vrhost_daemon::runtime::{lock, Mode, Runtime};
+use vrhost_dataplane::VrId;
 
 /// What `vrhost bench-routes` was asked.
 #[derive(clap::Args, Debug)]
@@ -141,20 +142,20 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let batch: Vec<(Prefix4, RouteTarget)> = v4.iter().map(|&p| (p, via)).collect();
     {
         let mut c = lock(&running.writer);
-        c.add_routes(0, &batch, &[])
+        c.add_routes(VrId::new(0), &batch, &[])
             .map_err(|e| anyhow::anyhow!("{e}"))?;
         c.commit();
     }
     let direct_load = t.elapsed().as_secs_f64();
     {
         let mut c = lock(&running.writer);
-        c.remove_routes(0, &v4, &[]);
+        c.remove_routes(VrId::new(0), &v4, &[]);
         c.commit();
     }
 
     // 3. Churn the routes the traffic uses while it flows.
     let table: Vec<(Prefix4, IpAddr)> = lock(&running.writer)
-        .route_list(0)
+        .route_list(VrId::new(0))
         .into_iter()
         .filter_map(|(a, l, h)| match (a, h) {
             (IpAddr::V4(x), RouteHop::Gateway { addr, .. }) => {
@@ -175,7 +176,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                 // Alternate each route between its own gateway and another.
                 let other = if orig == gw[0] { gw[1] } else { gw[0] };
                 let to = if flip.is_multiple_of(2) { other } else { orig };
-                c.add_route(0, p, RouteTarget::Via(to))
+                c.add_route(VrId::new(0), p, RouteTarget::Via(to))
                     .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
             c.commit();

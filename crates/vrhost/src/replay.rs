@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use vrhost_config::{Config, Driver};
+use vrhost_dataplane::VrId;
 use vrhost_dataplane::{Engine, TxBatch};
 use vrhost_io::{PcapFrames, PcapSink};
 
@@ -123,7 +124,7 @@ fn flush(
         }
     }
     for vr in 0..engine.vr_count() {
-        engine.drain_punted(vr, |_| {});
+        engine.drain_punted(VrId::new(vr), |_| {});
     }
     Ok(())
 }

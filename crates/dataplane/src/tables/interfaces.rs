@@ -7,11 +7,12 @@ impl TableWriter {
     /// local (and IPv4 broadcast) routes. `Ok(false)` when it was there.
     pub fn add_address(
         &mut self,
-        vr: usize,
+        vr: VrId,
         iface: &str,
         addr: IpAddr,
         len: u8,
     ) -> Result<bool, BuildError> {
+        let vr = vr.index();
         let gi = self.iface_index(vr, iface)?;
         check_address(iface, addr, len)?;
         let i = &self.shared.ifaces[gi as usize];
@@ -53,11 +54,12 @@ impl TableWriter {
     /// it brought. `Ok(false)` when it was not there.
     pub fn remove_address(
         &mut self,
-        vr: usize,
+        vr: VrId,
         iface: &str,
         addr: IpAddr,
         len: u8,
     ) -> Result<bool, BuildError> {
+        let vr = vr.index();
         let gi = self.iface_index(vr, iface)?;
         let i = &self.shared.ifaces[gi as usize];
         let (mut a4, mut a6) = (i.addrs4.clone(), i.addrs6.clone());
@@ -130,7 +132,8 @@ impl TableWriter {
     /// Adds interface `i` to VR `vr` while it runs; `Ok(false)` when an
     /// identical one is there. Visible after [`TableWriter::commit`]; nothing
     /// changes when it fails.
-    pub fn add_interface(&mut self, vr: usize, i: &InterfaceSpec) -> Result<bool, BuildError> {
+    pub fn add_interface(&mut self, vr: VrId, i: &InterfaceSpec) -> Result<bool, BuildError> {
+        let vr = vr.index();
         self.vr(vr)?;
         if let Ok(gi) = self.iface_index(vr, &i.name) {
             let f = &self.shared.ifaces[gi as usize];
@@ -168,13 +171,14 @@ impl TableWriter {
     /// Removes interface `iface` of VR `vr` with its addresses and static
     /// neighbours; refused while routes of the VR go through it.
     /// `Ok(false)` when there is no such interface.
-    pub fn remove_interface(&mut self, vr: usize, iface: &str) -> Result<bool, BuildError> {
+    pub fn remove_interface(&mut self, vr: VrId, iface: &str) -> Result<bool, BuildError> {
+        let vr = vr.index();
         self.vr(vr)?;
         let Ok(gi) = self.iface_index(vr, iface) else {
             return Ok(false);
         };
         let users = self
-            .route_list(vr)
+            .route_list(VrId::new(vr))
             .iter()
             .filter(|(_, _, h)| matches!(h, RouteHop::Gateway { iface, .. } if *iface == gi))
             .count();
@@ -192,7 +196,7 @@ impl TableWriter {
             .chain(f.addrs6.iter().map(|&(a, l)| (IpAddr::V6(a), l)))
             .collect();
         for (a, l) in addrs {
-            self.remove_address(vr, iface, a, l)?;
+            self.remove_address(VrId::new(vr), iface, a, l)?;
         }
         let f = &mut self.shared.ifaces[gi as usize];
         if let Some(port) = self.shared.ports.get_mut(f.port as usize) {

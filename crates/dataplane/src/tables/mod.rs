@@ -35,7 +35,7 @@ mod interfaces;
 mod neighbors;
 mod routes;
 mod vrs;
-use crate::spec::{EngineSpec, InterfaceSpec, Limits, RouteTarget, RouterSpec};
+use crate::spec::{EngineSpec, InterfaceSpec, Limits, RouteTarget, RouterSpec, VrId};
 
 /// What a FIB leaf points at, as published to every worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -115,17 +115,22 @@ pub const IFACE_HEADROOM: usize = 1024;
 
 impl Shared {
     /// Whether VR `vr` exists (deleted VRs keep their index).
-    pub fn vr_alive(&self, vr: usize) -> bool {
+    pub fn vr_alive(&self, vr: VrId) -> bool {
+        let vr = vr.index();
         self.vrs.get(vr).is_some_and(|v| v.alive)
     }
 
     /// The index of the live VR called `name`.
-    pub fn vr_index(&self, name: &str) -> Option<usize> {
-        self.vrs.iter().position(|v| v.alive && v.name == name)
+    pub fn vr_index(&self, name: &str) -> Option<VrId> {
+        self.vrs
+            .iter()
+            .position(|v| v.alive && v.name == name)
+            .map(VrId::new)
     }
 
     /// VR `vr`'s limits.
-    pub fn vr_limits(&self, vr: usize) -> Option<Limits> {
+    pub fn vr_limits(&self, vr: VrId) -> Option<Limits> {
+        let vr = vr.index();
         self.vrs.get(vr).map(|v| v.limits)
     }
 
@@ -150,12 +155,14 @@ impl Shared {
     }
 
     /// VR name.
-    pub fn vr_name(&self, vr: usize) -> &str {
+    pub fn vr_name(&self, vr: VrId) -> &str {
+        let vr = vr.index();
         &self.vrs[vr].name
     }
 
     /// A VR's interfaces (global indices).
-    pub fn vr_ifaces(&self, vr: usize) -> &[u16] {
+    pub fn vr_ifaces(&self, vr: VrId) -> &[u16] {
+        let vr = vr.index();
         &self.vrs[vr].ifaces
     }
 }

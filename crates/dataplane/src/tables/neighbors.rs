@@ -12,10 +12,11 @@ impl TableWriter {
     /// [`TableWriter::commit`].
     pub fn set_static_neighbor(
         &mut self,
-        vr: usize,
+        vr: VrId,
         addr: IpAddr,
         mac: EthernetAddress,
     ) -> Result<(), BuildError> {
+        let vr = vr.index();
         self.vr(vr)?;
         let iface = self
             .on_link_iface(vr, addr)
@@ -42,14 +43,16 @@ impl TableWriter {
     }
 
     /// Static neighbors of VR `vr`: (interface, address, MAC).
-    pub fn static_neighbor_list(&self, vr: usize) -> Vec<(u16, IpAddr, EthernetAddress)> {
+    pub fn static_neighbor_list(&self, vr: VrId) -> Vec<(u16, IpAddr, EthernetAddress)> {
+        let vr = vr.index();
         self.static_neighbors.get(vr).cloned().unwrap_or_default()
     }
 
     /// Removes a static neighbor. At the next commit every worker forgets
     /// its MAC: the next packet for it is held while ARP or NDP resolves the
     /// address afresh, as after `ip neigh del`. `Ok(false)` when absent.
-    pub fn remove_static_neighbor(&mut self, vr: usize, addr: IpAddr) -> Result<bool, BuildError> {
+    pub fn remove_static_neighbor(&mut self, vr: VrId, addr: IpAddr) -> Result<bool, BuildError> {
+        let vr = vr.index();
         self.vr(vr)?;
         let Some(iface) = self.take_static_neighbor(vr, addr) else {
             return Ok(false);

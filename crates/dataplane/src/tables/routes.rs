@@ -48,10 +48,11 @@ impl TableWriter {
     /// target is not usable in the VR or the VR is at its route limit.
     pub fn add_route(
         &mut self,
-        vr: usize,
+        vr: VrId,
         prefix: impl Into<IpPrefix>,
         target: RouteTarget,
     ) -> Result<(), BuildError> {
+        let vr = vr.index();
         use vrhost_fib::Lpm;
         let prefix = prefix.into();
         self.vr(vr)?;
@@ -77,10 +78,11 @@ impl TableWriter {
     /// second) instead of inserting route by route.
     pub fn add_routes(
         &mut self,
-        vr: usize,
+        vr: VrId,
         routes4: &[(Prefix4, RouteTarget)],
         routes6: &[(Prefix6, RouteTarget)],
     ) -> Result<(), BuildError> {
+        let vr = vr.index();
         use vrhost_fib::Lpm;
         self.vr(vr)?;
         // Every gateway's interface, or the first refusal, before anything changes.
@@ -121,7 +123,8 @@ impl TableWriter {
 
     /// Removes many routes at once (missing ones are ignored); returns how
     /// many existed. Visible after [`TableWriter::commit`].
-    pub fn remove_routes(&mut self, vr: usize, routes4: &[Prefix4], routes6: &[Prefix6]) -> usize {
+    pub fn remove_routes(&mut self, vr: VrId, routes4: &[Prefix4], routes6: &[Prefix6]) -> usize {
+        let vr = vr.index();
         let Some(c) = self.vrs.get_mut(vr) else {
             return 0;
         };
@@ -131,7 +134,8 @@ impl TableWriter {
 
     /// Removes a route of either family; true if it existed. Visible after
     /// [`TableWriter::commit`].
-    pub fn remove_route(&mut self, vr: usize, prefix: impl Into<IpPrefix>) -> bool {
+    pub fn remove_route(&mut self, vr: VrId, prefix: impl Into<IpPrefix>) -> bool {
+        let vr = vr.index();
         let Some(c) = self.vrs.get_mut(vr) else {
             return false;
         };
@@ -204,7 +208,8 @@ impl TableWriter {
     }
 
     /// Routes in VR `vr`'s tables (control view, unpublished changes included).
-    pub fn routes(&self, vr: usize) -> (usize, usize) {
+    pub fn routes(&self, vr: VrId) -> (usize, usize) {
+        let vr = vr.index();
         use vrhost_fib::Lpm;
         self.vrs
             .get(vr)
@@ -212,7 +217,8 @@ impl TableWriter {
     }
 
     /// FIB memory of VR `vr`, both families, in bytes.
-    pub fn fib_memory(&self, vr: usize) -> usize {
+    pub fn fib_memory(&self, vr: VrId) -> usize {
+        let vr = vr.index();
         use vrhost_fib::Lpm;
         self.vrs.get(vr).map_or(0, |c| {
             c.fib4.table().memory_bytes() + c.fib6.table().memory_bytes()
@@ -221,7 +227,8 @@ impl TableWriter {
 
     /// Every route of VR `vr` with what it points at, IPv4 then IPv6, in
     /// prefix order within each family.
-    pub fn route_list(&self, vr: usize) -> Vec<(IpAddr, u8, RouteHop)> {
+    pub fn route_list(&self, vr: VrId) -> Vec<(IpAddr, u8, RouteHop)> {
+        let vr = vr.index();
         use vrhost_fib::Lpm;
         let Some(c) = self.vrs.get(vr) else {
             return Vec::new();
@@ -247,7 +254,8 @@ impl TableWriter {
     }
 
     /// What the route for exactly `addr/len` in VR `vr` points at, if any.
-    pub fn route(&self, vr: usize, addr: IpAddr, len: u8) -> Option<RouteHop> {
+    pub fn route(&self, vr: VrId, addr: IpAddr, len: u8) -> Option<RouteHop> {
+        let vr = vr.index();
         use vrhost_fib::Lpm;
         let c = self.vrs.get(vr)?;
         let id = match addr {
@@ -260,7 +268,8 @@ impl TableWriter {
     /// Whether VR `vr` would accept a route to `target` for a prefix of the
     /// family `v4` (a gateway on one of its subnets, of the same family),
     /// without changing anything.
-    pub fn check_target(&self, vr: usize, target: RouteTarget, v4: bool) -> Result<(), BuildError> {
+    pub fn check_target(&self, vr: VrId, target: RouteTarget, v4: bool) -> Result<(), BuildError> {
+        let vr = vr.index();
         self.gateway_iface(vr, target, v4).map(|_| ())
     }
 

@@ -7,7 +7,7 @@ impl TableWriter {
     /// Adds a VR at run time; workers pick it up at [`TableWriter::commit`]
     /// without pausing the others. Returns its index. Nothing is changed
     /// when it fails.
-    pub fn add_vr(&mut self, r: &RouterSpec) -> Result<usize, BuildError> {
+    pub fn add_vr(&mut self, r: &RouterSpec) -> Result<VrId, BuildError> {
         if self.shared.vr_index(&r.name).is_some() {
             return Err(BuildError::DuplicateRouter(r.name.clone()));
         }
@@ -27,6 +27,7 @@ impl TableWriter {
         );
         match self.build_vr(r) {
             Ok(vr) => {
+                let vr = VrId::new(vr);
                 self.topology_dirty = true;
                 Ok(vr)
             }
@@ -42,7 +43,8 @@ impl TableWriter {
 
     /// Deletes VR `vr`: its interfaces leave the demux tables and its
     /// tables are freed. Its index is never reused. Visible after commit.
-    pub fn remove_vr(&mut self, vr: usize) -> Result<(), BuildError> {
+    pub fn remove_vr(&mut self, vr: VrId) -> Result<(), BuildError> {
+        let vr = vr.index();
         self.vr(vr)?;
         let ifaces = std::mem::take(&mut self.shared.vrs[vr].ifaces);
         for gi in ifaces {
@@ -115,17 +117,17 @@ impl TableWriter {
         self.vrs.push(c);
         self.static_neighbors.push(Vec::new());
         for &(addr, mac) in &r.neighbors {
-            self.set_static_neighbor(vr_idx, addr, mac)?;
+            self.set_static_neighbor(VrId::new(vr_idx), addr, mac)?;
         }
         // One bulk load for the configured routes (a routes file can hold a
         // full table): the FIB is built in one pass, compact, not grown by
         // a million incremental inserts.
-        self.add_routes(vr_idx, &r.routes4, &r.routes6)?;
+        self.add_routes(VrId::new(vr_idx), &r.routes4, &r.routes6)?;
         Ok(vr_idx)
     }
 
     pub(super) fn vr(&self, vr: usize) -> Result<(), BuildError> {
-        if self.shared.vr_alive(vr) {
+        if self.shared.vr_alive(VrId::new(vr)) {
             Ok(())
         } else {
             Err(BuildError::NoSuchRouter(vr))
