@@ -570,7 +570,6 @@ fn run_to_completion(
     let mut rx = Vec::with_capacity(BURST);
     let mut tx = TxBatch::new(plan.tx.len());
     let mut idle_polls = 0u32;
-    let counters = w.counters();
     let mut taps = crate::taps::WorkerTaps::new(std::mem::take(&mut plan.taps));
     while !stop.load(Ordering::Relaxed) {
         let now = start.elapsed().as_nanos() as u64;
@@ -595,7 +594,7 @@ fn run_to_completion(
             // weight and go round again (work-conserving); policing bites
             // while an under-budget VR has a full queue waiting.
             w.replenish_shares();
-            taps.inject(&mut w, &mut tx, &counters, now, false);
+            taps.inject(&mut w, &mut tx, now, false);
             flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
             taps.punted(&mut w, now);
             continue;
@@ -604,7 +603,7 @@ fn run_to_completion(
             w.idle(now, &mut tx);
         }
         // What the tenants' kernels sent leaves with this worker's packets.
-        taps.inject(&mut w, &mut tx, &counters, now, got == 0);
+        taps.inject(&mut w, &mut tx, now, got == 0);
         flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
         taps.punted(&mut w, now);
         idle_polls = if got == 0 { idle_polls + 1 } else { 0 };

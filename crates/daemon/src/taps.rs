@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use anyhow::{Context, Result};
 use vrhost_config::Config;
 use vrhost_dataplane::tap::{self, Verdict};
-use vrhost_dataplane::{Iface, Mbuf, MbufPool, TxBatch, Worker, WorkerCounters};
+use vrhost_dataplane::{Iface, Mbuf, MbufPool, TxBatch, Worker};
 use vrhost_io::{Port, TapPort};
 
 /// One worker's queue of one TAP mirror.
@@ -210,19 +210,12 @@ impl WorkerTaps {
         }
     }
 
-    /// Reads what the kernels sent on this worker's TAP queues and queues
-    /// it for transmission on each interface's port (tagged when the
-    /// interface has a VLAN), counted on the interface's and port's
-    /// transmit counters. `idle`: the worker had nothing else to do, so
-    /// look now rather than at the next poll interval.
-    pub fn inject(
-        &mut self,
-        w: &mut Worker,
-        tx: &mut TxBatch,
-        counters: &WorkerCounters,
-        now: u64,
-        idle: bool,
-    ) {
+    /// Reads what the kernels sent on this worker's TAP queues and hands
+    /// each frame to [`Worker::send_from_tap`], which checks, tags, counts
+    /// and queues it for the interface's port. `idle`: the worker had
+    /// nothing else to do, so look now rather than at the next poll
+    /// interval.
+    pub fn inject(&mut self, w: &mut Worker, tx: &mut TxBatch, now: u64, idle: bool) {
         if self.taps.is_empty() || (!idle && now < self.next_poll) {
             return;
         }
@@ -237,45 +230,12 @@ impl WorkerTaps {
             self.taps[t]
                 .port
                 .rx_burst(w.pool(), &mut self.rx, TAP_BURST, port);
-            for mut m in self.rx.drain(..) {
-                match tap::judge(iface, m.data()) {
-                    Verdict::Send => {}
-                    Verdict::Duplicate => {
-                        self.stats.duplicate_answers += 1;
-                        w.pool().put(m);
-                        continue;
-                    }
-                    Verdict::Bad => {
-                        self.stats.bad_from_tap += 1;
-                        w.pool().put(m);
-                        continue;
-                    }
+            for m in self.rx.drain(..) {
+                match w.send_from_tap(gi, m, now, tx) {
+                    Verdict::Send => self.stats.injected += 1,
+                    Verdict::Duplicate => self.stats.duplicate_answers += 1,
+                    Verdict::Bad => self.stats.bad_from_tap += 1,
                 }
-                let Some(queue) = tx.ports.get_mut(port as usize) else {
-                    w.pool().put(m);
-                    continue;
-                };
-                // The tenant cannot send as anybody else: the source MAC
-                // is the interface's, and so is the tag.
-                if !tap::tag_for_port(iface, &mut m) {
-                    self.stats.bad_from_tap += 1;
-                    w.pool().put(m);
-                    continue;
-                }
-                m.port = port;
-                m.iface = gi;
-                m.local_origin = true;
-                let len = m.len() as u64;
-                if let Some(c) = counters.ifaces.get(gi as usize) {
-                    c.tx_packets.inc();
-                    c.tx_bytes.add(len);
-                }
-                if let Some(c) = counters.ports.get(port as usize) {
-                    c.tx_packets.inc();
-                    c.tx_bytes.add(len);
-                }
-                self.stats.injected += 1;
-                queue.push(m);
             }
         }
     }

@@ -233,7 +233,7 @@ impl Ctx<'_> {
 
     /// Counts `m` sent on `egress` and its port `port`, and queues it there.
     #[inline(always)]
-    fn queue(&mut self, mut m: Mbuf, egress: u16, port: u16) {
+    pub(crate) fn queue(&mut self, mut m: Mbuf, egress: u16, port: u16) {
         self.count_tx(&mut m, egress, port);
         self.push_tx(m);
     }

@@ -42,7 +42,7 @@ use crate::mbuf::Mbuf;
 use crate::neighbor::Event;
 use crate::output::Ctx;
 use crate::worker::{Staged, TxBatch, Vr, Worker};
-use crate::{arp_input, icmp_error};
+use crate::{arp_input, icmp_error, tap};
 
 /// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
 /// free; `$peers` are the workers to tell what this one learns.
@@ -358,6 +358,43 @@ impl Worker {
         let t = self.fair.now();
         self.fair.end_call(t, true);
         self.counters.load_permille.set(self.fair.load_permille);
+    }
+
+    /// Sends a frame the tenant's kernel wrote on the TAP mirror of
+    /// interface `iface` (global index): judged ([`tap::judge`]), given the
+    /// interface's MAC and 802.1Q tag ([`tap::tag_for_port`]), counted as
+    /// transmitted on the interface and its port through the output tally,
+    /// and queued on `tx`. Returns the verdict: a frame that is not sent
+    /// (a duplicate answer, bad, or for an interface or port that is gone)
+    /// goes back to the pool.
+    pub fn send_from_tap(
+        &mut self,
+        iface: u16,
+        mut m: Mbuf,
+        now: u64,
+        tx: &mut TxBatch,
+    ) -> tap::Verdict {
+        let Some(i) = self.shared.ifaces.get(usize::from(iface)) else {
+            self.pool.put(m);
+            return tap::Verdict::Bad;
+        };
+        let verdict = tap::judge(i, m.data());
+        let port = i.port;
+        if verdict != tap::Verdict::Send
+            || usize::from(port) >= tx.ports.len()
+            || !tap::tag_for_port(i, &mut m)
+        {
+            self.pool.put(m);
+            return match verdict {
+                tap::Verdict::Duplicate => tap::Verdict::Duplicate,
+                _ => tap::Verdict::Bad,
+            };
+        }
+        m.iface = iface;
+        m.local_origin = true;
+        let mut ctx = ctx!(self, now, tx, &[]);
+        ctx.queue(m, iface, port);
+        tap::Verdict::Send
     }
 
     /// Applies what other workers learned and the control side installed,

@@ -1,12 +1,18 @@
 //! The TAP stage (`vrhost_dataplane::tap`) on arbitrary bytes: judging
 //! never panics, tagging and untagging never panic, and a frame tagged for
 //! the port and untagged again is the frame sent, with the interface's MAC
-//! as source.
+//! as source. And a worker sends such a frame on the interface's port,
+//! counted there.
 
+mod common;
+
+use common::{arp, spec, HOST, RED1, RED1_MAC};
 use proptest::prelude::*;
 use vrhost_dataplane::iface::Iface;
 use vrhost_dataplane::mbuf::MbufPool;
 use vrhost_dataplane::tap::{judge, tag_for_port, untagged_copy, Verdict};
+use vrhost_dataplane::{Limits, TableWriter, TxBatch, VrId, Worker};
+use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::EthernetAddress;
 
 fn iface(vlan: Option<u16>) -> Iface {
@@ -91,4 +97,59 @@ proptest! {
         expect[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
         prop_assert_eq!(back.data(), &expect[..]);
     }
+}
+
+/// A worker sends what red's kernel writes on the TAP of red1 (port p1,
+/// VLAN 100) tagged, from red1's MAC, counted on red1 and p1; an ARP reply
+/// for red1's own address is dropped as a duplicate, and counted nowhere.
+#[test]
+fn a_worker_sends_tap_frames_tagged_and_counted() {
+    let mut writer = TableWriter::new(&spec(Limits::default())).expect("tables");
+    let mut w = Worker::create(&mut writer, 1).pop().expect("worker");
+    let red1 = writer.working().vr_ifaces(VrId::new(0))[1];
+    let mut tx = TxBatch::new(3);
+    let kernel_mac = EthernetAddress([2, 0xee, 0, 0, 0, 1]);
+    let request = arp(
+        Operation::Request,
+        kernel_mac,
+        RED1,
+        HOST,
+        EthernetAddress::BROADCAST,
+        None,
+    );
+    let mut m = w.pool().get();
+    m.fill(&request);
+    assert_eq!(w.send_from_tap(red1, m, 0, &mut tx), Verdict::Send);
+    let reply = arp(
+        Operation::Reply,
+        kernel_mac,
+        RED1,
+        HOST,
+        EthernetAddress::BROADCAST,
+        None,
+    );
+    let mut m = w.pool().get();
+    m.fill(&reply);
+    assert_eq!(w.send_from_tap(red1, m, 0, &mut tx), Verdict::Duplicate);
+    let mut m = w.pool().get();
+    m.fill(&request[..10]);
+    assert_eq!(w.send_from_tap(red1, m, 0, &mut tx), Verdict::Bad);
+    let mut m = w.pool().get();
+    m.fill(&request);
+    assert_eq!(
+        w.send_from_tap(9999, m, 0, &mut tx),
+        Verdict::Bad,
+        "no such interface"
+    );
+
+    assert!(tx.ports[0].is_empty() && tx.ports[2].is_empty());
+    assert_eq!(tx.ports[1].len(), 1);
+    let d = tx.ports[1][0].data();
+    assert_eq!(&d[6..12], &RED1_MAC.0);
+    assert_eq!(&d[12..16], &[0x81, 0, 0, 100]);
+    assert_eq!(&d[16..], &request[12..]);
+    let c = w.counters();
+    assert_eq!(c.ifaces[usize::from(red1)].tx_packets.get(), 1);
+    assert_eq!(c.ports[1].tx_packets.get(), 1);
+    assert_eq!(c.ports[1].tx_bytes.get(), d.len() as u64);
 }
