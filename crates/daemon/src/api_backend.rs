@@ -31,6 +31,8 @@ use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::runtime::{lock, Assignment, Running};
+use vrhost_dataplane::IfaceId;
+use vrhost_dataplane::PortId;
 use vrhost_dataplane::VrId;
 
 /// The API's view of a running router.
@@ -110,10 +112,10 @@ impl RuntimeBackend {
             .vr_ifaces(VrId::new(vr))
             .iter()
             .map(|&i| {
-                let f = &s.ifaces()[i as usize];
+                let f = &s.ifaces()[i.index()];
                 InterfaceInfo {
                     name: f.name.clone(),
-                    port: s.port_name(f.port as usize).to_string(),
+                    port: s.port_name(PortId::new(f.port)).to_string(),
                     vlan: f.vlan,
                     mac: MacAddr(f.mac.0),
                     mtu: f.mtu,
@@ -148,7 +150,7 @@ impl RuntimeBackend {
         for (k, i) in spec.interfaces.iter().enumerate() {
             let field = |f: &str| format!("interfaces[{k}].{f}");
             let port = (0..s.port_count())
-                .find(|&p| s.port_name(p) == i.port)
+                .find(|&p| s.port_name(PortId::from_index(p)) == i.port)
                 .ok_or_else(|| bad(&field("port"), format!("no port {:?}", i.port)))?;
             let port_mtu = cfg.ports.get(port).map_or(1500, |p| p.mtu);
             let mut addrs4 = Vec::new();
@@ -453,7 +455,7 @@ impl Backend for RuntimeBackend {
         let s = c.working();
         s.vr_ifaces(v)
             .iter()
-            .map(|&i| &s.ifaces()[i as usize])
+            .map(|&i| &s.ifaces()[i.index()])
             .find(|f| f.name == iface)
             .map(addresses)
             .ok_or_else(|| ApiError::NotFound(format!("no interface {iface:?}")))
@@ -691,16 +693,16 @@ impl Backend for RuntimeBackend {
 
     fn vr_counters(&self, vr: &str) -> Result<VrCounters, ApiError> {
         // Names under the lock; the counters themselves are read lock-free.
-        let ifaces: Vec<(u16, String)> = {
+        let ifaces: Vec<(IfaceId, String)> = {
             let c = lock(&self.writer);
             let v = Self::vr_index(&c, vr)?;
             let s = c.working();
             s.vr_ifaces(v)
                 .iter()
-                .map(|&i| (i, s.ifaces()[i as usize].name.clone()))
+                .map(|&i| (i, s.ifaces()[i.index()].name.clone()))
                 .collect()
         };
-        let ids: Vec<u16> = ifaces.iter().map(|(i, _)| *i).collect();
+        let ids: Vec<IfaceId> = ifaces.iter().map(|(i, _)| *i).collect();
         Ok(VrCounters {
             vr: vr.to_string(),
             total: counter_set(&sum_ifaces(&self.counters, &ids)),
@@ -726,7 +728,7 @@ impl Backend for RuntimeBackend {
                 mac: self.port_macs.get(i).map(|m| MacAddr(*m)),
                 mtu: p.mtu,
                 queues: p.queues,
-                counters: counter_set(&sum_ports(&self.counters, i)),
+                counters: counter_set(&sum_ports(&self.counters, PortId::from_index(i))),
             })
             .collect())
     }

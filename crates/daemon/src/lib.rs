@@ -44,6 +44,7 @@ use vrhost_io::PortStats;
 use crate::cplane::ControlPlanes;
 use crate::runtime::{lock, Mode, Running, Runtime, WorkerReport};
 use crate::taps::CpStats;
+use vrhost_dataplane::PortId;
 
 /// Logs to standard error through `tracing`, filtered by `VRHOST_LOG`
 /// (`info` when unset; the `tracing_subscriber` env-filter syntax).
@@ -158,7 +159,12 @@ impl Daemon {
     pub fn stop(mut self) -> StopReport {
         drop(self.planes.take());
         let names: Vec<String> = (0..self.running.shared.port_count())
-            .map(|p| self.running.shared.port_name(p).to_string())
+            .map(|p| {
+                self.running
+                    .shared
+                    .port_name(PortId::from_index(p))
+                    .to_string()
+            })
             .collect();
         let reports: Vec<WorkerReport> = self.running.stop_with_reports();
         let mut cp = CpStats::default();

@@ -345,7 +345,7 @@ mod tests {
         apply(&p, &mut w).expect("apply");
         let v = w.working().vr_index("red").expect("red");
         let i = w.working().vr_ifaces(v)[0];
-        assert_eq!(w.working().ifaces()[usize::from(i)].mtu, 1400);
+        assert_eq!(w.working().ifaces()[i.index()].mtu, 1400);
     }
 
     #[test]

@@ -6,6 +6,8 @@ use serde_json::{json, Map, Value};
 use vrhost_dataplane::{sum_ifaces, Counters, Engine, Shared};
 
 use crate::runtime::Running;
+use vrhost_dataplane::IfaceId;
+use vrhost_dataplane::PortId;
 use vrhost_dataplane::VrId;
 
 /// Where counters come from: a single-threaded engine or running workers.
@@ -33,15 +35,15 @@ impl Source<'_> {
 
     fn port_name(&self, p: usize) -> String {
         match self {
-            Source::Engine(e) => e.port_name(p).to_string(),
-            Source::Running(r) => r.shared.port_name(p).to_string(),
+            Source::Engine(e) => e.port_name(PortId::from_index(p)).to_string(),
+            Source::Running(r) => r.shared.port_name(PortId::from_index(p)).to_string(),
         }
     }
 
     fn port_counters(&self, p: usize) -> Counters {
         match self {
-            Source::Engine(e) => e.port_counters(p),
-            Source::Running(r) => r.port_counters(p),
+            Source::Engine(e) => e.port_counters(PortId::from_index(p)),
+            Source::Running(r) => r.port_counters(PortId::from_index(p)),
         }
     }
 
@@ -60,7 +62,7 @@ impl Source<'_> {
         }
     }
 
-    fn vr_ifaces(&self, v: usize) -> Vec<u16> {
+    fn vr_ifaces(&self, v: usize) -> Vec<IfaceId> {
         match (self, self.shared()) {
             (_, Some(s)) => s.vr_ifaces(VrId::new(v)).to_vec(),
             (Source::Engine(e), None) => e.vr(VrId::new(v)).ifaces,
@@ -77,8 +79,8 @@ impl Source<'_> {
 
     fn iface_counters(&self, i: u16) -> Counters {
         match self {
-            Source::Engine(e) => e.iface_counters(i as usize),
-            Source::Running(r) => sum_ifaces(&r.counters, &[i]),
+            Source::Engine(e) => e.iface_counters(IfaceId::new(i)),
+            Source::Running(r) => sum_ifaces(&r.counters, &[IfaceId::new(i)]),
         }
     }
 
@@ -146,8 +148,8 @@ pub fn json(src: &Source<'_>) -> Value {
                 .vr_ifaces(i)
                 .iter()
                 .map(|&gi| {
-                    let mut c = counters_json(&src.iface_counters(gi));
-                    c["name"] = json!(src.iface_name(gi));
+                    let mut c = counters_json(&src.iface_counters(gi.get()));
+                    c["name"] = json!(src.iface_name(gi.get()));
                     c
                 })
                 .collect();
@@ -187,8 +189,8 @@ pub fn table(src: &Source<'_>) -> String {
             row(
                 &mut out,
                 "iface",
-                &format!("  {}", src.iface_name(gi)),
-                &src.iface_counters(gi),
+                &format!("  {}", src.iface_name(gi.get())),
+                &src.iface_counters(gi.get()),
             );
         }
     }

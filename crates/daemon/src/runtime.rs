@@ -21,11 +21,11 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use vrhost_config::{Config, Driver};
-use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
     sum_ifaces, sum_ports, Clock, Counters, EngineSpec, Mbuf, Shared, TableWriter, TxBatch, Worker,
     WorkerCounters,
 };
+use vrhost_dataplane::{PortId, VrId};
 use vrhost_io::af_packet::AfPacketPort;
 use vrhost_io::af_xdp::AfXdpPort;
 use vrhost_io::tap::TapPort;
@@ -433,7 +433,7 @@ impl Runtime {
 
 impl Running {
     /// Port counters summed over the workers.
-    pub fn port_counters(&self, port: usize) -> Counters {
+    pub fn port_counters(&self, port: PortId) -> Counters {
         sum_ports(&self.counters, port)
     }
 
@@ -446,7 +446,7 @@ impl Running {
     pub fn all_ports(&self) -> Counters {
         let mut all = Counters::default();
         for p in 0..self.shared.port_count() {
-            all.add(&self.port_counters(p));
+            all.add(&self.port_counters(PortId::from_index(p)));
         }
         all
     }

@@ -19,13 +19,14 @@ use std::net::IpAddr;
 use anyhow::{Context, Result};
 use vrhost_config::Config;
 use vrhost_dataplane::tap::{self, Verdict};
+use vrhost_dataplane::IfaceId;
 use vrhost_dataplane::{Iface, Mbuf, MbufPool, TxBatch, Worker};
 use vrhost_io::{Port, TapPort};
 
 /// One worker's queue of one TAP mirror.
 pub struct TapQueue {
     /// The VR interface it mirrors (global index).
-    pub iface: u16,
+    pub iface: IfaceId,
     /// The queue.
     pub port: TapPort,
 }
@@ -34,7 +35,7 @@ pub struct TapQueue {
 /// interface, one queue per worker.
 pub struct Mirrors {
     /// (global interface index, queues).
-    pub ifaces: Vec<(u16, Vec<TapPort>)>,
+    pub ifaces: Vec<(IfaceId, Vec<TapPort>)>,
 }
 
 /// Creates or adopts the namespace of every router with `[router.control]`
@@ -44,7 +45,7 @@ pub struct Mirrors {
 pub fn mirror_all(
     cfg: &Config,
     ifaces: &[Iface],
-    vr_ifaces: impl Fn(usize) -> Vec<u16>,
+    vr_ifaces: impl Fn(usize) -> Vec<IfaceId>,
     workers: usize,
 ) -> Result<Mirrors> {
     let mut out = Vec::new();
@@ -58,7 +59,7 @@ pub fn mirror_all(
                 .get(i)
                 .with_context(|| format!("router {:?}: interface {:?}", r.name, ci.name))?;
             let iface = ifaces
-                .get(gi as usize)
+                .get(gi.index())
                 .with_context(|| format!("interface #{gi}"))?;
             let queues = vrhost_cp::mirror_interface(
                 &c.netns,
@@ -150,7 +151,7 @@ impl WorkerTaps {
     pub fn new(taps: Vec<TapQueue>) -> WorkerTaps {
         let mut tap_of = Vec::new();
         for (t, q) in taps.iter().enumerate() {
-            let i = q.iface as usize;
+            let i = q.iface.index();
             if tap_of.len() <= i {
                 tap_of.resize(i + 1, NO_TAP);
             }
@@ -223,7 +224,7 @@ impl WorkerTaps {
         let shared = w.shared().clone();
         for t in 0..self.taps.len() {
             let gi = self.taps[t].iface;
-            let Some(iface) = shared.ifaces().get(gi as usize) else {
+            let Some(iface) = shared.ifaces().get(gi.index()) else {
                 continue;
             };
             let port = iface.port;

@@ -19,7 +19,7 @@ use vrhost_wire::ethernet::EthernetAddress;
 use crate::counters::Counters;
 use crate::iface::Iface;
 use crate::mbuf::{Mbuf, MbufPool};
-use crate::spec::{EngineSpec, RouteTarget, VrId};
+use crate::spec::{EngineSpec, IfaceId, PortId, RouteTarget, VrId};
 use crate::tables::{BuildError, TableWriter};
 use crate::worker::{TxBatch, Worker, WorkerCounters};
 
@@ -29,7 +29,7 @@ pub struct VrInfo {
     /// Name.
     pub name: String,
     /// Interfaces (global indices).
-    pub ifaces: Vec<u16>,
+    pub ifaces: Vec<IfaceId>,
     /// IPv4 routes (connected and local ones included).
     pub routes4: usize,
     /// IPv6 routes (connected and local ones included).
@@ -43,20 +43,20 @@ pub struct VrInfo {
 }
 
 /// Port `port`'s counters summed over the workers.
-pub fn sum_ports(workers: &[std::sync::Arc<WorkerCounters>], port: usize) -> Counters {
+pub fn sum_ports(workers: &[std::sync::Arc<WorkerCounters>], port: PortId) -> Counters {
     let mut c = Counters::default();
     for w in workers {
-        c.add(&w.ports[port].snapshot());
+        c.add(&w.ports[port.index()].snapshot());
     }
     c
 }
 
 /// The counters of interfaces `ifaces` summed over the workers.
-pub fn sum_ifaces(workers: &[std::sync::Arc<WorkerCounters>], ifaces: &[u16]) -> Counters {
+pub fn sum_ifaces(workers: &[std::sync::Arc<WorkerCounters>], ifaces: &[IfaceId]) -> Counters {
     let mut c = Counters::default();
     for w in workers {
         for &i in ifaces {
-            c.add(&w.ifaces[i as usize].snapshot());
+            c.add(&w.ifaces[i.index()].snapshot());
         }
     }
     c
@@ -230,18 +230,18 @@ impl Engine {
     }
 
     /// Port name.
-    pub fn port_name(&self, port: usize) -> &str {
+    pub fn port_name(&self, port: PortId) -> &str {
         self.writer.working().port_name(port)
     }
 
     /// Counters of one port.
-    pub fn port_counters(&self, port: usize) -> Counters {
+    pub fn port_counters(&self, port: PortId) -> Counters {
         sum_ports(&[self.worker.counters()], port)
     }
 
     /// Counters of one interface (global index).
-    pub fn iface_counters(&self, iface: usize) -> Counters {
-        sum_ifaces(&[self.worker.counters()], &[iface as u16])
+    pub fn iface_counters(&self, iface: IfaceId) -> Counters {
+        sum_ifaces(&[self.worker.counters()], &[iface])
     }
 
     /// Counters of one VR: the sum of its interfaces'.

@@ -45,6 +45,8 @@ pub use fair::{Clock, Fair};
 pub use iface::{link_local_from_mac, Iface};
 pub use mbuf::{Mbuf, MbufPool};
 pub use neighbor::Event;
-pub use spec::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, VrId};
+pub use spec::{
+    EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, PortSpec, RouteTarget, RouterSpec, VrId,
+};
 pub use tables::{BuildError, RouteHop, Shared, TableWriter};
 pub use worker::{NextHop, TxBatch, Vr, Worker, WorkerCounters};

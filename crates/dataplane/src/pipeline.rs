@@ -41,6 +41,7 @@ use crate::local;
 use crate::mbuf::Mbuf;
 use crate::neighbor::Event;
 use crate::output::Ctx;
+use crate::spec::IfaceId;
 use crate::worker::{Staged, TxBatch, Vr, Worker};
 use crate::{arp_input, icmp_error, tap};
 
@@ -369,12 +370,12 @@ impl Worker {
     /// goes back to the pool.
     pub fn send_from_tap(
         &mut self,
-        iface: u16,
+        iface: IfaceId,
         mut m: Mbuf,
         now: u64,
         tx: &mut TxBatch,
     ) -> tap::Verdict {
-        let Some(i) = self.shared.ifaces.get(usize::from(iface)) else {
+        let Some(i) = self.shared.ifaces.get(iface.index()) else {
             self.pool.put(m);
             return tap::Verdict::Bad;
         };
@@ -390,10 +391,10 @@ impl Worker {
                 _ => tap::Verdict::Bad,
             };
         }
-        m.iface = iface;
+        m.iface = iface.get();
         m.local_origin = true;
         let mut ctx = ctx!(self, now, tx, &[]);
-        ctx.queue(m, iface, port);
+        ctx.queue(m, iface.get(), port);
         tap::Verdict::Send
     }
 

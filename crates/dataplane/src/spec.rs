@@ -68,6 +68,56 @@ impl core::fmt::Display for VrId {
     }
 }
 
+macro_rules! index_newtype {
+    ($(#[$doc:meta])* $name:ident, $what:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(u16);
+
+        impl $name {
+            #[doc = concat!("The ", $what, " at `index`.")]
+            pub const fn new(index: u16) -> $name {
+                $name(index)
+            }
+
+            #[doc = concat!("The ", $what, " at `index`; an index past `u16::MAX` names none")]
+            /// (it becomes `u16::MAX`, which no table holds).
+            pub fn from_index(index: usize) -> $name {
+                $name(u16::try_from(index).unwrap_or(u16::MAX))
+            }
+
+            /// Its position in per-index tables and counters.
+            pub const fn index(self) -> usize {
+                self.0 as usize
+            }
+
+            /// The index as the 16 bits a buffer's metadata holds.
+            pub const fn get(self) -> u16 {
+                self.0
+            }
+        }
+
+        impl core::fmt::Display for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                write!(f, "{} #{}", $what, self.0)
+            }
+        }
+    };
+}
+
+index_newtype!(
+    /// A port's index: the config's order of ports.
+    PortId,
+    "port"
+);
+
+index_newtype!(
+    /// An interface's global index: VR by VR, as configured, then as added;
+    /// never reused.
+    IfaceId,
+    "interface"
+);
+
 /// Where a static route sends packets: the one route-target type of the
 /// config, the control-plane sync and the table writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

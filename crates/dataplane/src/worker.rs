@@ -675,7 +675,7 @@ fn fair_inputs(topo: &Shared) -> (Vec<u32>, Vec<Vec<u16>>) {
         .map(|v| {
             v.ifaces
                 .iter()
-                .map(|&i| topo.ifaces[i as usize].port)
+                .map(|&i| topo.ifaces[i.index()].port)
                 .collect()
         })
         .collect();

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::*;
+use vrhost_dataplane::PortId;
 use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
     DropReason, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, TableWriter,
@@ -201,7 +202,7 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
     let mut total = Tally::default();
     for h in handles {
         let (t, w) = h.join().expect("worker panicked");
-        let c = vrhost_dataplane::sum_ports(&[w.counters()], 0);
+        let c = vrhost_dataplane::sum_ports(&[w.counters()], PortId::new(0));
         // The only drops are churning packets that met the blackhole.
         assert_eq!(c.dropped(), c.drop_count(DropReason::Blackhole), "{c:?}");
         assert_eq!(

@@ -21,6 +21,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use common::{eth, fix_ipv4_checksum, ipv4, send_burst, udp, Out, HOST_MAC, SEC};
 use proptest::prelude::*;
+use vrhost_dataplane::IfaceId;
+use vrhost_dataplane::PortId;
 use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
     Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
@@ -310,8 +312,10 @@ fn engines() -> (Engine, Engine) {
 
 /// Every counter of every port, interface and the VR, as comparable values.
 fn all_counters(e: &Engine) -> Vec<vrhost_dataplane::Counters> {
-    let mut c: Vec<_> = (0..e.port_count()).map(|p| e.port_counters(p)).collect();
-    c.extend((0..e.ifaces().len()).map(|i| e.iface_counters(i)));
+    let mut c: Vec<_> = (0..e.port_count())
+        .map(|p| e.port_counters(PortId::from_index(p)))
+        .collect();
+    c.extend((0..e.ifaces().len()).map(|i| e.iface_counters(IfaceId::from_index(i))));
     c.push(e.vr_counters(VrId::new(0)));
     c
 }
@@ -375,7 +379,7 @@ fn plain_forwards_take_the_fast_path_and_leave_as_the_full_stages_send_them() {
     assert_eq!(&to_gw.frame[0..6], &GW_MAC.0);
     assert_eq!(&to_gw.frame[6..12], &OUT_MAC.0);
     assert_eq!(to_gw.frame[14 + 8], 63, "TTL decremented");
-    let in0 = fast.iface_counters(0);
+    let in0 = fast.iface_counters(IfaceId::new(0));
     assert_eq!(
         in0.fast_path, 3,
         "gateway, attached host and tagged gateway took the fast path"
@@ -385,7 +389,7 @@ fn plain_forwards_take_the_fast_path_and_leave_as_the_full_stages_send_them() {
     assert_eq!(to_tagged.vlan(), Some(7), "a tag pushed");
     assert_eq!(&to_tagged.frame[14..16], &[0x00, 0x07], "PCP 0, DEI 0");
     assert_eq!(to_tagged.ipv4().ttl(), 63);
-    assert_eq!(slow.iface_counters(0).fast_path, 0);
+    assert_eq!(slow.iface_counters(IfaceId::new(0)).fast_path, 0);
     assert_eq!(
         without_fast_count(all_counters(&fast)),
         without_fast_count(all_counters(&slow))
@@ -425,8 +429,8 @@ fn counters_are_exact_when_a_burst_alternates_interfaces() {
         assert_eq!(sent(2).0, 3, "{out:?}");
         for (port, iface) in [(1u16, 1usize), (2, 2)] {
             let (packets, bytes) = sent(port);
-            let i = e.iface_counters(iface);
-            let p = e.port_counters(usize::from(port));
+            let i = e.iface_counters(IfaceId::from_index(iface));
+            let p = e.port_counters(PortId::from_index(usize::from(port)));
             assert_eq!(
                 (i.tx_packets, i.tx_bytes),
                 (packets, bytes),
@@ -434,7 +438,7 @@ fn counters_are_exact_when_a_burst_alternates_interfaces() {
             );
             assert_eq!((p.tx_packets, p.tx_bytes), (packets, bytes), "port {port}");
         }
-        let in0 = e.iface_counters(0);
+        let in0 = e.iface_counters(IfaceId::new(0));
         assert_eq!(in0.forwarded, 7);
         assert_eq!(in0.fast_path, if fast_path { 5 } else { 0 });
     }
@@ -456,7 +460,7 @@ fn padding_is_trimmed_on_the_fast_path() {
     };
     let frames = vec![(0, build(&f))];
     let a = both(&mut fast, &mut slow, &frames, SEC);
-    assert_eq!(fast.iface_counters(0).fast_path, 1);
+    assert_eq!(fast.iface_counters(IfaceId::new(0)).fast_path, 1);
     assert_eq!(a[0].frame.len(), 14 + 20 + 8 + 18);
 }
 
@@ -471,7 +475,7 @@ fn tagged_frames_take_the_fast_path_and_lose_or_change_their_tag() {
     // A plain burst of VLAN 5: to out0, to tag0, to out1.
     let plain_burst = vec![tagged(0, 1), tagged(3, 1), tagged(17, 1)];
     let a = both(&mut fast, &mut slow, &plain_burst, SEC);
-    assert_eq!(fast.iface_counters(4).fast_path, 3, "{a:?}");
+    assert_eq!(fast.iface_counters(IfaceId::new(4)).fast_path, 3, "{a:?}");
     assert_eq!((a[0].port, a[0].vlan()), (1, None), "popped");
     assert_eq!(a[0].frame.len(), 64 - 4);
     assert_eq!((a[1].port, a[1].vlan()), (2, Some(7)), "rewritten");
@@ -483,8 +487,8 @@ fn tagged_frames_take_the_fast_path_and_lose_or_change_their_tag() {
     let mixed = vec![tagged(0, 0), tagged(3, 1), tagged(3, 2), tagged(0, 1)];
     let b = both(&mut fast, &mut slow, &mixed, 2 * SEC);
     assert_eq!(b.len(), 4);
-    assert_eq!(fast.iface_counters(4).fast_path, 5);
-    assert_eq!(fast.iface_counters(0).fast_path, 2);
+    assert_eq!(fast.iface_counters(IfaceId::new(4)).fast_path, 5);
+    assert_eq!(fast.iface_counters(IfaceId::new(0)).fast_path, 2);
     assert!(b.iter().all(|o| o.ipv4().ttl() == 63));
     assert_eq!(
         without_fast_count(all_counters(&fast)),
@@ -521,7 +525,7 @@ fn ipv6_plain_forwards_take_the_fast_path() {
         six(15, 0, 0),
     ];
     let a = both(&mut fast, &mut slow, &burst, SEC);
-    assert_eq!(fast.iface_counters(0).fast_path, 5, "{a:?}");
+    assert_eq!(fast.iface_counters(IfaceId::new(0)).fast_path, 5, "{a:?}");
     assert!(a.iter().all(|o| o.ipv6().hop_limit() == 63));
     let tagged = a.iter().find(|o| o.port == 2).expect("sent behind the tag");
     assert_eq!(tagged.vlan(), Some(7));
@@ -537,8 +541,8 @@ fn ipv6_plain_forwards_take_the_fast_path() {
         six(8, 0, 0),
     ];
     both(&mut fast, &mut slow, &mixed, 2 * SEC);
-    assert_eq!(fast.iface_counters(4).fast_path, 1);
-    assert_eq!(fast.iface_counters(0).fast_path, 5 + 2);
+    assert_eq!(fast.iface_counters(IfaceId::new(4)).fast_path, 1);
+    assert_eq!(fast.iface_counters(IfaceId::new(0)).fast_path, 5 + 2);
     assert_eq!(
         without_fast_count(all_counters(&fast)),
         without_fast_count(all_counters(&slow))
@@ -563,14 +567,22 @@ fn a_neighbor_past_its_reachable_time_goes_to_the_full_stages() {
     both(&mut fast, &mut slow, &to9, SEC);
     both(&mut fast, &mut slow, &[(1, reply)], SEC);
     both(&mut fast, &mut slow, &to9, 2 * SEC);
-    assert_eq!(fast.iface_counters(0).fast_path, 1, "reachable: fast");
+    assert_eq!(
+        fast.iface_counters(IfaceId::new(0)).fast_path,
+        1,
+        "reachable: fast"
+    );
     // Long after: stale, so the full stages forward it, and once the first
     // probe's delay (5 s) is over, also send a unicast ARP probe.
     let a = both(&mut fast, &mut slow, &to9, 600 * SEC);
     assert_eq!(a.len(), 1);
     let a = both(&mut fast, &mut slow, &to9, 606 * SEC);
     assert_eq!(a.len(), 2, "the frame and a unicast ARP probe");
-    assert_eq!(fast.iface_counters(0).fast_path, 1, "stale: full stages");
+    assert_eq!(
+        fast.iface_counters(IfaceId::new(0)).fast_path,
+        1,
+        "stale: full stages"
+    );
     assert_eq!(
         without_fast_count(all_counters(&fast)),
         without_fast_count(all_counters(&slow))
@@ -659,7 +671,11 @@ fn forwarded_frames_leave_in_arrival_order_however_a_burst_is_queued() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(sent(&a), sent(&b), "{what}");
-        assert_eq!(fast.iface_counters(0).fast_path, fast_frames, "{what}");
+        assert_eq!(
+            fast.iface_counters(IfaceId::new(0)).fast_path,
+            fast_frames,
+            "{what}"
+        );
         assert_eq!(
             without_fast_count(all_counters(&fast)),
             without_fast_count(all_counters(&slow)),
@@ -767,10 +783,10 @@ proptest! {
             prop_assert_eq!(sent(&a), sent(&b));
         }
         let n: u64 = bursts.iter().map(|b| b.len() as u64).sum();
-        let rx = plain.iface_counters(0).rx_packets + plain.iface_counters(4).rx_packets;
+        let rx = plain.iface_counters(IfaceId::new(0)).rx_packets + plain.iface_counters(IfaceId::new(4)).rx_packets;
         prop_assert_eq!(rx, n);
-        prop_assert_eq!(plain.port_counters(0).rx_packets, n);
-        prop_assert_eq!(mixed.port_counters(0).rx_packets, n + bursts.len() as u64);
+        prop_assert_eq!(plain.port_counters(PortId::new(0)).rx_packets, n);
+        prop_assert_eq!(mixed.port_counters(PortId::new(0)).rx_packets, n + bursts.len() as u64);
         prop_assert_eq!(
             without_rx_and_strangers(all_counters(&plain)),
             without_rx_and_strangers(all_counters(&mixed))

@@ -6,6 +6,8 @@ mod common;
 use std::net::Ipv4Addr;
 
 use common::*;
+use vrhost_dataplane::IfaceId;
+use vrhost_dataplane::PortId;
 use vrhost_dataplane::VrId;
 use vrhost_dataplane::{DropReason, Limits};
 use vrhost_wire::arp::Operation;
@@ -14,7 +16,7 @@ use vrhost_wire::icmpv4::Icmpv4Repr;
 use vrhost_wire::ip::IpProtocol;
 
 fn drops(e: &vrhost_dataplane::Engine, port: usize, d: DropReason) -> u64 {
-    e.port_counters(port).drop_count(d)
+    e.port_counters(PortId::from_index(port)).drop_count(d)
 }
 
 #[test]
@@ -34,9 +36,9 @@ fn forwards_via_gateway_pushing_the_vlan_tag() {
     assert_eq!(ip.src_addr(), HOST);
     assert_eq!(ip.dst_addr(), REMOTE);
     assert_eq!(ip.payload(), &input[14 + 20..], "payload untouched");
-    let c = e.iface_counters(0);
+    let c = e.iface_counters(IfaceId::new(0));
     assert_eq!((c.rx_packets, c.forwarded), (1, 1));
-    assert_eq!(e.iface_counters(1).tx_packets, 1);
+    assert_eq!(e.iface_counters(IfaceId::new(1)).tx_packets, 1);
 }
 
 #[test]
@@ -99,7 +101,7 @@ fn ttl_one_gets_time_exceeded_from_the_ingress_address() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(e.iface_counters(0).icmp_errors, 1);
+    assert_eq!(e.iface_counters(IfaceId::new(0)).icmp_errors, 1);
 }
 
 fn learn_host(e: &mut vrhost_dataplane::Engine) {
@@ -197,8 +199,8 @@ fn fragments_without_df_and_reassemble_to_the_original() {
         payload.extend_from_slice(ip.payload());
     }
     assert_eq!(payload, &original[20..]);
-    assert_eq!(e.iface_counters(0).forwarded, 1);
-    assert_eq!(e.iface_counters(1).tx_packets, 3);
+    assert_eq!(e.iface_counters(IfaceId::new(0)).forwarded, 1);
+    assert_eq!(e.iface_counters(IfaceId::new(1)).tx_packets, 3);
 }
 
 #[test]
@@ -424,7 +426,7 @@ fn echo_to_any_own_address_is_answered() {
         }
     }
     assert_eq!(
-        e.iface_counters(0).local,
+        e.iface_counters(IfaceId::new(0)).local,
         2 + 1,
         "two echoes and one ARP reply learned"
     );
@@ -448,7 +450,7 @@ fn other_traffic_for_the_router_is_punted_into_a_bounded_queue() {
         assert!(send(&mut e, 0, &f, 0).is_empty());
     }
     assert_eq!(e.vr(VrId::new(0)).punt_len, 2);
-    assert_eq!(e.iface_counters(0).punted, 2);
+    assert_eq!(e.iface_counters(IfaceId::new(0)).punted, 2);
     assert_eq!(drops(&e, 0, DropReason::PuntQueueFull), 1);
     let mut seen = 0;
     e.drain_punted(VrId::new(0), |m| {
@@ -514,8 +516,8 @@ fn icmp_errors_are_never_sent_about_icmp_errors_broadcasts_or_later_fragments() 
     frag[14 + 6..14 + 8].copy_from_slice(&10u16.to_be_bytes());
     fix_ipv4_checksum(&mut frag, 14);
     assert!(send(&mut e, 0, &frag, 1).is_empty());
-    assert_eq!(e.iface_counters(0).icmp_suppressed, 3);
-    assert_eq!(e.iface_counters(0).icmp_errors, 0);
+    assert_eq!(e.iface_counters(IfaceId::new(0)).icmp_suppressed, 3);
+    assert_eq!(e.iface_counters(IfaceId::new(0)).icmp_errors, 0);
 }
 
 #[test]
@@ -529,7 +531,7 @@ fn icmp_errors_are_rate_limited_per_vr() {
     let f = udp4_frame(Ipv4Addr::new(8, 8, 8, 8), 64, false, 4);
     let sent: usize = (0..5).map(|i| send(&mut e, 0, &f, SEC + i).len()).sum();
     assert_eq!(sent, 2, "burst of 2");
-    assert_eq!(e.iface_counters(0).icmp_rate_limited, 3);
+    assert_eq!(e.iface_counters(IfaceId::new(0)).icmp_rate_limited, 3);
     // Half a second later one more token is there.
     assert_eq!(send(&mut e, 0, &f, SEC + SEC / 2).len(), 1);
     // Blue's budget is its own.
@@ -548,7 +550,7 @@ fn icmp_errors_are_rate_limited_per_vr() {
         ),
     );
     send(&mut e, 2, &blue, SEC + SEC / 2);
-    assert_eq!(e.iface_counters(2).icmp_errors, 1);
+    assert_eq!(e.iface_counters(IfaceId::new(2)).icmp_errors, 1);
 }
 
 #[test]

@@ -5,6 +5,8 @@ mod common;
 use std::net::Ipv6Addr;
 
 use common::*;
+use vrhost_dataplane::IfaceId;
+use vrhost_dataplane::PortId;
 use vrhost_dataplane::{link_local_from_mac, DropReason, Engine};
 use vrhost_wire::ethernet::{ipv6_multicast_mac, EtherType, EthernetAddress};
 use vrhost_wire::icmpv6::{Icmpv6Repr, NdiscNeighborFlags, NdiscRepr};
@@ -12,7 +14,7 @@ use vrhost_wire::ip::IpProtocol;
 use vrhost_wire::ipv6::{solicited_node, ALL_NODES};
 
 fn drops(e: &Engine, port: usize, d: DropReason) -> u64 {
-    e.port_counters(port).drop_count(d)
+    e.port_counters(PortId::from_index(port)).drop_count(d)
 }
 
 fn na_from_host(target: Ipv6Addr, mac: EthernetAddress, dst: Ipv6Addr) -> Vec<u8> {
@@ -413,6 +415,6 @@ fn icmpv6_errors_are_not_sent_about_icmpv6_errors_or_multicast() {
     let mut m = udp6_frame("2001:db8:77::1".parse().unwrap(), 64, 8);
     m[..6].copy_from_slice(&ipv6_multicast_mac(&ALL_NODES).0);
     assert!(send(&mut e, 0, &m, 1).is_empty());
-    assert_eq!(e.iface_counters(0).icmp_suppressed, 2);
-    assert_eq!(e.iface_counters(0).icmp_errors, 0);
+    assert_eq!(e.iface_counters(IfaceId::new(0)).icmp_suppressed, 2);
+    assert_eq!(e.iface_counters(IfaceId::new(0)).icmp_errors, 0);
 }

@@ -5,6 +5,8 @@ mod common;
 use std::net::Ipv4Addr;
 
 use common::*;
+use vrhost_dataplane::IfaceId;
+use vrhost_dataplane::PortId;
 use vrhost_dataplane::VrId;
 use vrhost_dataplane::{DropReason, Engine, Limits};
 use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
@@ -150,7 +152,8 @@ fn requests_for_other_addresses_are_ignored() {
         "red1's address is not on red0's link"
     );
     assert_eq!(
-        e.port_counters(0).drop_count(DropReason::NeighborNotForUs),
+        e.port_counters(PortId::new(0))
+            .drop_count(DropReason::NeighborNotForUs),
         2
     );
     // Someone claiming our address.
@@ -169,7 +172,8 @@ fn requests_for_other_addresses_are_ignored() {
     )
     .is_empty());
     assert_eq!(
-        e.port_counters(0).drop_count(DropReason::AddressConflict),
+        e.port_counters(PortId::new(0))
+            .drop_count(DropReason::AddressConflict),
         1
     );
 }
@@ -209,7 +213,7 @@ fn unresolved_next_hop_is_requested_once_per_second_and_released_on_reply() {
         .iter()
         .all(|o| o.eth().dst_addr() == NEW_MAC && o.ipv4().ttl() == 63));
     assert_eq!(
-        e.iface_counters(2).forwarded + e.iface_counters(1).forwarded,
+        e.iface_counters(IfaceId::new(2)).forwarded + e.iface_counters(IfaceId::new(1)).forwarded,
         2
     );
 }
@@ -226,7 +230,7 @@ fn hold_queue_is_bounded_and_failed_resolution_drops() {
     }
     assert_eq!(e.held(), 2);
     assert_eq!(
-        e.port_counters(1)
+        e.port_counters(PortId::new(1))
             .drop_count(DropReason::NeighborUnresolved),
         2
     );
@@ -240,7 +244,7 @@ fn hold_queue_is_bounded_and_failed_resolution_drops() {
     );
     assert_eq!(e.held(), 0);
     assert_eq!(
-        e.port_counters(1)
+        e.port_counters(PortId::new(1))
             .drop_count(DropReason::NeighborUnresolved),
         4
     );

@@ -19,6 +19,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use vrhost_dataplane::IfaceId;
 use vrhost_dataplane::VrId;
 use vrhost_dataplane::{BuildError, Counters, DropReason, Engine, Limits, RouteTarget};
 use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
@@ -121,7 +122,7 @@ fn on_uplink(out: &[Out], vr: usize) -> Vec<&Out> {
 
 /// The counters of VR `vr`'s interface `k` (0: host side, 1: uplink).
 fn iface(e: &Engine, vr: usize, k: usize) -> Counters {
-    e.iface_counters(e.vr(VrId::new(vr)).ifaces[k] as usize)
+    e.iface_counters(IfaceId::from_index(e.vr(VrId::new(vr)).ifaces[k].index()))
 }
 
 /// The two-tenant engine with `red` limits on red and the defaults on blue.

@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use proptest::prelude::*;
+use vrhost_dataplane::PortId;
 use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::{ipv6_multicast_mac, EtherType, EthernetAddress};
 use vrhost_wire::icmpv6::{Icmpv6Repr, NdiscNeighborFlags, NdiscRepr};
@@ -250,7 +251,7 @@ fn one_burst_of_both_vrs_is_routed_per_vr() {
     }
     assert_eq!(seen, expect);
     assert_eq!(
-        e.port_counters(1)
+        e.port_counters(PortId::new(1))
             .drop_count(vrhost_dataplane::DropReason::Ipv4Truncated),
         1
     );

@@ -7,6 +7,7 @@ use common::*;
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use vrhost_dataplane::PortId;
 use vrhost_dataplane::VrId;
 use vrhost_dataplane::{Engine, Limits, TxBatch};
 use vrhost_wire::arp::Operation;
@@ -220,7 +221,7 @@ fn millions_of_random_and_mutated_frames_never_panic() {
     check_conservation(&mut e);
     // Every frame is accounted for on its port.
     let rx_total: u64 = (0..e.port_count())
-        .map(|p| e.port_counters(p).rx_packets)
+        .map(|p| e.port_counters(PortId::from_index(p)).rx_packets)
         .sum();
     assert!(rx_total > 0);
 }

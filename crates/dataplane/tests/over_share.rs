@@ -15,6 +15,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use common::{send_burst, udp4_frame, BLUE0_MAC, RED0_MAC, REMOTE, SEC};
+use vrhost_dataplane::IfaceId;
 use vrhost_dataplane::VrId;
 use vrhost_dataplane::{DropReason, Engine, Limits};
 use vrhost_wire::ethernet::EthernetAddress;
@@ -67,8 +68,12 @@ fn run(stranger: bool) -> Engine {
 fn over_share_drops_count_on_the_flooding_vrs_interface() {
     for stranger in [false, true] {
         let e = run(stranger);
-        let red0 = e.iface_counters(0).drop_count(DropReason::OverShare);
-        let blue0 = e.iface_counters(2).drop_count(DropReason::OverShare);
+        let red0 = e
+            .iface_counters(IfaceId::new(0))
+            .drop_count(DropReason::OverShare);
+        let blue0 = e
+            .iface_counters(IfaceId::new(2))
+            .drop_count(DropReason::OverShare);
         assert!(blue0 > 0, "blue was policed (stranger frames: {stranger})");
         assert_eq!(
             red0, 0,
@@ -80,7 +85,7 @@ fn over_share_drops_count_on_the_flooding_vrs_interface() {
             blue0
         );
         // Every blue frame received was either forwarded or dropped over share.
-        let b = e.iface_counters(2);
+        let b = e.iface_counters(IfaceId::new(2));
         assert_eq!(b.forwarded + blue0, b.rx_packets);
     }
 }

@@ -11,6 +11,7 @@ use proptest::prelude::*;
 use vrhost_dataplane::iface::Iface;
 use vrhost_dataplane::mbuf::MbufPool;
 use vrhost_dataplane::tap::{judge, tag_for_port, untagged_copy, Verdict};
+use vrhost_dataplane::IfaceId;
 use vrhost_dataplane::{Limits, TableWriter, TxBatch, VrId, Worker};
 use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::EthernetAddress;
@@ -137,7 +138,7 @@ fn a_worker_sends_tap_frames_tagged_and_counted() {
     let mut m = w.pool().get();
     m.fill(&request);
     assert_eq!(
-        w.send_from_tap(9999, m, 0, &mut tx),
+        w.send_from_tap(IfaceId::new(9999), m, 0, &mut tx),
         Verdict::Bad,
         "no such interface"
     );
@@ -149,7 +150,7 @@ fn a_worker_sends_tap_frames_tagged_and_counted() {
     assert_eq!(&d[12..16], &[0x81, 0, 0, 100]);
     assert_eq!(&d[16..], &request[12..]);
     let c = w.counters();
-    assert_eq!(c.ifaces[usize::from(red1)].tx_packets.get(), 1);
+    assert_eq!(c.ifaces[red1.index()].tx_packets.get(), 1);
     assert_eq!(c.ports[1].tx_packets.get(), 1);
     assert_eq!(c.ports[1].tx_bytes.get(), d.len() as u64);
 }

@@ -6,6 +6,7 @@ mod common;
 use std::net::{IpAddr, Ipv4Addr};
 
 use common::*;
+use vrhost_dataplane::PortId;
 use vrhost_dataplane::VrId;
 use vrhost_dataplane::{BuildError, DropReason, InterfaceSpec, Limits, RouteTarget, RouterSpec};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
@@ -96,7 +97,7 @@ fn vrs_come_and_go_while_the_others_forward() {
     e.remove_vr(BLUE).expect("remove blue");
     assert_eq!(forward(&mut e, 2, &blue_frame), None);
     assert_eq!(
-        e.port_counters(2).drops[DropReason::NoInterface as usize],
+        e.port_counters(PortId::new(2)).drops[DropReason::NoInterface as usize],
         1
     );
     assert_eq!(forward(&mut e, 0, &red_frame), Some((1, Some(100))));

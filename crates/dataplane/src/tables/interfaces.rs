@@ -85,10 +85,10 @@ impl TableWriter {
                 }
                 // The subnet stays while another address of the VR covers it.
                 let covered = self.shared.vrs[vr].ifaces.iter().any(|&j| {
-                    let addrs: &[(Ipv4Addr, u8)] = if j == gi {
+                    let addrs: &[(Ipv4Addr, u8)] = if j == IfaceId::new(gi) {
                         &a4
                     } else {
-                        &self.shared.ifaces[j as usize].addrs4
+                        &self.shared.ifaces[j.index()].addrs4
                     };
                     addrs
                         .iter()
@@ -162,7 +162,7 @@ impl TableWriter {
         let name = self.shared.vrs[vr].name.clone();
         let cp = self.shared.vrs[vr].limits.control_plane;
         let gi = build_iface(&mut self.shared, &mut self.vrs[vr], vr, &name, cp, i)?;
-        self.shared.vrs[vr].ifaces.push(gi);
+        self.shared.vrs[vr].ifaces.push(IfaceId::new(gi));
         self.vrs[vr].fib_dirty = true;
         self.topology_dirty = true;
         Ok(true)
@@ -208,7 +208,9 @@ impl TableWriter {
         // The slot stays (indices never move); its name is free again.
         f.name.clear();
         f.mcast.clear();
-        self.shared.vrs[vr].ifaces.retain(|&i| i != gi);
+        self.shared.vrs[vr]
+            .ifaces
+            .retain(|&i| i != IfaceId::new(gi));
         self.static_neighbors[vr].retain(|&(i, _, _)| i != gi);
         self.topology_dirty = true;
         Ok(true)
@@ -220,7 +222,8 @@ impl TableWriter {
             .ifaces
             .iter()
             .copied()
-            .find(|&i| self.shared.ifaces[i as usize].name == name)
+            .find(|&i| self.shared.ifaces[i.index()].name == name)
+            .map(IfaceId::get)
             .ok_or_else(|| BuildError::NoSuchInterface {
                 router: self.shared.vrs[vr].name.clone(),
                 iface: name.to_string(),
@@ -229,13 +232,18 @@ impl TableWriter {
 
     pub(super) fn on_link_iface(&self, vr: usize, addr: IpAddr) -> Option<u16> {
         let s = &self.shared;
-        s.vrs[vr].ifaces.iter().copied().find(|&i| {
-            let iface = &s.ifaces[i as usize];
-            match addr {
-                IpAddr::V4(a) => iface.on_link4(a),
-                IpAddr::V6(a) => iface.on_link6(a),
-            }
-        })
+        s.vrs[vr]
+            .ifaces
+            .iter()
+            .copied()
+            .find(|&i| {
+                let iface = &s.ifaces[i.index()];
+                match addr {
+                    IpAddr::V4(a) => iface.on_link4(a),
+                    IpAddr::V6(a) => iface.on_link6(a),
+                }
+            })
+            .map(IfaceId::get)
     }
 }
 

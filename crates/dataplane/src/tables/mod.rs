@@ -35,7 +35,9 @@ mod interfaces;
 mod neighbors;
 mod routes;
 mod vrs;
-use crate::spec::{EngineSpec, InterfaceSpec, Limits, RouteTarget, RouterSpec, VrId};
+use crate::spec::{
+    EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, RouteTarget, RouterSpec, VrId,
+};
 
 /// What a FIB leaf points at, as published to every worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -72,7 +74,7 @@ pub(crate) const NH_UNREACHABLE: NextHopId = NextHopId(3);
 #[derive(Clone)]
 pub(crate) struct VrShared {
     pub name: String,
-    pub ifaces: Vec<u16>,
+    pub ifaces: Vec<IfaceId>,
     pub limits: Limits,
     pub fib4: FibReader<Ipv4Addr>,
     pub fib6: FibReader<Ipv6Addr>,
@@ -145,8 +147,8 @@ impl Shared {
     }
 
     /// Port name.
-    pub fn port_name(&self, port: usize) -> &str {
-        &self.ports[port].name
+    pub fn port_name(&self, port: PortId) -> &str {
+        &self.ports[port.index()].name
     }
 
     /// Number of VRs.
@@ -161,7 +163,7 @@ impl Shared {
     }
 
     /// A VR's interfaces (global indices).
-    pub fn vr_ifaces(&self, vr: VrId) -> &[u16] {
+    pub fn vr_ifaces(&self, vr: VrId) -> &[IfaceId] {
         let vr = vr.index();
         &self.vrs[vr].ifaces
     }

@@ -48,10 +48,10 @@ impl TableWriter {
         self.vr(vr)?;
         let ifaces = std::mem::take(&mut self.shared.vrs[vr].ifaces);
         for gi in ifaces {
-            let iface = &mut self.shared.ifaces[gi as usize];
+            let iface = &mut self.shared.ifaces[gi.index()];
             if let Some(port) = self.shared.ports.get_mut(iface.port as usize) {
                 let slot = &mut port.demux[iface.vlan.unwrap_or(0) as usize];
-                if *slot == gi {
+                if *slot == gi.get() {
                     *slot = NO_IFACE;
                 }
             }
@@ -96,14 +96,14 @@ impl TableWriter {
         let mut vr_ifaces = Vec::new();
         let cp = r.limits.control_plane;
         for i in &r.interfaces {
-            vr_ifaces.push(build_iface(
+            vr_ifaces.push(IfaceId::new(build_iface(
                 &mut self.shared,
                 &mut c,
                 vr_idx,
                 &r.name,
                 cp,
                 i,
-            )?);
+            )?));
         }
         self.shared.vrs.push(VrShared {
             name: r.name.clone(),
