@@ -24,16 +24,13 @@ use vrhost_api::types::{
 use vrhost_api::{ApiConfig, ApiError, ApiHandle, Backend};
 use vrhost_config::Config;
 use vrhost_dataplane::{
-    sum_ifaces, sum_ports, BuildError, Counters, InterfaceSpec, Limits, RouteHop, RouteTarget,
-    RouterSpec, TableWriter, WorkerCounters,
+    sum_ifaces, sum_ports, BuildError, Counters, IfaceId, InterfaceSpec, Limits, PortId, RouteHop,
+    RouteTarget, RouterSpec, TableWriter, VrId, WorkerCounters,
 };
 use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::runtime::{lock, Assignment, Running};
-use vrhost_dataplane::IfaceId;
-use vrhost_dataplane::PortId;
-use vrhost_dataplane::VrId;
 
 /// The API's view of a running router.
 pub struct RuntimeBackend {

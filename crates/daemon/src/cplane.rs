@@ -30,8 +30,7 @@ use vrhost_config::Config;
 use vrhost_cp::fpm::{self, FpmServer};
 use vrhost_cp::{CpEvent, IpPrefix, NsWatcher, Op, RouteTarget, WatchOptions};
 use vrhost_dataplane::spec::RouteTarget as EngineTarget;
-use vrhost_dataplane::TableWriter;
-use vrhost_dataplane::VrId;
+use vrhost_dataplane::{TableWriter, VrId};
 
 // -------------------------------------------------------------- sync side --
 

@@ -39,12 +39,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use vrhost_api::ApiHandle;
 use vrhost_config::Config;
+use vrhost_dataplane::PortId;
 use vrhost_io::PortStats;
 
 use crate::cplane::ControlPlanes;
 use crate::runtime::{lock, Mode, Running, Runtime, WorkerReport};
 use crate::taps::CpStats;
-use vrhost_dataplane::PortId;
 
 /// Logs to standard error through `tracing`, filtered by `VRHOST_LOG`
 /// (`info` when unset; the `tracing_subscriber` env-filter syntax).

@@ -3,12 +3,9 @@
 use std::fmt::Write as _;
 
 use serde_json::{json, Map, Value};
-use vrhost_dataplane::{sum_ifaces, Counters, Engine, Shared};
+use vrhost_dataplane::{sum_ifaces, Counters, Engine, IfaceId, PortId, Shared, VrId};
 
 use crate::runtime::Running;
-use vrhost_dataplane::IfaceId;
-use vrhost_dataplane::PortId;
-use vrhost_dataplane::VrId;
 
 /// Where counters come from: a single-threaded engine or running workers.
 pub enum Source<'a> {

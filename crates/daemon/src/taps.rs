@@ -19,8 +19,7 @@ use std::net::IpAddr;
 use anyhow::{Context, Result};
 use vrhost_config::Config;
 use vrhost_dataplane::tap::{self, Verdict};
-use vrhost_dataplane::IfaceId;
-use vrhost_dataplane::{Iface, Mbuf, MbufPool, TxBatch, Worker};
+use vrhost_dataplane::{Iface, IfaceId, Mbuf, MbufPool, TxBatch, Worker};
 use vrhost_io::{Port, TapPort};
 
 /// One worker's queue of one TAP mirror.

@@ -10,11 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use common::*;
-use vrhost_dataplane::PortId;
-use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
-    DropReason, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, TableWriter,
-    TxBatch, Worker,
+    DropReason, EngineSpec, InterfaceSpec, Limits, PortId, PortSpec, RouteTarget, RouterSpec,
+    TableWriter, TxBatch, VrId, Worker,
 };
 use vrhost_fib::Prefix4;
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};

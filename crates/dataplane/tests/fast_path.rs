@@ -21,11 +21,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use common::{eth, fix_ipv4_checksum, ipv4, send_burst, udp, Out, HOST_MAC, SEC};
 use proptest::prelude::*;
-use vrhost_dataplane::IfaceId;
-use vrhost_dataplane::PortId;
-use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
-    Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
+    Engine, EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, PortSpec, RouteTarget, RouterSpec,
+    VrId,
 };
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::ip::IpProtocol;

@@ -6,10 +6,7 @@ mod common;
 use std::net::Ipv4Addr;
 
 use common::*;
-use vrhost_dataplane::IfaceId;
-use vrhost_dataplane::PortId;
-use vrhost_dataplane::VrId;
-use vrhost_dataplane::{DropReason, Limits};
+use vrhost_dataplane::{DropReason, IfaceId, Limits, PortId, VrId};
 use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::EtherType;
 use vrhost_wire::icmpv4::Icmpv4Repr;

@@ -5,9 +5,7 @@ mod common;
 use std::net::Ipv6Addr;
 
 use common::*;
-use vrhost_dataplane::IfaceId;
-use vrhost_dataplane::PortId;
-use vrhost_dataplane::{link_local_from_mac, DropReason, Engine};
+use vrhost_dataplane::{link_local_from_mac, DropReason, Engine, IfaceId, PortId};
 use vrhost_wire::ethernet::{ipv6_multicast_mac, EtherType, EthernetAddress};
 use vrhost_wire::icmpv6::{Icmpv6Repr, NdiscNeighborFlags, NdiscRepr};
 use vrhost_wire::ip::IpProtocol;

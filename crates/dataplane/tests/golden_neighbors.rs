@@ -5,10 +5,7 @@ mod common;
 use std::net::Ipv4Addr;
 
 use common::*;
-use vrhost_dataplane::IfaceId;
-use vrhost_dataplane::PortId;
-use vrhost_dataplane::VrId;
-use vrhost_dataplane::{DropReason, Engine, Limits};
+use vrhost_dataplane::{DropReason, Engine, IfaceId, Limits, PortId, VrId};
 use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::ip::IpProtocol;

@@ -19,9 +19,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use vrhost_dataplane::IfaceId;
-use vrhost_dataplane::VrId;
-use vrhost_dataplane::{BuildError, Counters, DropReason, Engine, Limits, RouteTarget};
+use vrhost_dataplane::{
+    BuildError, Counters, DropReason, Engine, IfaceId, Limits, RouteTarget, VrId,
+};
 use vrhost_wire::arp::{ArpPacket, ArpRepr, Operation};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::ip::IpProtocol;

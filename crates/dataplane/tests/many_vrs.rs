@@ -20,9 +20,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use common::{eth, fix_ipv4_checksum, ipv4, send_burst, udp, Out, SEC};
 use proptest::prelude::*;
-use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
-    Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec,
+    Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, VrId,
 };
 use vrhost_wire::arp::ArpPacket;
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};

@@ -15,9 +15,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use common::{send_burst, udp4_frame, BLUE0_MAC, RED0_MAC, REMOTE, SEC};
-use vrhost_dataplane::IfaceId;
-use vrhost_dataplane::VrId;
-use vrhost_dataplane::{DropReason, Engine, Limits};
+use vrhost_dataplane::{DropReason, Engine, IfaceId, Limits, VrId};
 use vrhost_wire::ethernet::EthernetAddress;
 
 static TICKS: AtomicU64 = AtomicU64::new(0);

@@ -8,8 +8,7 @@ use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
 
 use common::*;
-use vrhost_dataplane::VrId;
-use vrhost_dataplane::{Limits, RouteTarget, TableWriter, TxBatch, Worker};
+use vrhost_dataplane::{Limits, RouteTarget, TableWriter, TxBatch, VrId, Worker};
 use vrhost_fib::Prefix4;
 
 thread_local! {

@@ -11,8 +11,7 @@ use proptest::prelude::*;
 use vrhost_dataplane::iface::Iface;
 use vrhost_dataplane::mbuf::MbufPool;
 use vrhost_dataplane::tap::{judge, tag_for_port, untagged_copy, Verdict};
-use vrhost_dataplane::IfaceId;
-use vrhost_dataplane::{Limits, TableWriter, TxBatch, VrId, Worker};
+use vrhost_dataplane::{IfaceId, Limits, TableWriter, TxBatch, VrId, Worker};
 use vrhost_wire::arp::Operation;
 use vrhost_wire::ethernet::EthernetAddress;
 

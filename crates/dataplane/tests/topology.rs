@@ -6,9 +6,9 @@ mod common;
 use std::net::{IpAddr, Ipv4Addr};
 
 use common::*;
-use vrhost_dataplane::PortId;
-use vrhost_dataplane::VrId;
-use vrhost_dataplane::{BuildError, DropReason, InterfaceSpec, Limits, RouteTarget, RouterSpec};
+use vrhost_dataplane::{
+    BuildError, DropReason, InterfaceSpec, Limits, PortId, RouteTarget, RouterSpec, VrId,
+};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::icmpv4::Icmpv4Repr;
 use vrhost_wire::ip::IpProtocol;

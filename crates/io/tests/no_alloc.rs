@@ -7,9 +7,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use vrhost_dataplane::VrId;
 use vrhost_dataplane::{
-    Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, TxBatch,
+    Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, TxBatch, VrId,
 };
 use vrhost_io::{MemoryPort, Port};
 use vrhost_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame};

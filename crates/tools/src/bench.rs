@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use serde_json::json;
 use vrhost_config::Driver;
-
-use crate::sweep;
 use vrhost_daemon::runtime::{Mode, Running, Runtime};
 use vrhost_dataplane::VrId;
+
+use crate::sweep;
 
 /// `vrhost bench`: forward from memory ports for N seconds and print throughput.
 #[derive(clap::Args, Debug)]

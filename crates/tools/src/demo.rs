@@ -14,15 +14,16 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use vrhost_dataplane::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};
+use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
+use vrhost_dataplane::{
+    EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, VrId,
+};
 use vrhost_fib::Prefix4;
 use vrhost_io::MemoryPort;
 use vrhost_wire::checksum;
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::workload::{self, FrameSpec};
-use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
-use vrhost_dataplane::VrId;
 
 /// (name, VLAN, share of the offered traffic in percent)
 const TENANTS: &[(&str, u16, u32)] = &[("red", 10, 50), ("blue", 20, 30), ("green", 30, 20)];

@@ -28,17 +28,16 @@ use plotters::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
+use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
 use vrhost_dataplane::{
     sum_ifaces, Clock, DropReason, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget,
-    RouterSpec,
+    RouterSpec, VrId,
 };
 use vrhost_fib::Prefix4;
 use vrhost_io::{MemoryPort, PacedPort, Port};
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::workload::{self, FrameSpec};
-use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
-use vrhost_dataplane::VrId;
 
 /// What `vrhost fairness` was asked.
 #[derive(clap::Args, Debug)]

@@ -21,11 +21,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 use vrhost_api::types::{BulkRoutes, Prefix, Route};
-use vrhost_dataplane::{RouteHop, RouteTarget};
+use vrhost_dataplane::{RouteHop, RouteTarget, VrId};
 use vrhost_fib::Prefix4;
 
 use vrhost_daemon::runtime::{lock, Mode, Runtime};
-use vrhost_dataplane::VrId;
 
 /// What `vrhost bench-routes` was asked.
 #[derive(clap::Args, Debug)]

@@ -23,13 +23,13 @@ use anyhow::{Context, Result};
 use plotters::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
 use vrhost_dataplane::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};
 use vrhost_fib::{Prefix4, Prefix6};
 use vrhost_io::{MemoryPort, Port};
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::workload::{self, Family, FrameSpec};
-use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
 
 const IN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
 const OUT_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0x01, 0x01]);

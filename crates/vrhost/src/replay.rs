@@ -12,8 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use vrhost_config::{Config, Driver};
-use vrhost_dataplane::VrId;
-use vrhost_dataplane::{Engine, TxBatch};
+use vrhost_dataplane::{Engine, TxBatch, VrId};
 use vrhost_io::{PcapFrames, PcapSink};
 
 /// Runs a replay of `path`'s config and prints the counters.
