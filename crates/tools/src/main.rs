@@ -64,13 +64,17 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a),
         Command::BenchRoutes(a) => route_bench::run(a),
         Command::Fairness(a) => fairness::run(a),
-        Command::VrMemory { vrs } => sweep::idle_vr_bytes(vrs.max(1)).map(|b| {
+        Command::VrMemory { vrs } => sweep::one_vr_engine_bytes().and_then(|fixed| {
+            let b = sweep::idle_vr_bytes(vrs.max(1))?;
             println!(
-                "{:.0} bytes of resident memory per idle VR ({} VRs, one worker)",
+                "{:.0} bytes of resident memory per idle VR ({} VRs beyond a first, one worker)",
                 b,
                 vrs.max(1)
             );
-            ExitCode::SUCCESS
+            println!(
+                "{fixed} bytes for a whole engine with one idle VR and one worker (buffer pool included)"
+            );
+            Ok(ExitCode::SUCCESS)
         }),
         Command::Demo { seconds, routes } => demo::run(seconds, routes),
         Command::Lab { action, spec } => lab::run(&action, &spec),

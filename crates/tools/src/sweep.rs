@@ -257,19 +257,18 @@ pub fn rss_bytes() -> Option<u64> {
     Some(pages * 4096)
 }
 
-/// Bytes one idle VR costs: resident memory of the tables and one worker
-/// for `n` VRs with no routes beyond their interfaces, divided by `n`.
-pub fn idle_vr_bytes(n: usize) -> Result<f64> {
-    let before = rss_bytes().context("reading /proc/self/statm")?;
+/// The idle-VR engine's spec: `vrs` VRs of two interfaces each, with no
+/// routes beyond their interfaces'.
+fn idle_spec(vrs: usize) -> EngineSpec {
     let shape = Synthetic {
-        vrs: n,
+        vrs,
         routes_per_vr: 1,
         tagged: false,
         one_vr: false,
         family: Family::Ipv4,
     };
     let (spec, _) = spec(&shape, 7);
-    let spec = EngineSpec {
+    EngineSpec {
         routers: spec
             .routers
             .into_iter()
@@ -279,13 +278,49 @@ pub fn idle_vr_bytes(n: usize) -> Result<f64> {
             })
             .collect(),
         ..spec
-    };
-    let mut writer = vrhost_dataplane::TableWriter::new(&spec)?;
-    let workers = vrhost_dataplane::Worker::create(&mut writer, 1);
+    }
+}
+
+/// An engine held alive while another is measured.
+type Held = (vrhost_dataplane::TableWriter, Vec<vrhost_dataplane::Worker>);
+
+/// Builds tables and one worker for `spec`, lets the worker build its
+/// per-VR state (neighbor tables, punt queues, as it does when it first
+/// looks at the tables), and returns how much resident memory that took.
+fn resident_engine(spec: &EngineSpec) -> Result<(u64, Held)> {
+    let before = rss_bytes().context("reading /proc/self/statm")?;
+    let mut writer = vrhost_dataplane::TableWriter::new(spec)?;
+    let mut workers = vrhost_dataplane::Worker::create(&mut writer, 1);
+    let mut tx = vrhost_dataplane::TxBatch::new(spec.ports.len());
+    for w in &mut workers {
+        w.process_burst(&mut Vec::new(), 0, &mut tx);
+    }
     let after = rss_bytes().context("reading /proc/self/statm")?;
-    drop(workers);
-    drop(writer);
-    Ok(after.saturating_sub(before) as f64 / n as f64)
+    Ok((after.saturating_sub(before), (writer, workers)))
+}
+
+/// Bytes one idle VR costs: the resident memory that `n` VRs with no
+/// routes beyond their interfaces' add to the tables and one worker, per VR.
+///
+/// Two engines are built and both kept: one with a single VR, then one with
+/// `n + 1`; the difference of their resident growth, over `n`, leaves out
+/// what every engine has whatever its VRs (the worker's buffer pool, its
+/// counter arrays' headroom, channels).
+pub fn idle_vr_bytes(n: usize) -> Result<f64> {
+    let all = idle_spec(n + 1);
+    let one = EngineSpec {
+        routers: all.routers[..1].to_vec(),
+        ports: all.ports.clone(),
+    };
+    let (one_bytes, _held) = resident_engine(&one)?;
+    let (all_bytes, _held_too) = resident_engine(&all)?;
+    Ok(all_bytes.saturating_sub(one_bytes) as f64 / n as f64)
+}
+
+/// Resident bytes of a whole engine with one idle VR and one worker: what
+/// [`idle_vr_bytes`] leaves out.
+pub fn one_vr_engine_bytes() -> Result<u64> {
+    resident_engine(&idle_spec(1)).map(|(bytes, _)| bytes)
 }
 
 /// Writes one CSV line per measurement.

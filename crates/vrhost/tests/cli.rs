@@ -468,8 +468,14 @@ fn vr_memory_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, stdout, stderr) = run(&["vr-memory", "--vrs", "50"], dir.path());
     assert!(ok, "{stderr}");
+    let per_vr: f64 = stdout
+        .split(" bytes of resident memory per idle VR")
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no per-VR figure in {stdout}"));
+    assert!(per_vr > 0.0, "{stdout}");
     assert!(
-        stdout.contains("bytes of resident memory per idle VR"),
+        stdout.contains("bytes for a whole engine with one idle VR and one worker"),
         "{stdout}"
     );
 }

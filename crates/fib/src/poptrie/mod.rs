@@ -214,7 +214,7 @@ impl<A: FibAddr> PoptrieLpm<A> {
                 // In (address, length) order a route follows every route
                 // covering it, so painting in order leaves the longest match.
                 let span = 1 << (TOP_BITS - u32::from(prefix.len()));
-                for s in &mut table.table.slots[slot..slot + span] {
+                for s in &mut Arc::make_mut(&mut table.table.slots)[slot..slot + span] {
                     s.default = nh.0 + 1;
                 }
                 i += 1;
@@ -230,7 +230,8 @@ impl<A: FibAddr> PoptrieLpm<A> {
             }
             let count = u32::try_from(batch.len()).expect("routes per group fit u32");
             table.counts[slot] = count;
-            table.table.slots[slot].group = Arc::new(Group::build(&batch, dbits_for::<A>(count)));
+            Arc::make_mut(&mut table.table.slots)[slot].group =
+                Arc::new(Group::build(&batch, dbits_for::<A>(count)));
         }
         table.routes = list.into_iter().collect();
         table.table.len = table.routes.len();
@@ -278,8 +279,17 @@ impl<A: FibAddr> PoptrieLpm<A> {
                 default: 0,
             };
             TOP_SLOTS
-        ];
+        ]
+        .into();
         self.counts = vec![0; TOP_SLOTS];
+    }
+
+    /// The top array, to change: shared with the last snapshot taken until
+    /// the first change after it, which copies it (4 KiB) so that the
+    /// snapshot keeps what it had; every group it points to then has two
+    /// owners, so a group changed in place is copied too.
+    fn slots_mut(&mut self) -> &mut [Slot] {
+        Arc::make_mut(&mut self.table.slots)
     }
 
     /// The slot prefix (/8) of slot `s`.
@@ -297,7 +307,7 @@ impl<A: FibAddr> PoptrieLpm<A> {
             let span = 1 << (TOP_BITS - len);
             for slot in s..s + span {
                 let value = covering(&self.routes, Self::slot_prefix(slot), 0).map_or(0, |c| c.1);
-                self.table.slots[slot].default = value;
+                self.slots_mut()[slot].default = value;
             }
             return;
         }
@@ -325,7 +335,7 @@ impl<A: FibAddr> PoptrieLpm<A> {
             self.rebuild_group(s);
             return;
         }
-        let group = Arc::make_mut(&mut self.table.slots[s].group);
+        let group = Arc::make_mut(&mut Arc::make_mut(&mut self.table.slots)[s].group);
         let first = bits128(key, TOP_BITS, dbits);
         for entry in first..first + span {
             let group_bits = key & (u128::MAX << (128 - TOP_BITS));
@@ -371,7 +381,7 @@ impl<A: FibAddr> PoptrieLpm<A> {
                 spent += routes;
             } else if group.has_spare() {
                 // A group a snapshot still holds is copied, at its length.
-                Arc::make_mut(&mut self.table.slots[s].group).shrink();
+                Arc::make_mut(&mut self.slots_mut()[s].group).shrink();
                 spent += routes;
             }
         }
@@ -382,7 +392,7 @@ impl<A: FibAddr> PoptrieLpm<A> {
     fn rebuild_group(&mut self, s: usize) {
         let routes = routes_below(&self.routes, Self::slot_prefix(s));
         debug_assert_eq!(routes.len(), self.counts[s] as usize);
-        self.table.slots[s].group = Arc::new(if routes.is_empty() {
+        self.slots_mut()[s].group = Arc::new(if routes.is_empty() {
             Group::empty()
         } else {
             Group::build(&routes, dbits_for::<A>(self.counts[s]))

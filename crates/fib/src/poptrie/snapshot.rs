@@ -42,8 +42,9 @@ impl Slot {
 ///                               └─▶ Arc<empty group> ◀── every slot with no route > /8
 /// ```
 pub struct FibSnapshot<A> {
-    /// Empty (no route) or [`super::node::TOP_SLOTS`] long.
-    pub(crate) slots: Vec<Slot>,
+    /// Empty (no route) or [`super::node::TOP_SLOTS`] long; shared between
+    /// the table and its snapshots until the table changes.
+    pub(crate) slots: Arc<[Slot]>,
     /// Routes in the table when the snapshot was taken.
     pub(crate) len: usize,
     pub(crate) family: PhantomData<fn() -> A>,
@@ -279,7 +280,7 @@ impl<A: FibAddr> FibSnapshot<A> {
     /// A snapshot with no route.
     pub(crate) fn empty() -> Self {
         Self {
-            slots: Vec::new(),
+            slots: Arc::from([]),
             len: 0,
             family: PhantomData,
         }
@@ -445,7 +446,7 @@ impl<A: FibAddr> FibSnapshot<A> {
         let mut groups: Vec<&Arc<Group>> = self.slots.iter().map(|s| &s.group).collect();
         groups.sort_unstable_by_key(|g| Arc::as_ptr(g));
         groups.dedup_by(|a, b| Arc::ptr_eq(a, b));
-        self.slots.capacity() * size_of::<Slot>()
+        self.slots.len() * size_of::<Slot>()
             + groups.iter().map(|g| g.memory_bytes()).sum::<usize>()
     }
 }
