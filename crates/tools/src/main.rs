@@ -11,6 +11,7 @@ use vrhost_tools::{bench, demo, fairness, lab, route_bench, sweep, traffic, work
 #[derive(Parser)]
 #[command(
     name = "vrhost",
+    bin_name = "vrhost",
     version,
     about = "vrhost's measurement and lab tools (run as `vrhost TOOL`)"
 )]
