@@ -100,13 +100,13 @@ impl RuntimeBackend {
         c.working().vr_index(name).ok_or(ApiError::NoSuchVr)
     }
 
-    fn info(&self, c: &TableWriter, vr: usize) -> VrInfo {
+    fn info(&self, c: &TableWriter, vr: VrId) -> VrInfo {
         let s = c.working();
         let cfg = self.config();
-        let name = s.vr_name(VrId::new(vr)).to_string();
-        let (routes_v4, routes_v6) = c.routes(VrId::new(vr));
+        let name = s.vr_name(vr).to_string();
+        let (routes_v4, routes_v6) = c.routes(vr);
         let interfaces = s
-            .vr_ifaces(VrId::new(vr))
+            .vr_ifaces(vr)
             .iter()
             .map(|&i| {
                 let f = &s.ifaces()[i.index()];
@@ -120,7 +120,7 @@ impl RuntimeBackend {
                 }
             })
             .collect();
-        let limits = s.vr_limits(VrId::new(vr)).unwrap_or_default();
+        let limits = s.vr_limits(vr).unwrap_or_default();
         let control = cfg
             .routers
             .iter()
@@ -134,7 +134,7 @@ impl RuntimeBackend {
             interfaces,
             routes_v4: routes_v4 as u64,
             routes_v6: routes_v6 as u64,
-            fib_bytes: c.fib_memory(VrId::new(vr)) as u64,
+            fib_bytes: c.fib_memory(vr) as u64,
             policy: policy(&limits),
             control,
         }
@@ -146,10 +146,11 @@ impl RuntimeBackend {
         let mut interfaces = Vec::new();
         for (k, i) in spec.interfaces.iter().enumerate() {
             let field = |f: &str| format!("interfaces[{k}].{f}");
-            let port = (0..s.port_count())
-                .find(|&p| s.port_name(PortId::from_index(p)) == i.port)
+            let port = s
+                .port_ids()
+                .find(|&p| s.port_name(p) == i.port)
                 .ok_or_else(|| bad(&field("port"), format!("no port {:?}", i.port)))?;
-            let port_mtu = cfg.ports.get(port).map_or(1500, |p| p.mtu);
+            let port_mtu = cfg.ports.get(port.index()).map_or(1500, |p| p.mtu);
             let mut addrs4 = Vec::new();
             let mut addrs6 = Vec::new();
             for a in &i.addresses {
@@ -160,12 +161,12 @@ impl RuntimeBackend {
             }
             interfaces.push(InterfaceSpec {
                 name: i.name.clone(),
-                port: port as u16,
+                port: port.get(),
                 vlan: i.vlan,
                 mac: EthernetAddress(
                     i.mac
                         .map(|m| m.0)
-                        .or_else(|| self.port_macs.get(port).copied())
+                        .or_else(|| self.port_macs.get(port.index()).copied())
                         .unwrap_or(crate::runtime::FALLBACK_MAC),
                 ),
                 mtu: i.mtu.unwrap_or(port_mtu).min(port_mtu),
@@ -381,8 +382,8 @@ impl Backend for RuntimeBackend {
     fn list_vrs(&self) -> Result<Vec<VrInfo>, ApiError> {
         let c = lock(&self.writer);
         let s = c.working();
-        Ok((0..s.vr_count())
-            .filter(|&v| s.vr_alive(VrId::new(v)))
+        Ok(s.vr_ids()
+            .filter(|&v| s.vr_alive(v))
             .map(|v| self.info(&c, v))
             .collect())
     }
@@ -390,7 +391,7 @@ impl Backend for RuntimeBackend {
     fn get_vr(&self, vr: &str) -> Result<VrInfo, ApiError> {
         let c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
-        Ok(self.info(&c, v.index()))
+        Ok(self.info(&c, v))
     }
 
     fn create_vr(&self, spec: &VrSpec) -> Result<VrInfo, ApiError> {
@@ -399,7 +400,7 @@ impl Backend for RuntimeBackend {
         let v = c.add_vr(&r).map_err(refused)?;
         c.commit();
         tracing::info!(vr = spec.name, "VR created through the API");
-        Ok(self.info(&c, v.index()))
+        Ok(self.info(&c, v))
     }
 
     fn delete_vr(&self, vr: &str) -> Result<(), ApiError> {

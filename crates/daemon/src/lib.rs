@@ -39,7 +39,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use vrhost_api::ApiHandle;
 use vrhost_config::Config;
-use vrhost_dataplane::PortId;
 use vrhost_io::PortStats;
 
 use crate::cplane::ControlPlanes;
@@ -158,13 +157,10 @@ impl Daemon {
     /// workers counted. The API stops when the daemon is dropped.
     pub fn stop(mut self) -> StopReport {
         drop(self.planes.take());
-        let names: Vec<String> = (0..self.running.shared.port_count())
-            .map(|p| {
-                self.running
-                    .shared
-                    .port_name(PortId::from_index(p))
-                    .to_string()
-            })
+        let shared = &self.running.shared;
+        let names: Vec<String> = shared
+            .port_ids()
+            .map(|p| shared.port_name(p).to_string())
             .collect();
         let reports: Vec<WorkerReport> = self.running.stop_with_reports();
         let mut cp = CpStats::default();

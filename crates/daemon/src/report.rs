@@ -23,80 +23,84 @@ impl Source<'_> {
         }
     }
 
-    fn port_count(&self) -> usize {
-        match self {
+    /// Every port, in order.
+    fn ports(&self) -> impl Iterator<Item = PortId> {
+        let n = match self {
             Source::Engine(e) => e.port_count(),
             Source::Running(r) => r.shared.port_count(),
+        };
+        (0..n).map(PortId::from_index)
+    }
+
+    fn port_name(&self, p: PortId) -> String {
+        match self {
+            Source::Engine(e) => e.port_name(p).to_string(),
+            Source::Running(r) => r.shared.port_name(p).to_string(),
         }
     }
 
-    fn port_name(&self, p: usize) -> String {
+    fn port_counters(&self, p: PortId) -> Counters {
         match self {
-            Source::Engine(e) => e.port_name(PortId::from_index(p)).to_string(),
-            Source::Running(r) => r.shared.port_name(PortId::from_index(p)).to_string(),
+            Source::Engine(e) => e.port_counters(p),
+            Source::Running(r) => r.port_counters(p),
         }
     }
 
-    fn port_counters(&self, p: usize) -> Counters {
-        match self {
-            Source::Engine(e) => e.port_counters(PortId::from_index(p)),
-            Source::Running(r) => r.port_counters(PortId::from_index(p)),
-        }
-    }
-
-    fn vr_count(&self) -> usize {
-        match self {
+    /// Every VR, in order (deleted ones included: their counters stay).
+    fn vrs(&self) -> impl Iterator<Item = VrId> {
+        let n = match self {
             Source::Engine(e) => e.vr_count(),
             Source::Running(r) => r.shared.vr_count(),
-        }
+        };
+        (0..n).map(VrId::new)
     }
 
-    fn vr_name(&self, v: usize) -> String {
+    fn vr_name(&self, v: VrId) -> String {
         match (self, self.shared()) {
-            (_, Some(s)) => s.vr_name(VrId::new(v)).to_string(),
-            (Source::Engine(e), None) => e.vr(VrId::new(v)).name,
+            (_, Some(s)) => s.vr_name(v).to_string(),
+            (Source::Engine(e), None) => e.vr(v).name,
             _ => String::new(),
         }
     }
 
-    fn vr_ifaces(&self, v: usize) -> Vec<IfaceId> {
+    fn vr_ifaces(&self, v: VrId) -> Vec<IfaceId> {
         match (self, self.shared()) {
-            (_, Some(s)) => s.vr_ifaces(VrId::new(v)).to_vec(),
-            (Source::Engine(e), None) => e.vr(VrId::new(v)).ifaces,
+            (_, Some(s)) => s.vr_ifaces(v).to_vec(),
+            (Source::Engine(e), None) => e.vr(v).ifaces,
             _ => Vec::new(),
         }
     }
 
-    fn iface_name(&self, i: u16) -> String {
+    fn iface_name(&self, i: IfaceId) -> String {
         match self {
-            Source::Engine(e) => e.ifaces()[i as usize].name.clone(),
-            Source::Running(r) => r.shared.ifaces()[i as usize].name.clone(),
+            Source::Engine(e) => e.ifaces()[i.index()].name.clone(),
+            Source::Running(r) => r.shared.ifaces()[i.index()].name.clone(),
         }
     }
 
-    fn iface_counters(&self, i: u16) -> Counters {
+    fn iface_counters(&self, i: IfaceId) -> Counters {
         match self {
-            Source::Engine(e) => e.iface_counters(IfaceId::new(i)),
-            Source::Running(r) => sum_ifaces(&r.counters, &[IfaceId::new(i)]),
+            Source::Engine(e) => e.iface_counters(i),
+            Source::Running(r) => sum_ifaces(&r.counters, &[i]),
         }
     }
 
-    fn vr_counters(&self, v: usize) -> Counters {
+    fn vr_counters(&self, v: VrId) -> Counters {
         match self {
-            Source::Engine(e) => e.vr_counters(VrId::new(v)),
-            Source::Running(r) => r.vr_counters(VrId::new(v)),
+            Source::Engine(e) => e.vr_counters(v),
+            Source::Running(r) => r.vr_counters(v),
         }
     }
 
-    fn vr_extra(&self, v: usize) -> Value {
+    fn vr_extra(&self, v: VrId) -> Value {
         match self {
             Source::Engine(e) => {
-                let i = e.vr(VrId::new(v));
+                let i = e.vr(v);
                 json!({ "routes4": i.routes4, "routes6": i.routes6, "neighbors": i.neighbors, "fib_bytes": i.fib_bytes })
             }
             Source::Running(r) => {
-                let (routes4, routes6) = r.writer().routes(VrId::new(v));
-                json!({ "routes4": routes4, "routes6": routes6, "fib_bytes": r.writer().fib_memory(VrId::new(v)) })
+                let (routes4, routes6) = r.writer().routes(v);
+                json!({ "routes4": routes4, "routes6": routes6, "fib_bytes": r.writer().fib_memory(v) })
             }
         }
     }
@@ -127,14 +131,16 @@ fn counters_json(c: &Counters) -> Value {
 
 /// Every port, VR and interface counter as one JSON object.
 pub fn json(src: &Source<'_>) -> Value {
-    let ports: Vec<Value> = (0..src.port_count())
+    let ports: Vec<Value> = src
+        .ports()
         .map(|p| {
             let mut v = counters_json(&src.port_counters(p));
             v["name"] = json!(src.port_name(p));
             v
         })
         .collect();
-    let routers: Vec<Value> = (0..src.vr_count())
+    let routers: Vec<Value> = src
+        .vrs()
         .map(|i| {
             let mut v = counters_json(&src.vr_counters(i));
             v["name"] = json!(src.vr_name(i));
@@ -145,8 +151,8 @@ pub fn json(src: &Source<'_>) -> Value {
                 .vr_ifaces(i)
                 .iter()
                 .map(|&gi| {
-                    let mut c = counters_json(&src.iface_counters(gi.get()));
-                    c["name"] = json!(src.iface_name(gi.get()));
+                    let mut c = counters_json(&src.iface_counters(gi));
+                    c["name"] = json!(src.iface_name(gi));
                     c
                 })
                 .collect();
@@ -177,22 +183,22 @@ pub fn table(src: &Source<'_>) -> String {
         "{:<6} {:<16} {:>12} {:>12} {:>12} {:>8} {:>8} {:>10}",
         "", "name", "rx", "tx", "forwarded", "local", "punted", "dropped"
     );
-    for p in 0..src.port_count() {
+    for p in src.ports() {
         row(&mut out, "port", &src.port_name(p), &src.port_counters(p));
     }
-    for v in 0..src.vr_count() {
+    for v in src.vrs() {
         row(&mut out, "vr", &src.vr_name(v), &src.vr_counters(v));
         for gi in src.vr_ifaces(v) {
             row(
                 &mut out,
                 "iface",
-                &format!("  {}", src.iface_name(gi.get())),
-                &src.iface_counters(gi.get()),
+                &format!("  {}", src.iface_name(gi)),
+                &src.iface_counters(gi),
             );
         }
     }
     let mut any = false;
-    for p in 0..src.port_count() {
+    for p in src.ports() {
         for (reason, n) in src.port_counters(p).nonzero_drops() {
             if !any {
                 let _ = writeln!(out, "\ndrops by reason (port, reason, count):");

@@ -445,8 +445,8 @@ impl Running {
     /// Counters summed over every port and worker.
     pub fn all_ports(&self) -> Counters {
         let mut all = Counters::default();
-        for p in 0..self.shared.port_count() {
-            all.add(&self.port_counters(PortId::from_index(p)));
+        for p in self.shared.port_ids() {
+            all.add(&self.port_counters(p));
         }
         all
     }

@@ -30,6 +30,77 @@ fn iface(vlan: Option<u16>) -> Iface {
     }
 }
 
+/// A raw ARP frame from the kernel: opcode `op`, sender address `spa`.
+fn arp_bytes(op: u8, spa: [u8; 4]) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend([2, 0, 0, 0, 0, 9, 0x08, 0x06]);
+    f.extend([0, 1, 8, 0, 6, 4, 0, op]);
+    f.extend([2, 0, 0, 0, 0, 9]);
+    f.extend(spa);
+    f.extend([0; 6]);
+    f.extend([10, 0, 0, 9]);
+    f
+}
+
+/// A raw neighbor advertisement for `target`.
+fn na_bytes(target: std::net::Ipv6Addr) -> Vec<u8> {
+    let mut f = vec![0x33, 0x33, 0, 0, 0, 1, 2, 0, 0, 0, 0, 9, 0x86, 0xdd];
+    let mut ip = vec![0x60, 0, 0, 0, 0, 24, 58, 255];
+    ip.extend([0; 32]);
+    f.extend(ip);
+    f.extend([136, 0, 0, 0, 0x20, 0, 0, 0]);
+    f.extend(target.octets());
+    f
+}
+
+#[test]
+fn answers_for_own_addresses_are_duplicates() {
+    let i = iface(None);
+    assert_eq!(judge(&i, &arp_bytes(2, [10, 0, 0, 1])), Verdict::Duplicate);
+    assert_eq!(judge(&i, &arp_bytes(1, [10, 0, 0, 1])), Verdict::Send);
+    assert_eq!(judge(&i, &arp_bytes(2, [10, 0, 0, 9])), Verdict::Send);
+    assert_eq!(
+        judge(&i, &na_bytes("2001:db8::1".parse().unwrap())),
+        Verdict::Duplicate
+    );
+    assert_eq!(
+        judge(&i, &na_bytes("2001:db8::9".parse().unwrap())),
+        Verdict::Send
+    );
+}
+
+#[test]
+fn short_tagged_and_oversized_frames_are_bad() {
+    let i = iface(None);
+    assert_eq!(judge(&i, &[0; 13]), Verdict::Bad);
+    let mut tagged = arp_bytes(1, [10, 0, 0, 9]);
+    tagged[12..14].copy_from_slice(&[0x81, 0]);
+    assert_eq!(judge(&i, &tagged), Verdict::Bad);
+    assert_eq!(judge(&i, &vec![0; 14 + 1501]), Verdict::Bad);
+    assert_eq!(judge(&i, &vec![0; 14 + 1500]), Verdict::Send);
+}
+
+#[test]
+fn a_tag_goes_on_and_comes_off() {
+    let mut pool = MbufPool::new(4);
+    let frame = arp_bytes(1, [10, 0, 0, 9]);
+    let mut m = pool.get();
+    m.fill(&frame);
+    assert!(tag_for_port(&iface(Some(5)), &mut m));
+    let d = m.data();
+    assert_eq!(d.len(), frame.len() + 4);
+    assert_eq!(&d[..6], &frame[..6]);
+    assert_eq!(&d[6..12], &[2, 0, 0, 0, 0, 1]);
+    assert_eq!(&d[12..18], &[0x81, 0, 0, 5, 0x08, 0x06]);
+    assert_eq!(&d[18..], &frame[14..]);
+    assert_eq!(m.l3_off, 18);
+    let mut back = pool.get();
+    untagged_copy(&m, &mut back);
+    let mut expect = frame.clone();
+    expect[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    assert_eq!(back.data(), &expect[..]);
+}
+
 /// Frames that look like what a kernel sends: an Ethernet header with one
 /// of the EtherTypes the judge reads, then anything.
 fn frames() -> impl Strategy<Value = Vec<u8>> {

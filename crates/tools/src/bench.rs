@@ -10,7 +10,6 @@ use anyhow::{bail, Result};
 use serde_json::json;
 use vrhost_config::Driver;
 use vrhost_daemon::runtime::{Mode, Running, Runtime};
-use vrhost_dataplane::VrId;
 
 use crate::sweep;
 
@@ -246,11 +245,15 @@ pub fn measure(
         .nonzero_drops()
         .map(|(k, v)| (k.to_string(), json!(v)))
         .collect();
-    let routes4: usize = (0..running.shared.vr_count())
-        .map(|v| running.writer().routes(VrId::new(v)).0)
+    let routes4: usize = running
+        .shared
+        .vr_ids()
+        .map(|v| running.writer().routes(v).0)
         .sum();
-    let fib_bytes: usize = (0..running.shared.vr_count())
-        .map(|v| running.writer().fib_memory(VrId::new(v)))
+    let fib_bytes: usize = running
+        .shared
+        .vr_ids()
+        .map(|v| running.writer().fib_memory(v))
         .sum();
     let assignment = serde_json::to_value(&running.assignment).unwrap_or_default();
     running.stop();

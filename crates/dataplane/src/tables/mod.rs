@@ -146,6 +146,16 @@ impl Shared {
         self.ports.len()
     }
 
+    /// Every port, in order.
+    pub fn port_ids(&self) -> impl Iterator<Item = PortId> {
+        (0..self.ports.len()).map(PortId::from_index)
+    }
+
+    /// Every VR ever added, deleted ones included (see [`Shared::vr_alive`]).
+    pub fn vr_ids(&self) -> impl Iterator<Item = VrId> {
+        (0..self.vrs.len()).map(VrId::new)
+    }
+
     /// Port name.
     pub fn port_name(&self, port: PortId) -> &str {
         &self.ports[port.index()].name
