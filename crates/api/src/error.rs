@@ -42,6 +42,12 @@ pub enum ApiError {
     /// 409: it exists and differs, or it is in use.
     #[error("{0}")]
     Conflict(String),
+    /// 413: the body is larger than this caller may send.
+    #[error("{0}")]
+    TooLarge(String),
+    /// 429: over a rate or in-flight limit; retry later.
+    #[error("{0}")]
+    TooMany(String),
     /// 422: a config (reload) was rejected as a whole; nothing changed.
     #[error("config rejected, nothing changed: {}", issues_line(.0))]
     Config(Vec<ConfigIssue>),
@@ -75,6 +81,8 @@ impl ApiError {
             ApiError::Forbidden => 403,
             ApiError::NoSuchVr | ApiError::NotFound(_) => 404,
             ApiError::Conflict(_) => 409,
+            ApiError::TooLarge(_) => 413,
+            ApiError::TooMany(_) => 429,
             ApiError::Config(_) => 422,
             ApiError::Internal(_) => 500,
         }
@@ -89,6 +97,8 @@ impl ApiError {
             ApiError::NoSuchVr => ("no_such_vr", None, vec![]),
             ApiError::NotFound(_) => ("not_found", None, vec![]),
             ApiError::Conflict(_) => ("conflict", None, vec![]),
+            ApiError::TooLarge(_) => ("too_large", None, vec![]),
+            ApiError::TooMany(_) => ("too_many_requests", None, vec![]),
             ApiError::Config(issues) => ("config_rejected", None, issues.clone()),
             ApiError::Internal(_) => ("internal", None, vec![]),
         };
@@ -116,6 +126,8 @@ impl ApiError {
             (404, "no_such_vr") => ApiError::NoSuchVr,
             (404, _) => ApiError::NotFound(body.message),
             (409, _) => ApiError::Conflict(body.message),
+            (413, _) => ApiError::TooLarge(body.message),
+            (429, _) => ApiError::TooMany(body.message),
             (422, _) => ApiError::Config(body.errors),
             (_, _) => ApiError::Internal(format!("HTTP {status}: {}", body.message)),
         }
@@ -126,7 +138,8 @@ impl ApiError {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ErrorBody {
     /// Machine-readable kind: `bad_request`, `unauthorized`, `forbidden`,
-    /// `no_such_vr`, `not_found`, `conflict`, `config_rejected`, `internal`.
+    /// `no_such_vr`, `not_found`, `conflict`, `too_large`, `too_many_requests`,
+    /// `config_rejected`, `internal`.
     pub error: String,
     /// What went wrong, for people.
     pub message: String,
@@ -151,6 +164,8 @@ mod tests {
             ApiError::NoSuchVr,
             ApiError::NotFound("no such route".into()),
             ApiError::Conflict("exists".into()),
+            ApiError::TooLarge("too big".into()),
+            ApiError::TooMany("slow down".into()),
             ApiError::Config(vec![ConfigIssue {
                 key: "router[0].name".into(),
                 reason: "missing".into(),

@@ -19,6 +19,7 @@ pub mod backend;
 pub mod client;
 pub mod ctl;
 pub mod error;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod server;

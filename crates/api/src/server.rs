@@ -40,6 +40,7 @@ use tracing::{info, warn};
 use crate::auth::{Access, Auth, Principal};
 use crate::backend::{visible_counters, Backend};
 use crate::error::ApiError;
+use crate::limits::{bulk_body_limit, Limits, BULK_BODY_LIMIT};
 use crate::types::{
     AddressBody, BulkRoutes, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor, Outcome,
     OutcomeBody, PageQuery, Prefix, Route, VrSpec,
@@ -51,8 +52,6 @@ pub const DEFAULT_PAGE: u64 = 1000;
 pub const MAX_PAGE: u64 = 100_000;
 /// Largest ordinary request body (a VR description with its routes).
 const BODY_LIMIT: usize = 16 << 20;
-/// Largest bulk route body: a million routes in JSON is about 60 MB.
-const BULK_BODY_LIMIT: usize = 512 << 20;
 
 /// Where the API listens and which tokens it accepts; the binary fills it from
 /// the config file.
@@ -62,16 +61,16 @@ pub struct ApiConfig {
     pub socket: PathBuf,
     /// Optional TCP listener (port 0 picks one; see [`ApiHandle::tcp_addr`]).
     pub listen: Option<SocketAddr>,
-    /// Hex SHA-256 of the admin token ([`crate::hash_token`]).
-    pub admin_token_sha256: String,
-    /// `(VR name, hex SHA-256)` of each per-VR token.
-    pub vr_tokens: Vec<(String, String)>,
+    /// The tokens it accepts. The backend that creates and deletes VRs keeps
+    /// a handle to the same [`Auth`], to install and revoke their tokens.
+    pub auth: Arc<Auth>,
 }
 
 #[derive(Clone)]
 struct AppState {
     backend: Arc<dyn Backend>,
     auth: Arc<Auth>,
+    limits: Arc<Limits>,
 }
 
 /// One endpoint the router serves.
@@ -179,7 +178,7 @@ fn table() -> Table {
         Access::Vr,
         Method::POST,
         "/v1/vrs/{vr}/routes/bulk",
-        on(MethodFilter::POST, bulk_routes).layer(DefaultBodyLimit::max(BULK_BODY_LIMIT)),
+        on(MethodFilter::POST, bulk_routes),
     );
     let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/neighbors", list_neighbors);
     let t = endpoint!(t, Vr, POST, "/v1/vrs/{vr}/neighbors", add_neighbor);
@@ -211,10 +210,11 @@ pub fn endpoints() -> Vec<Endpoint> {
 
 /// The API as an axum router: every endpoint behind bearer-token
 /// authentication. Serve it with [`serve`] or mount it yourself.
-pub fn router(backend: Arc<dyn Backend>, auth: Auth) -> Router {
+pub fn router(backend: Arc<dyn Backend>, auth: Arc<Auth>) -> Router {
     let state = AppState {
         backend,
-        auth: Arc::new(auth),
+        auth,
+        limits: Arc::new(Limits::default()),
     };
     table()
         .router
@@ -252,10 +252,13 @@ fn bearer(req: &Request) -> Option<&str> {
 
 async fn authenticate(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
     match bearer(&req).and_then(|t| st.auth.authenticate(t)) {
-        Some(p) => {
-            req.extensions_mut().insert(p);
-            next.run(req).await
-        }
+        Some(p) => match st.limits.admit(&p) {
+            Ok(_admitted) => {
+                req.extensions_mut().insert(p);
+                next.run(req).await
+            }
+            Err(e) => e.into_response(),
+        },
         None => ApiError::Unauthorized.into_response(),
     }
 }
@@ -568,11 +571,43 @@ async fn delete_route(
     outcome(result, q.missing_ok, "route")
 }
 
+/// A bulk load: the body may hold every route the VR may have, once over
+/// (the admin's up to [`BULK_BODY_LIMIT`]); one bulk load per token at a
+/// time. A body over the limit is refused from its `Content-Length` before
+/// it is read, or as soon as it passes the limit when it has none.
 async fn bulk_routes(
     State(st): State<AppState>,
+    Extension(p): Extension<Principal>,
     PathParams(vr): PathParams<String>,
-    JsonBody(req): JsonBody<BulkRoutes>,
+    body: Request,
 ) -> Result<Response, ApiError> {
+    let limit = match &p {
+        Principal::Admin => BULK_BODY_LIMIT,
+        Principal::Vr(_) => {
+            let name = vr.clone();
+            let info = call(&st, move |b| b.get_vr(&name)).await?;
+            bulk_body_limit(info.policy.max_routes.unwrap_or(0))
+        }
+    };
+    let too_large = || {
+        ApiError::TooLarge(format!(
+            "a bulk body for this VR is at most {limit} bytes (its route limit, both families, once)"
+        ))
+    };
+    let declared = body
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let reserve = declared.map_or(limit, |n| n as usize);
+    let _slot = st.limits.bulk(&p, reserve)?;
+    let bytes = axum::body::to_bytes(body.into_body(), limit)
+        .await
+        .map_err(|_| too_large())?;
+    let req: BulkRoutes = parse_json(&bytes)?;
+    drop(bytes);
     for (i, r) in req.add.iter().enumerate() {
         check_addable(r, &format!("add[{i}]"))?;
     }
@@ -688,7 +723,52 @@ struct Listeners {
     socket: PathBuf,
 }
 
+/// Makes sure the socket's directory is private: created 0700 when missing;
+/// refused when someone else owns it or others may write to it, since they
+/// could then replace the socket with their own.
+fn private_dir(socket: &FsPath) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let dir = match socket.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => FsPath::new("."),
+    };
+    if !dir.exists() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("creating the API socket directory {}", dir.display()))?;
+    }
+    let meta = std::fs::metadata(dir)
+        .with_context(|| format!("API socket directory {}", dir.display()))?;
+    // /proc/self belongs to this process's effective user.
+    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+    if !meta.is_dir() {
+        bail!(
+            "{}: the API socket's directory is not a directory",
+            dir.display()
+        );
+    }
+    if meta.uid() != 0 && Some(meta.uid()) != me {
+        bail!(
+            "{}: the API socket's directory belongs to uid {}; it must be this user's or root's",
+            dir.display(),
+            meta.uid()
+        );
+    }
+    if meta.mode() & 0o022 != 0 {
+        bail!(
+            "{}: the API socket's directory is writable by others (mode {:o}); \
+             they could replace the socket. Use a private directory (0700), such as /run/vrhost",
+            dir.display(),
+            meta.mode() & 0o7777
+        );
+    }
+    Ok(())
+}
+
 async fn bind(cfg: &ApiConfig) -> anyhow::Result<Listeners> {
+    private_dir(&cfg.socket)?;
     remove_stale_socket(&cfg.socket)?;
     let unix = tokio::net::UnixListener::bind(&cfg.socket)
         .with_context(|| format!("binding API socket {}", cfg.socket.display()))?;
@@ -756,9 +836,8 @@ pub async fn serve(
     backend: Arc<dyn Backend>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let auth = Auth::new(&cfg.admin_token_sha256, &cfg.vr_tokens)?;
     let listeners = bind(&cfg).await?;
-    run(listeners, router(backend, auth), shutdown).await
+    run(listeners, router(backend, cfg.auth), shutdown).await
 }
 
 /// A running API server on its own thread. Dropping it stops the server.
@@ -809,7 +888,6 @@ impl Drop for ApiHandle {
 /// Starts the API on its own thread with its own small tokio runtime, for
 /// callers that are not async. Binding errors are returned here.
 pub fn spawn(cfg: ApiConfig, backend: Arc<dyn Backend>) -> anyhow::Result<ApiHandle> {
-    let auth = Auth::new(&cfg.admin_token_sha256, &cfg.vr_tokens)?;
     // Two threads: the API is light, and backend calls run on the blocking pool.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -823,7 +901,7 @@ pub fn spawn(cfg: ApiConfig, backend: Arc<dyn Backend>) -> anyhow::Result<ApiHan
         None => None,
     };
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let app = router(backend, auth);
+    let app = router(backend, cfg.auth.clone());
     let thread = std::thread::Builder::new()
         .name("vrhost-api".into())
         .spawn(move || {

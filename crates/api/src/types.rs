@@ -492,6 +492,10 @@ pub struct VrSpec {
     /// Control-plane namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<VrControl>,
+    /// SHA-256 (hex) of the VR's own API token, as `vrhost token` prints it.
+    /// It works from the creation on and is revoked when the VR is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_token_sha256: Option<String>,
 }
 
 /// A VR interface as it is.

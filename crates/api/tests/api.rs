@@ -587,8 +587,9 @@ fn socket_is_private_stale_sockets_are_replaced_live_ones_are_not() {
     let cfg = vrhost_api::ApiConfig {
         socket: s.socket(),
         listen: None,
-        admin_token_sha256: vrhost_api::hash_token("x"),
-        vr_tokens: vec![],
+        auth: std::sync::Arc::new(
+            vrhost_api::Auth::new(&vrhost_api::hash_token("x"), &[]).expect("hash"),
+        ),
     };
     let backend = std::sync::Arc::new(common::FixtureBackend::new());
     let err = vrhost_api::spawn(cfg.clone(), backend.clone())
@@ -623,13 +624,40 @@ fn socket_is_private_stale_sockets_are_replaced_live_ones_are_not() {
     .is_err());
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
 
-    // A bad token hash is refused at start.
-    let bad = vrhost_api::ApiConfig {
-        socket: s.dir.path().join("b.sock"),
-        admin_token_sha256: "nope".into(),
-        ..cfg
-    };
-    assert!(vrhost_api::spawn(bad, backend).is_err());
+    // A bad token hash is refused before any server starts.
+    assert!(vrhost_api::Auth::new("nope", &[]).is_err());
+
+    // The socket's directory is created private, and one that others may
+    // write to (they could replace the socket) is refused.
+    let nested = s.dir.path().join("run/vrhost/api.sock");
+    let h = vrhost_api::spawn(
+        vrhost_api::ApiConfig {
+            socket: nested.clone(),
+            ..cfg.clone()
+        },
+        backend.clone(),
+    )
+    .unwrap();
+    let dir_mode = std::fs::metadata(nested.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(dir_mode & 0o777, 0o700);
+    h.stop().unwrap();
+    let open_dir = s.dir.path().join("open");
+    std::fs::create_dir(&open_dir).unwrap();
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = vrhost_api::spawn(
+        vrhost_api::ApiConfig {
+            socket: open_dir.join("api.sock"),
+            ..cfg
+        },
+        backend,
+    )
+    .err()
+    .expect("refused");
+    assert!(err.to_string().contains("writable by others"), "{err:#}");
+    assert!(!open_dir.join("api.sock").exists());
 }
 
 #[test]

@@ -211,6 +211,8 @@ impl Validator<'_, '_> {
             facts.push(fact);
         }
 
+        let api = doc.api.as_ref().map(|item| self.api(item));
+
         let mut shared = Shared {
             facts: &facts,
             port_index: &port_index,
@@ -218,15 +220,19 @@ impl Validator<'_, '_> {
             netns_users: HashMap::new(),
             fpm_users: HashMap::new(),
             router_names: HashMap::new(),
+            token_users: HashMap::new(),
         };
+        if let Some(api) = api.as_ref().filter(|a| !a.admin_token_sha256.is_empty()) {
+            shared
+                .token_users
+                .insert(api.admin_token_sha256.clone(), "the admin token".into());
+        }
         let routers = doc
             .routers
             .iter()
             .enumerate()
             .map(|(i, r)| self.router(i, r, &mut shared))
             .collect();
-
-        let api = doc.api.as_ref().map(|item| self.api(item));
 
         Config {
             dataplane,
@@ -625,6 +631,21 @@ impl Validator<'_, '_> {
             .api_token_sha256
             .as_deref()
             .map(|h| self.sha256(|| head.key("api_token_sha256"), h));
+        if let Some(h) = api_token_sha256.as_ref().filter(|h| !h.is_empty()) {
+            let key = head.key("api_token_sha256");
+            match shared.token_users.get(h) {
+                // One token would open both.
+                Some(first) => self.err(
+                    key,
+                    format!(
+                        "the same hash as {first}; every token must be different (vrhost token)"
+                    ),
+                ),
+                None => {
+                    shared.token_users.insert(h.clone(), key);
+                }
+            }
+        }
 
         Router {
             name: head.raw.name.clone().unwrap_or_default(),
@@ -1244,6 +1265,8 @@ struct Shared<'a> {
     fpm_users: HashMap<std::net::SocketAddr, String>,
     /// Router name → index of its first router.
     router_names: HashMap<String, usize>,
+    /// Token hash → the key that has it (the admin's first).
+    token_users: HashMap<String, String>,
 }
 
 /// Why an address cannot be assigned to an interface, if it cannot.

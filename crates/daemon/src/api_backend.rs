@@ -21,7 +21,7 @@ use vrhost_api::types::{
     Neighbor, Outcome, PortInfo, Prefix, ReloadReport, Route, RoutePage, RouteTarget as ApiTarget,
     VrControl, VrCounters, VrInfo, VrPolicy, VrSpec, WorkerInfo,
 };
-use vrhost_api::{ApiConfig, ApiError, ApiHandle, Backend};
+use vrhost_api::{ApiConfig, ApiError, ApiHandle, Auth, Backend, BadTokenHash};
 use vrhost_config::Config;
 use vrhost_dataplane::{
     sum_ifaces, sum_ports, BuildError, Counters, IfaceId, InterfaceSpec, Limits, PortId, RouteHop,
@@ -31,6 +31,14 @@ use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::runtime::{lock, Assignment, Running};
+
+/// `(VR name, token hash)` of every router in `cfg` that has a token.
+pub fn vr_tokens(cfg: &Config) -> Vec<(String, String)> {
+    cfg.routers
+        .iter()
+        .filter_map(|r| Some((r.name.clone(), r.api_token_sha256.clone()?)))
+        .collect()
+}
 
 /// The API's view of a running router.
 pub struct RuntimeBackend {
@@ -43,6 +51,9 @@ pub struct RuntimeBackend {
     base_dir: PathBuf,
     /// Port MACs as the engine uses them (the config's, or the Linux interface's).
     port_macs: Vec<[u8; 6]>,
+    /// The tokens the API accepts: a VR's is installed with it, revoked with
+    /// it and replaced by reload, always under the writer lock.
+    auth: Arc<Auth>,
 }
 
 /// Starts the API for `cfg` over `running`, if the config has an `[api]` table.
@@ -54,22 +65,13 @@ pub fn start(
     let Some(api) = &cfg.api else {
         return Ok(None);
     };
-    if let Some(dir) = api.socket.parent() {
-        // The socket is private (0600); its directory too, so no window opens
-        // between bind and chmod.
-        std::fs::create_dir_all(dir)?;
-    }
-    let backend = RuntimeBackend::new(cfg, config_path, running);
+    let auth = Arc::new(Auth::new(&api.admin_token_sha256, &vr_tokens(cfg))?);
+    let backend = RuntimeBackend::new(cfg, config_path, running, auth.clone());
     let handle = vrhost_api::spawn(
         ApiConfig {
             socket: api.socket.clone(),
             listen: api.listen,
-            admin_token_sha256: api.admin_token_sha256.clone(),
-            vr_tokens: cfg
-                .routers
-                .iter()
-                .filter_map(|r| Some((r.name.clone(), r.api_token_sha256.clone()?)))
-                .collect(),
+            auth,
         },
         Arc::new(backend),
     )?;
@@ -78,8 +80,14 @@ pub fn start(
 }
 
 impl RuntimeBackend {
-    /// A backend over `running`, whose config is `cfg` (read from `config_path`).
-    pub fn new(cfg: &Config, config_path: &std::path::Path, running: &Running) -> Self {
+    /// A backend over `running`, whose config is `cfg` (read from
+    /// `config_path`), keeping the per-VR tokens of `auth` in step with the VRs.
+    pub fn new(
+        cfg: &Config,
+        config_path: &std::path::Path,
+        running: &Running,
+        auth: Arc<Auth>,
+    ) -> Self {
         let port_macs = crate::runtime::port_macs(cfg);
         RuntimeBackend {
             writer: running.writer.clone(),
@@ -88,6 +96,7 @@ impl RuntimeBackend {
             config: Mutex::new(cfg.clone()),
             base_dir: config_path.parent().map(PathBuf::from).unwrap_or_default(),
             port_macs,
+            auth,
         }
     }
 
@@ -273,6 +282,15 @@ fn refused(e: BuildError) -> ApiError {
     }
 }
 
+/// A token hash the API refuses: a 409 naming the clash (only the admin
+/// creates VRs and reloads), or a 400 for a malformed hash.
+fn token_refused(e: BadTokenHash) -> ApiError {
+    match e {
+        BadTokenHash::Malformed { .. } => bad("api_token_sha256", e.to_string()),
+        BadTokenHash::Duplicate { .. } => ApiError::Conflict(e.to_string()),
+    }
+}
+
 /// The API's prefix (its serde type, `address/length`) as the tables' one.
 fn ip_prefix(a: IpAddr, len: u8) -> Result<IpPrefix, ApiError> {
     IpPrefix::new(a, len).map_err(|e| bad("prefix", e.to_string()))
@@ -397,9 +415,18 @@ impl Backend for RuntimeBackend {
     fn create_vr(&self, spec: &VrSpec) -> Result<VrInfo, ApiError> {
         let mut c = lock(&self.writer);
         let r = self.router_spec(&c, spec)?;
+        // Checked before the VR exists, installed once it does; both under
+        // the writer lock, which every token change holds.
+        let token = [(spec.name.clone(), spec.api_token_sha256.clone())];
+        self.auth.check(&token).map_err(token_refused)?;
         let v = c.add_vr(&r).map_err(refused)?;
         c.commit();
-        tracing::info!(vr = spec.name, "VR created through the API");
+        self.auth.update(&token).map_err(token_refused)?;
+        tracing::info!(
+            vr = spec.name,
+            token = spec.api_token_sha256.is_some(),
+            "VR created through the API"
+        );
         Ok(self.info(&c, v))
     }
 
@@ -408,7 +435,12 @@ impl Backend for RuntimeBackend {
         let v = Self::vr_index(&c, vr)?;
         c.remove_vr(v).map_err(refused)?;
         c.commit();
-        tracing::info!(vr, "VR deleted through the API");
+        // Revoked with the VR: a VR created later under the same name is
+        // someone else's.
+        self.auth
+            .update(&[(vr.to_string(), None)])
+            .map_err(token_refused)?;
+        tracing::info!(vr, "VR deleted through the API; its token is revoked");
         Ok(())
     }
 
@@ -429,6 +461,7 @@ impl Backend for RuntimeBackend {
                 neighbors: vec![],
                 policy: Default::default(),
                 control: None,
+                api_token_sha256: None,
             },
         )?;
         let Some(i) = spec.interfaces.first() else {
@@ -762,7 +795,7 @@ impl Backend for RuntimeBackend {
             )
         })?;
         let mut cfg = self.config();
-        reload_into(&self.writer, &mut cfg, new, &self.port_macs)
+        reload_into(&self.writer, &self.auth, &mut cfg, new, &self.port_macs)
     }
 }
 
@@ -771,6 +804,7 @@ impl Backend for RuntimeBackend {
 /// with one commit.
 fn reload_into(
     writer: &Mutex<TableWriter>,
+    auth: &Auth,
     cfg: &mut Config,
     new: Config,
     port_macs: &[[u8; 6]],
@@ -788,8 +822,35 @@ fn reload_into(
         }])
     })?;
     let mut c = lock(writer);
+    // Every router the old or new file names gets the new file's token, or
+    // none when the new file gives none or the router will not be running
+    // (deleted through the API, and not created again by this reload). VRs
+    // created through the API keep theirs. A clash with one of those refuses
+    // the whole reload before anything changes.
+    let names: std::collections::BTreeSet<&str> = cfg
+        .routers
+        .iter()
+        .chain(&new.routers)
+        .map(|r| r.name.as_str())
+        .collect();
+    let tokens: Vec<(String, Option<String>)> = names
+        .into_iter()
+        .map(|name| {
+            let running = c.working().vr_index(name).is_some()
+                || plan.report.created.iter().any(|n| n == name);
+            let hash = new
+                .routers
+                .iter()
+                .find(|r| r.name == name)
+                .filter(|_| running)
+                .and_then(|r| r.api_token_sha256.clone());
+            (name.to_string(), hash)
+        })
+        .collect();
+    auth.check(&tokens).map_err(token_refused)?;
     crate::reload::apply(&plan, &mut c).map_err(refused)?;
     c.commit();
+    auth.update(&tokens).map_err(token_refused)?;
     *cfg = new;
     let report = plan.report;
     tracing::info!(?report.created, ?report.deleted, ?report.changed, "config reloaded");

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tower::ServiceExt as _;
 use vrhost_api::{generate_token, hash_token, Auth};
 use vrhost_config::Config;
-use vrhost_daemon::api_backend::RuntimeBackend;
+use vrhost_daemon::api_backend::{vr_tokens, RuntimeBackend};
 use vrhost_daemon::runtime::{lock, Mode, Running, Runtime};
 
 const CONFIG: &str = r#"
@@ -30,6 +30,8 @@ name = "red"
   [[router.route]]
   prefix = "10.9.0.0/16"
   via = "10.0.0.9"
+  [router.limits]
+  max_routes = 1000
 
 [[router]]
 name = "blue"
@@ -40,29 +42,44 @@ name = "blue"
   addresses = ["10.0.0.1/24"]
 "#;
 
-/// A running data plane for `CONFIG`, the API over it, and the admin and
-/// red tokens.
+/// A running data plane for `CONFIG` with red's token, the API over it, the
+/// admin and red tokens, and the config text in force.
 struct Fixture {
     running: Option<Running>,
     app: axum::Router,
     admin: String,
     red: String,
+    config: String,
 }
 
 impl Fixture {
     fn new() -> Fixture {
-        let cfg = Config::from_toml_str(CONFIG, std::path::Path::new(".")).expect("config");
+        let (admin, red) = (generate_token(), generate_token());
+        let config = CONFIG.replacen(
+            "name = \"red\"\n",
+            &format!(
+                "name = \"red\"\napi_token_sha256 = \"{}\"\n",
+                hash_token(&red)
+            ),
+            1,
+        );
+        let cfg = Config::from_toml_str(&config, std::path::Path::new(".")).expect("config");
         let rt = Runtime::from_config(&cfg, &cfg.dataplane.workers, Mode::Rtc).expect("runtime");
         let running = rt.start();
-        let backend = RuntimeBackend::new(&cfg, std::path::Path::new("./vrhost.toml"), &running);
-        let (admin, red) = (generate_token(), generate_token());
-        let auth = Auth::new(&hash_token(&admin), &[("red".into(), hash_token(&red))])
-            .expect("token hashes");
+        let auth =
+            Arc::new(Auth::new(&hash_token(&admin), &vr_tokens(&cfg)).expect("token hashes"));
+        let backend = RuntimeBackend::new(
+            &cfg,
+            std::path::Path::new("./vrhost.toml"),
+            &running,
+            auth.clone(),
+        );
         Fixture {
             app: vrhost_api::router(Arc::new(backend), auth),
             running: Some(running),
             admin,
             red,
+            config,
         }
     }
 
@@ -114,6 +131,22 @@ impl Fixture {
         .await
     }
 
+    /// Whether the table writer has a VR named `name`.
+    fn has_vr(&self, name: &str) -> bool {
+        lock(&self.running().writer)
+            .working()
+            .vr_index(name)
+            .is_some()
+    }
+
+    /// Adds `prefix` via `gw` to `vr` with `token`; the status.
+    async fn add_route(&self, token: &str, vr: &str, prefix: &str, gw: &str) -> StatusCode {
+        let path = format!("/v1/vrs/{vr}/routes");
+        self.post_json(token, &path, json!({"prefix": prefix, "via": gw}))
+            .await
+            .0
+    }
+
     /// The route for `prefix` in VR `vr` as the table writer holds it.
     fn route(&self, vr: &str, prefix: &str) -> Option<String> {
         let w = lock(&self.running().writer);
@@ -135,13 +168,7 @@ impl Drop for Fixture {
 #[tokio::test]
 async fn routes_through_the_api_reach_the_tables_and_stay_in_their_vr() {
     let f = Fixture::new();
-    let (s, _) = f
-        .post_json(
-            &f.red,
-            "/v1/vrs/red/routes",
-            json!({"prefix": "10.77.0.0/16", "via": "10.0.0.7"}),
-        )
-        .await;
+    let s = f.add_route(&f.red, "red", "10.77.0.0/16", "10.0.0.7").await;
     assert_eq!(s, StatusCode::CREATED);
     assert!(f.route("red", "10.77.0.0/16").is_some());
     assert_eq!(f.route("blue", "10.77.0.0/16"), None);
@@ -153,23 +180,15 @@ async fn routes_through_the_api_reach_the_tables_and_stay_in_their_vr() {
     // Red's token cannot see or change blue, and is told nothing about it.
     let (s, _) = f.call(&f.red, "GET", "/v1/vrs/blue/routes", None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    let (s, _) = f
-        .post_json(
-            &f.red,
-            "/v1/vrs/blue/routes",
-            json!({"prefix": "10.66.0.0/16", "via": "10.0.0.6"}),
-        )
+    let s = f
+        .add_route(&f.red, "blue", "10.66.0.0/16", "10.0.0.6")
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_eq!(f.route("blue", "10.66.0.0/16"), None);
 
     // A gateway no interface covers is refused and changes nothing.
-    let (s, _) = f
-        .post_json(
-            &f.admin,
-            "/v1/vrs/blue/routes",
-            json!({"prefix": "10.55.0.0/16", "via": "192.0.2.1"}),
-        )
+    let s = f
+        .add_route(&f.admin, "blue", "10.55.0.0/16", "192.0.2.1")
         .await;
     assert!(s.is_client_error(), "{s}");
     assert_eq!(f.route("blue", "10.55.0.0/16"), None);
@@ -194,7 +213,7 @@ async fn routes_through_the_api_reach_the_tables_and_stay_in_their_vr() {
 #[tokio::test]
 async fn reload_applies_the_difference_or_nothing() {
     let f = Fixture::new();
-    let changed = CONFIG.replace(
+    let changed = f.config.replace(
         "  prefix = \"10.9.0.0/16\"\n  via = \"10.0.0.9\"",
         "  prefix = \"10.8.0.0/16\"\n  via = \"10.0.0.8\"",
     );
@@ -218,13 +237,13 @@ async fn reload_applies_the_difference_or_nothing() {
             &f.red,
             "POST",
             "/v1/config/reload",
-            Some(("application/toml", CONFIG.into())),
+            Some(("application/toml", f.config.clone())),
         )
         .await;
     assert_eq!(s, StatusCode::FORBIDDEN);
 
     // A port change needs a restart: refused by key, nothing applied.
-    let ports = CONFIG.replace("02:00:00:00:00:01", "02:00:00:00:00:02");
+    let ports = f.config.replace("02:00:00:00:00:01", "02:00:00:00:00:02");
     let (s, err) = f
         .call(
             &f.admin,
@@ -249,6 +268,200 @@ async fn reload_applies_the_difference_or_nothing() {
         .await;
     assert!(s.is_client_error(), "{s}");
     assert!(err.to_string().contains("vlan"), "{err}");
-    let w = lock(&f.running().writer);
-    assert!(w.working().vr_index("blue").is_some());
+    assert!(f.has_vr("blue"));
+}
+
+#[tokio::test]
+async fn tokens_follow_the_vr_they_open() {
+    let f = Fixture::new();
+    let (s, _) = f.call(&f.red, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // Delete red: its token is revoked at once.
+    let (s, _) = f.call(&f.admin, "DELETE", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = f.call(&f.red, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+
+    // A new VR named red is someone else's: the old token neither reads it
+    // nor adds routes to it.
+    let spec = json!({"name": "red", "interfaces": [
+        {"name": "red0", "port": "p0", "vlan": 10, "addresses": ["10.0.0.1/24"]}]});
+    let (s, body) = f.post_json(&f.admin, "/v1/vrs", spec.clone()).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (s, _) = f.call(&f.red, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let s = f.add_route(&f.red, "red", "10.77.0.0/16", "10.0.0.7").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert_eq!(f.route("red", "10.77.0.0/16"), None);
+    let (s, _) = f.call(&f.admin, "DELETE", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // Created with its own token in the same request, which works at once;
+    // a hash another token has is refused, and no VR is created.
+    let green = generate_token();
+    let mut with_token = spec.clone();
+    with_token["api_token_sha256"] = json!(hash_token(&green));
+    let mut clash = spec.clone();
+    clash["api_token_sha256"] = json!(hash_token(&f.admin));
+    let (s, body) = f.post_json(&f.admin, "/v1/vrs", clash).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{body}");
+    assert!(!f.has_vr("red"), "a refused create changes nothing");
+    let (s, body) = f.post_json(&f.admin, "/v1/vrs", with_token).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let (s, _) = f.call(&green, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = f.call(&green, "GET", "/v1/vrs/blue", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn reload_rotates_tokens_at_once_and_refuses_duplicates() {
+    let f = Fixture::new();
+    let new_red = generate_token();
+    let rotated = f.config.replace(&hash_token(&f.red), &hash_token(&new_red));
+    let (s, report) = f
+        .call(
+            &f.admin,
+            "POST",
+            "/v1/config/reload",
+            Some(("application/toml", rotated.clone())),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{report}");
+    let (s, _) = f.call(&f.red, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "the old token stops at once");
+    let (s, _) = f.call(&new_red, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // A VR created through the API keeps its token across a reload, and a
+    // reload giving blue that same hash is refused whole.
+    let green = generate_token();
+    let spec = json!({"name": "green", "api_token_sha256": hash_token(&green), "interfaces": [
+        {"name": "green0", "port": "p0", "vlan": 30, "addresses": ["10.0.3.1/24"]}]});
+    let (s, body) = f.post_json(&f.admin, "/v1/vrs", spec).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let clash = rotated
+        .replace(
+            "name = \"blue\"\n",
+            &format!(
+                "name = \"blue\"\napi_token_sha256 = \"{}\"\n",
+                hash_token(&green)
+            ),
+        )
+        .replace("prefix = \"10.9.0.0/16\"", "prefix = \"10.19.0.0/16\"");
+    let (s, err) = f
+        .call(
+            &f.admin,
+            "POST",
+            "/v1/config/reload",
+            Some(("application/toml", clash)),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{err}");
+    assert!(err.to_string().contains("same token hash"), "{err}");
+    assert!(
+        f.route("red", "10.9.0.0/16").is_some(),
+        "nothing of the refused reload applied"
+    );
+    let (s, _) = f.call(&green, "GET", "/v1/vrs/green", None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = f.call(&new_red, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // A reload that drops red's token revokes it.
+    let (s, _) = f
+        .call(
+            &f.admin,
+            "POST",
+            "/v1/config/reload",
+            Some(("application/toml", CONFIG.into())),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _) = f.call(&new_red, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+}
+
+/// Sends a bulk body of `bytes` with red's token: `declared` puts its length
+/// in `Content-Length`, otherwise it streams with none.
+fn bulk_request(token: &str, body: Body, declared: Option<usize>) -> Request<Body> {
+    let mut req = Request::builder()
+        .method("POST")
+        .uri("/v1/vrs/red/routes/bulk")
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json");
+    if let Some(n) = declared {
+        req = req.header("content-length", n.to_string());
+    }
+    req.body(body).expect("request")
+}
+
+#[tokio::test]
+async fn a_tenant_cannot_make_the_api_hold_more_than_its_limits() {
+    let f = Fixture::new();
+    let send = |req: Request<Body>| {
+        let app = f.app.clone();
+        async move { app.oneshot(req).await.expect("response").status() }
+    };
+    // red may hold 1000 routes a family: its bulk body is at most
+    // 2000 × 128 B + 64 KiB. 500 MB declared is refused before a byte is read.
+    let s = send(bulk_request(&f.red, Body::empty(), Some(500 << 20))).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // Streamed with no length, it is cut off at the limit.
+    let chunk = axum::body::Bytes::from(vec![b' '; 64 << 10]);
+    let stream =
+        futures_util::stream::iter(std::iter::repeat_n(chunk, 16).map(Ok::<_, std::io::Error>));
+    let s = send(bulk_request(&f.red, Body::from_stream(stream), None)).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // A delete-only body is bounded the same way.
+    let deletes: Vec<String> = (0..20_000)
+        .map(|i| format!("10.{}.{}.0/24", i / 256, i % 256))
+        .collect();
+    let body = json!({ "delete": deletes }).to_string();
+    let n = body.len();
+    let s = send(bulk_request(&f.red, Body::from(body), Some(n))).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+
+    // One bulk load per token at a time: while one is still sending its
+    // body, a second answers 429; blue and the admin are not held up.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<axum::body::Bytes, std::io::Error>>(1);
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    let first = tokio::spawn(f.app.clone().oneshot(bulk_request(
+        &f.red,
+        Body::from_stream(stream),
+        None,
+    )));
+    tx.send(Ok(axum::body::Bytes::from_static(b"{\"add\": [")))
+        .await
+        .expect("send");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let s = send(bulk_request(&f.red, Body::from("{}"), Some(2))).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS);
+    let (s, _) = f
+        .post_json(&f.admin, "/v1/vrs/blue/routes/bulk", json!({}))
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    tx.send(Ok(axum::body::Bytes::from_static(b"]}")))
+        .await
+        .expect("send");
+    drop(tx);
+    let done = first.await.expect("task").expect("response");
+    assert_eq!(done.status(), StatusCode::OK);
+    let s = send(bulk_request(&f.red, Body::from("{}"), Some(2))).await;
+    assert_eq!(s, StatusCode::OK, "the slot is free again");
+
+    // A tenant token is rate-limited; the admin is not, and red's own
+    // routes were never touched by the refused loads.
+    let mut limited = 0;
+    for _ in 0..1000 {
+        let (s, _) = f.call(&f.red, "GET", "/v1/vrs/red", None).await;
+        limited += usize::from(s == StatusCode::TOO_MANY_REQUESTS);
+    }
+    assert!(limited > 400, "{limited} of 1000 refused");
+    let (s, _) = f.call(&f.admin, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(f.route("red", "10.9.0.0/16").is_some());
 }

@@ -298,6 +298,7 @@ fn every_resource_through_the_running_router() {
         neighbors: vec![],
         policy: Default::default(),
         control: None,
+        api_token_sha256: None,
     };
     let g = admin.create_vr(&spec).expect("create green");
     assert_eq!(g.routes_v4, 4);

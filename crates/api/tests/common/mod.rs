@@ -15,7 +15,7 @@ use vrhost_api::types::{
     Neighbor, Outcome, PortInfo, Prefix, ReloadReport, Route, RoutePage, RouteTarget, VrCounters,
     VrInfo, VrPolicy, VrSpec, WorkerInfo,
 };
-use vrhost_api::{hash_token, ApiConfig, ApiError, ApiHandle, Backend, Client, ConfigIssue};
+use vrhost_api::{hash_token, ApiConfig, ApiError, ApiHandle, Auth, Backend, Client, ConfigIssue};
 
 /// The other tenant's VR: a name distinctive enough that finding it in a
 /// response body can only mean it leaked.
@@ -509,11 +509,16 @@ impl TestServer {
         let cfg = ApiConfig {
             socket: dir.path().join("api.sock"),
             listen,
-            admin_token_sha256: hash_token(&admin),
-            vr_tokens: vec![
-                (OWN.into(), hash_token(&own)),
-                (OTHER.into(), hash_token(&other)),
-            ],
+            auth: Arc::new(
+                Auth::new(
+                    &hash_token(&admin),
+                    &[
+                        (OWN.into(), hash_token(&own)),
+                        (OTHER.into(), hash_token(&other)),
+                    ],
+                )
+                .expect("token hashes"),
+            ),
         };
         let backend = Arc::new(FixtureBackend::new());
         let handle = vrhost_api::spawn(cfg, backend.clone()).expect("server starts");

@@ -931,6 +931,31 @@ fn router_token_and_fpm() {
         "router \"red\".api_token_sha256",
         "not a SHA-256 digest",
     );
+    // One hash for two tokens: the admin's and a router's, or two routers'.
+    only(
+        &format!(
+            "[api]\nadmin_token_sha256 = \"{HASH}\"\n{}",
+            edit(
+                "name = \"red\"\n",
+                &format!("name = \"red\"\napi_token_sha256 = \"{HASH}\"\n"),
+            )
+        ),
+        "router \"red\".api_token_sha256",
+        "the same hash as the admin token",
+    );
+    let other = "b".repeat(64);
+    only(
+        &format!(
+            "{}[[router]]\nname = \"blue\"\napi_token_sha256 = \"{}\"\n",
+            edit(
+                "name = \"red\"\n",
+                &format!("name = \"red\"\napi_token_sha256 = \"{other}\"\n"),
+            ),
+            other.to_uppercase()
+        ),
+        "router \"blue\".api_token_sha256",
+        "the same hash as router \"red\".api_token_sha256",
+    );
     let c = valid(&with(
         "  [router.control]\n  netns = \"vr-red\"\n  fpm = \"127.0.0.1:2620\"\n",
     ));
