@@ -435,6 +435,9 @@ pub struct VrPolicy {
     /// Most routes per family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_routes: Option<u64>,
+    /// Most interface addresses, all interfaces and both families.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_addresses: Option<u64>,
     /// Packets per second the VR may punt to its control plane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub punt_rate: Option<u64>,

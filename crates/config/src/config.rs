@@ -225,6 +225,10 @@ pub struct Limits {
     /// Routes per address family the router's FIB may hold, connected and
     /// local routes included.
     pub max_routes: u32,
+    /// Interface addresses the router may hold, all interfaces and both
+    /// families together (link-local ones included); its static
+    /// neighbours count against `max_neighbors`.
+    pub max_addresses: u32,
     /// Share of a saturated worker's cycles, relative to the other routers'.
     pub weight: u32,
     /// Packets per second the router may receive; 0: no ceiling.
@@ -253,6 +257,9 @@ impl Limits {
     pub const DEFAULT_MAX_NEIGHBORS: u32 = 4096;
     /// Default `max_routes`: a full IPv4 Internet table (about 1M) twice over.
     pub const DEFAULT_MAX_ROUTES: u32 = 2_000_000;
+    /// Default `max_addresses`: far more than a router's interfaces need,
+    /// few enough that address churn stays cheap.
+    pub const DEFAULT_MAX_ADDRESSES: u32 = 256;
     /// Default `weight`: every router the same share.
     pub const DEFAULT_WEIGHT: u32 = 1;
     /// Default `punt_rate`: ample for routing protocols (a BGP full-table
@@ -270,6 +277,7 @@ impl Default for Limits {
             neighbor_timeout_ms: Self::DEFAULT_NEIGHBOR_TIMEOUT_MS,
             max_neighbors: Self::DEFAULT_MAX_NEIGHBORS,
             max_routes: Self::DEFAULT_MAX_ROUTES,
+            max_addresses: Self::DEFAULT_MAX_ADDRESSES,
             weight: Self::DEFAULT_WEIGHT,
             pps: 0,
             bps: 0,

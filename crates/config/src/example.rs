@@ -89,7 +89,8 @@ api_token_sha256 = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11
   pps = 5000000                  # receive ceiling, packets/s; default 0 = none
   bps = 10000000000              # receive ceiling, bits/s; default 0 = none
   max_routes = 2000000           # routes per family; default 2000000
-  max_neighbors = 4096           # ARP/ND entries (per worker); default 4096
+  max_neighbors = 4096           # ARP/ND entries (per worker), static ones included; default 4096
+  max_addresses = 256            # interface addresses, all interfaces and families; default 256
   icmp_rate = 100                # ICMP errors per second (burst = rate); default 100
   punt_rate = 10000              # packets/s to the control plane; default 10000
   punt_queue = 256               # packets waiting for the control plane; default 256

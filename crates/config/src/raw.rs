@@ -203,6 +203,8 @@ pub struct RawLimits {
     pub max_neighbors: Option<i64>,
     /// Routes per address family.
     pub max_routes: Option<i64>,
+    /// Interface addresses, all interfaces and families.
+    pub max_addresses: Option<i64>,
     /// Share of a saturated worker.
     pub weight: Option<i64>,
     /// Receive ceiling in packets per second.

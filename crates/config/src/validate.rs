@@ -626,6 +626,41 @@ impl Validator<'_, '_> {
             );
         }
 
+        // Link-local addresses count as the data plane counts them: one per
+        // interface with any IPv6 address.
+        let held = addrs
+            + interfaces
+                .iter()
+                .filter(|i| i.addresses.iter().any(|a| a.addr.is_ipv6()))
+                .count();
+        if held > limits.max_addresses as usize {
+            let key = item.limits.as_ref().map_or_else(
+                || head.key("limits.max_addresses"),
+                |l| l.key("max_addresses"),
+            );
+            self.err(
+                key,
+                format!(
+                    "{held} interface addresses (link-local ones included) exceed max_addresses = {}",
+                    limits.max_addresses
+                ),
+            );
+        }
+        if neighbors.len() > limits.max_neighbors as usize {
+            let key = item.limits.as_ref().map_or_else(
+                || head.key("limits.max_neighbors"),
+                |l| l.key("max_neighbors"),
+            );
+            self.err(
+                key,
+                format!(
+                    "{} static neighbours exceed max_neighbors = {}",
+                    neighbors.len(),
+                    limits.max_neighbors
+                ),
+            );
+        }
+
         let api_token_sha256 = head
             .raw
             .api_token_sha256
@@ -999,6 +1034,14 @@ impl Validator<'_, '_> {
                     " routes per address family, connected and local routes included",
                 )
                 .unwrap_or(d.max_routes),
+            max_addresses: self
+                .int(
+                    || l.key("max_addresses"),
+                    r.max_addresses,
+                    1..=65_536,
+                    " interface addresses, all interfaces and both families together",
+                )
+                .unwrap_or(d.max_addresses),
             weight: self
                 .int(
                     || l.key("weight"),

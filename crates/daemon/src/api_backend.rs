@@ -260,6 +260,12 @@ fn refused(e: BuildError) -> ApiError {
         BuildError::RouteLimit { limit, .. } => {
             ApiError::Conflict(format!("route limit reached ({limit} per family)"))
         }
+        BuildError::AddressLimit { limit, .. } => {
+            ApiError::Conflict(format!("address limit reached ({limit} addresses)"))
+        }
+        BuildError::NeighborLimit { limit, .. } => {
+            ApiError::Conflict(format!("static neighbour limit reached ({limit})"))
+        }
         BuildError::InterfaceCapacity { .. }
         | BuildError::InterfaceInUse { .. }
         | BuildError::DuplicateInterface { .. } => ApiError::Conflict(e.to_string()),
@@ -352,6 +358,7 @@ fn policy(l: &Limits) -> VrPolicy {
         pps: Some(l.pps),
         bps: Some(l.bps),
         max_routes: Some(l.max_routes.into()),
+        max_addresses: Some(l.max_addresses.into()),
         punt_rate: Some(l.punt_rate.into()),
     }
 }
@@ -372,6 +379,7 @@ fn limits(p: &VrPolicy) -> Limits {
         pps: p.pps.unwrap_or(d.pps),
         bps: p.bps.unwrap_or(d.bps),
         max_routes: u32_of(p.max_routes, d.max_routes).max(16),
+        max_addresses: u32_of(p.max_addresses, d.max_addresses).max(1),
         punt_rate: u32_of(p.punt_rate, d.punt_rate).max(1),
         ..d
     }

@@ -116,7 +116,10 @@ fn spawn_sync(
             while !stop.load(Ordering::Relaxed) {
                 match rx.recv_timeout(Duration::from_millis(100)) {
                     Ok(ev) => batch.push(ev),
-                    Err(RecvTimeoutError::Timeout) => continue,
+                    Err(RecvTimeoutError::Timeout) => {
+                        s.refusals.flush(&s.router, &s.source);
+                        continue;
+                    }
                     Err(RecvTimeoutError::Disconnected) => break,
                 }
                 while batch.len() < BATCH {
@@ -127,6 +130,7 @@ fn spawn_sync(
                 }
                 let mut c = crate::runtime::lock(&writer);
                 let changed: usize = batch.drain(..).map(|ev| s.apply(&mut c, ev)).sum();
+                s.refusals.flush(&s.router, &s.source);
                 if changed > 0 {
                     c.commit();
                 }
@@ -145,6 +149,65 @@ fn spawn_sync(
         .context("spawning a control-plane sync thread")
 }
 
+/// Most often a producer logs the changes it refused.
+pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// The changes one producer refused, for the operator's log: the first one
+/// at once, then one summary line per [`REFUSAL_LOG_INTERVAL`] at most, with
+/// the count and the latest, so that a tenant flooding routes past its
+/// limit writes a few lines, not one per route.
+#[derive(Clone, Debug, Default)]
+pub struct Refusals {
+    /// Refused since the start.
+    pub total: u64,
+    /// Lines written so far.
+    pub lines: u64,
+    /// Refused since the last line.
+    pending: u64,
+    /// The latest refusal not yet in a line.
+    latest: Option<String>,
+    last_line: Option<std::time::Instant>,
+}
+
+impl Refusals {
+    /// Counts one refusal; writes it now if no line was written for an
+    /// interval, else keeps it for the next summary.
+    pub fn note(&mut self, router: &str, source: &str, what: std::fmt::Arguments<'_>) {
+        self.total += 1;
+        self.pending += 1;
+        self.latest = Some(what.to_string());
+        self.flush(router, source);
+    }
+
+    /// Writes the summary line if refusals are waiting and an interval has
+    /// passed since the last one.
+    pub fn flush(&mut self, router: &str, source: &str) {
+        let due = self
+            .last_line
+            .is_none_or(|t| t.elapsed() >= REFUSAL_LOG_INTERVAL);
+        if self.pending == 0 || !due {
+            return;
+        }
+        let latest = self.latest.take().unwrap_or_default();
+        if self.pending == 1 {
+            tracing::warn!(router, source, "control plane: refused {latest}");
+        } else {
+            tracing::warn!(
+                router,
+                source,
+                refused = self.pending,
+                total = self.total,
+                "control plane: {} changes refused in the last {} s; the latest: {latest}",
+                self.pending,
+                self.last_line.map_or(0, |t| t.elapsed().as_secs())
+            );
+        }
+        self.pending = 0;
+        self.lines += 1;
+        self.last_line = Some(std::time::Instant::now());
+    }
+}
+
 /// One producer's view of one VR: what it installed, so that a `Resync`
 /// replaces exactly that, and what it must never touch.
 #[derive(Clone)]
@@ -160,8 +223,9 @@ pub struct RouteSync {
     config_routes: HashSet<IpPrefix>,
     /// Routes this producer installed, and with which target.
     installed: BTreeMap<IpPrefix, EngineTarget>,
-    /// Prefixes already warned about (config conflicts, unusable targets).
-    warned: HashSet<IpPrefix>,
+    /// Changes refused (config conflicts, limits, unusable targets), logged
+    /// as a summary line at most every [`REFUSAL_LOG_INTERVAL`].
+    refusals: Refusals,
     /// The VR's interfaces.
     ifaces: HashSet<String>,
     /// Addresses the VR has, as far as this producer knows (config ones at start).
@@ -190,7 +254,7 @@ impl RouteSync {
             addrs: true,
             config_routes,
             installed: BTreeMap::new(),
-            warned: HashSet::new(),
+            refusals: Refusals::default(),
             ifaces: r.interfaces.iter().map(|i| i.name.clone()).collect(),
             vr_addrs,
         }
@@ -254,18 +318,20 @@ impl RouteSync {
         }
     }
 
-    fn warn_once(&mut self, p: IpPrefix, what: std::fmt::Arguments<'_>) {
-        if self.warned.insert(p) {
-            tracing::warn!(router = self.router, source = self.source, "{p}: {what}");
-        }
+    fn refuse(&mut self, what: std::fmt::Arguments<'_>) {
+        self.refusals.note(&self.router, &self.source, what);
+    }
+
+    /// What this producer had refused so far.
+    pub fn refusals(&self) -> &Refusals {
+        &self.refusals
     }
 
     fn add_route(&mut self, c: &mut TableWriter, p: IpPrefix, t: &RouteTarget) -> usize {
         if self.config_routes.contains(&p) {
-            self.warn_once(
-                p,
-                format_args!("the config has a static route for this prefix; it stays"),
-            );
+            self.refuse(format_args!(
+                "{p}: the config has a static route for this prefix; it stays"
+            ));
             return 0;
         }
         let target = match t {
@@ -287,11 +353,10 @@ impl RouteSync {
             Ok(()) => {
                 tracing::debug!(router = self.router, source = self.source, "add {p} {t}");
                 self.installed.insert(p, target);
-                self.warned.remove(&p);
                 1
             }
             Err(e) => {
-                self.warn_once(p, format_args!("{t}: not installed: {e}"));
+                self.refuse(format_args!("{p} {t}: not installed: {e}"));
                 // What was there before is no longer the namespace's route.
                 self.del_route(c, p)
             }
@@ -338,11 +403,10 @@ impl RouteSync {
                 usize::from(changed)
             }
             Err(e) => {
-                tracing::warn!(
-                    router = self.router,
-                    iface = key.0,
-                    "address {op:?} {addr}/{len}: {e}"
-                );
+                self.refuse(format_args!(
+                    "address {op:?} {addr}/{len} on {}: {e}",
+                    key.0
+                ));
                 0
             }
         }
@@ -421,6 +485,54 @@ name = "red"
 
     fn config_addrs() -> Vec<vrhost_cp::Addr> {
         vec![addr("10.0.0.1", 24), addr("2001:db8::1", 64)]
+    }
+
+    #[test]
+    fn a_flood_past_the_limit_is_refused_in_a_few_log_lines() {
+        let cfg = Config::from_toml_str(
+            &CFG.replace(
+                "  [[router.route]]",
+                "  [router.limits]\n  max_routes = 100\n  max_addresses = 4\n  [[router.route]]",
+            ),
+            std::path::Path::new("."),
+        )
+        .expect("config");
+        let mut c = TableWriter::new(&vrhost_config::engine_spec(&cfg, |_| [2, 0, 0, 0, 0, 1]))
+            .expect("tables");
+        let mut s = RouteSync::new(&cfg, 0);
+        let mut installed = 0;
+        for i in 0..10_000u32 {
+            let prefix = IpPrefix::new(std::net::Ipv4Addr::from(0x0b00_0000 + (i << 8)).into(), 24)
+                .expect("prefix");
+            installed += s.apply(
+                &mut c,
+                CpEvent::Route {
+                    op: Op::Add,
+                    prefix,
+                    target: via("10.0.0.7"),
+                },
+            );
+        }
+        assert!(installed > 50 && installed < 100, "{installed}");
+        assert_eq!(s.refusals().total, 10_000 - installed as u64);
+        assert_eq!(s.refusals().lines, 1, "one line now, the rest in summaries");
+        // Addresses past max_addresses (4: two configured, the link-local,
+        // one more) are refused and counted the same way.
+        for i in 2..10u8 {
+            s.apply(
+                &mut c,
+                CpEvent::Addr {
+                    op: Op::Add,
+                    ifname: "r0".into(),
+                    addr: std::net::Ipv4Addr::new(10, 0, i, 1).into(),
+                    len: 24,
+                },
+            );
+        }
+        let held = &c.working().ifaces()[0];
+        assert_eq!(held.addrs4.len() + held.addrs6.len(), 4);
+        assert_eq!(s.refusals().total, 10_000 - installed as u64 + 7);
+        assert_eq!(s.refusals().lines, 1);
     }
 
     #[test]

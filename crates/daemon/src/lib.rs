@@ -57,6 +57,39 @@ pub fn init_logging() {
         .init();
 }
 
+/// Makes any panic stop the whole process: the panic is logged as an error
+/// naming the thread, then the process aborts (SIGABRT, exit status 134 in
+/// a shell), so a supervisor restarts it. `vrhost run` installs this first;
+/// the release profile also builds with `panic = "abort"`.
+///
+/// Without it a panicking worker would die alone: its queues would stop
+/// (or, on AF_XDP, fall through to the host kernel) while the rest ran on,
+/// and a lock it held would be poisoned.
+pub fn abort_on_panic() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let thread = thread.name().unwrap_or("unnamed");
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let location = info
+            .location()
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        tracing::error!(
+            thread,
+            %location,
+            "panic: {message}; vrhost stops now (abort) so that its supervisor restarts it"
+        );
+        default(info);
+        std::process::abort();
+    }));
+}
+
 /// Loads a config, or prints every error with its key to standard error
 /// (`PATH: invalid config`, then one `  key: reason` line each) and returns
 /// `None`: the command line's way of reporting a bad file.
@@ -208,6 +241,7 @@ impl std::fmt::Display for StopReport {
 /// `vrhost run`: forward until SIGINT or SIGTERM, printing the counter
 /// table every `stats_interval` seconds (0: only at exit).
 pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<ExitCode> {
+    abort_on_panic();
     let Some(cfg) = load_config(path) else {
         return Ok(ExitCode::FAILURE);
     };

@@ -370,7 +370,7 @@ impl Runtime {
         let shared = self.writer.shared().clone();
         let mut threads = Vec::new();
         let clock = self.clock.map(|(c, hz)| (c, hz, self.fair_share));
-        for (mut w, plan) in self.workers.into_iter().zip(self.plans) {
+        for (i, (mut w, plan)) in self.workers.into_iter().zip(self.plans).enumerate() {
             w.set_fast_path(self.fast_path);
             if let Some(min_routes) = self.prefetch_min_routes {
                 w.set_prefetch(vrhost_io::prefetch, min_routes);
@@ -378,7 +378,7 @@ impl Runtime {
             match self.mode {
                 Mode::Rtc => {
                     let stop = stop.clone();
-                    threads.push(std::thread::spawn(move || {
+                    threads.push(spawn_named(format!("vrhost-worker-{i}"), move || {
                         run_to_completion(w, plan, clock, &stop)
                     }));
                 }
@@ -410,11 +410,11 @@ impl Runtime {
                         })
                         .collect();
                     let s1 = stop.clone();
-                    threads.push(std::thread::spawn(move || {
+                    threads.push(spawn_named(format!("vrhost-rx-{i}"), move || {
                         rx_thread(rx_core, rx, to_fwd, back, &s1)
                     }));
                     let s2 = stop.clone();
-                    threads.push(std::thread::spawn(move || {
+                    threads.push(spawn_named(format!("vrhost-worker-{i}"), move || {
                         forward_thread(w, core, tx, from_rx, to_rx, clock, &s2)
                     }));
                 }
@@ -506,9 +506,43 @@ pub fn port_macs(cfg: &Config) -> Vec<[u8; 6]> {
         .collect()
 }
 
-/// Locks the table writer, recovering from a poisoned lock.
+/// Locks the table writer. A poisoned lock means a thread panicked halfway
+/// through a change to the working tables; going on could publish that half
+/// change, so this panics too (and `vrhost run`, whose panics abort, stops).
 pub fn lock(writer: &Mutex<TableWriter>) -> MutexGuard<'_, TableWriter> {
-    writer.lock().unwrap_or_else(|e| e.into_inner())
+    match writer.lock() {
+        Ok(guard) => guard,
+        Err(_) => panic!(
+            "the control lock is poisoned: a thread panicked while changing the tables; \
+             refusing to publish a half-applied change"
+        ),
+    }
+}
+
+/// The environment variable that makes each worker panic this many
+/// milliseconds after it starts: a test-only fault hook, read once per
+/// worker at its start, for the test that a worker panic stops the process.
+pub const FAULT_WORKER_PANIC_MS: &str = "VRHOST_FAULT_WORKER_PANIC_MS";
+
+/// When this worker is to panic, in nanoseconds of its clock, if the fault
+/// hook is set.
+fn fault_panic_at() -> Option<u64> {
+    let ms: u64 = std::env::var(FAULT_WORKER_PANIC_MS).ok()?.parse().ok()?;
+    Some(ms.saturating_mul(1_000_000))
+}
+
+/// Starts a named thread (`vrhost-worker-2`), as panic messages and `top -H`
+/// show it.
+fn spawn_named<T: Send + 'static>(
+    name: String,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> JoinHandle<T> {
+    match std::thread::Builder::new().name(name.clone()).spawn(f) {
+        Ok(h) => h,
+        // Only the operating system refuses a thread: at start, with no
+        // forwarding yet, nothing better can be done than to stop.
+        Err(e) => panic!("cannot start thread {name}: {e}"),
+    }
 }
 
 /// Pins the calling thread to `core`, warning when that is impossible.
@@ -571,8 +605,12 @@ fn run_to_completion(
     let mut tx = TxBatch::new(plan.tx.len());
     let mut idle_polls = 0u32;
     let mut taps = crate::taps::WorkerTaps::new(std::mem::take(&mut plan.taps));
+    let panic_at = fault_panic_at();
     while !stop.load(Ordering::Relaxed) {
         let now = start.elapsed().as_nanos() as u64;
+        if panic_at.is_some_and(|t| now >= t) {
+            panic!("{FAULT_WORKER_PANIC_MS} is set: this worker panics, as a test asked");
+        }
         let mut got = 0;
         let mut skipped = false;
         for &(port, q) in plan.rx.iter() {

@@ -32,6 +32,8 @@ name = "red"
   via = "10.0.0.9"
   [router.limits]
   max_routes = 1000
+  max_addresses = 4
+  max_neighbors = 2
 
 [[router]]
 name = "blue"
@@ -452,6 +454,28 @@ async fn a_tenant_cannot_make_the_api_hold_more_than_its_limits() {
     assert_eq!(done.status(), StatusCode::OK);
     let s = send(bulk_request(&f.red, Body::from("{}"), Some(2))).await;
     assert_eq!(s, StatusCode::OK, "the slot is free again");
+
+    // Addresses and static neighbours are bounded per VR: red holds three
+    // addresses (two configured, the IPv6 link-local) of its four.
+    let addrs = "/v1/vrs/red/interfaces/red0/addresses";
+    let (s, _) = f
+        .post_json(&f.red, addrs, json!({"address": "10.0.1.1/24"}))
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, body) = f
+        .post_json(&f.red, addrs, json!({"address": "10.0.2.1/24"}))
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT, "{body}");
+    assert!(body.to_string().contains("address limit"), "{body}");
+    for (i, want) in [
+        (7, StatusCode::CREATED),
+        (8, StatusCode::CREATED),
+        (9, StatusCode::CONFLICT),
+    ] {
+        let n = json!({"address": format!("10.0.0.{i}"), "mac": "02:00:00:00:00:07"});
+        let (s, body) = f.post_json(&f.red, "/v1/vrs/red/neighbors", n).await;
+        assert_eq!(s, want, "{body}");
+    }
 
     // A tenant token is rate-limited; the admin is not, and red's own
     // routes were never touched by the refused loads.

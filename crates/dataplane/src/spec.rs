@@ -183,6 +183,9 @@ pub struct Limits {
     pub bps: u64,
     /// Most routes per family the VR's FIB may hold, connected and local ones included.
     pub max_routes: u32,
+    /// Most interface addresses the VR may hold over all its interfaces,
+    /// both families, link-local ones included.
+    pub max_addresses: u32,
     /// Packets per second the VR may punt to its control plane.
     pub punt_rate: u32,
     /// The VR has a control plane attached (a namespace with TAP mirrors):
@@ -205,6 +208,7 @@ impl Default for Limits {
             pps: 0,
             bps: 0,
             max_routes: 2_000_000,
+            max_addresses: 256,
             punt_rate: 10_000,
             control_plane: false,
         }

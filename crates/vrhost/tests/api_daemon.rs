@@ -423,3 +423,41 @@ fn a_tenant_token_never_sees_another_tenant() {
         401
     );
 }
+
+#[test]
+fn a_worker_panic_stops_the_process_loudly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_pcap(&dir.path().join("in.pcap"));
+    let cfg = dir.path().join("vrhost.toml");
+    std::fs::write(&cfg, config("")).expect("config");
+    let child = Command::new(VRHOST)
+        .arg("run")
+        .arg("--config")
+        .arg(&cfg)
+        .env(vrhost_daemon::runtime::FAULT_WORKER_PANIC_MS, "500")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start vrhost run");
+    let mut daemon = Daemon(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = daemon.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "vrhost run went on after a worker panicked"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    use std::io::Read as _;
+    if let Some(mut e) = daemon.0.stderr.take() {
+        e.read_to_string(&mut stderr).expect("stderr");
+    }
+    assert!(!status.success(), "{status:?}");
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(6), "aborted (SIGABRT): {status:?}");
+    assert!(stderr.contains("vrhost-worker-0"), "{stderr}");
+    assert!(stderr.contains("vrhost stops now"), "{stderr}");
+}

@@ -1076,6 +1076,30 @@ fn max_routes_below_the_configured_routes_names_the_key() {
     );
 }
 
+#[test]
+fn addresses_and_static_neighbours_past_their_limits_name_the_key() {
+    // red0 holds 10.0.0.1/24, 2001:db8::1/64 and the IPv6 link-local.
+    only(
+        &with("  [router.limits]\n  max_addresses = 2\n"),
+        "router \"red\".limits.max_addresses",
+        "3 interface addresses (link-local ones included) exceed max_addresses = 2",
+    );
+    let c = valid(&with("  [router.limits]\n  max_addresses = 3\n"));
+    assert_eq!(c.routers[0].limits.max_addresses, 3);
+    let neighbors: String = (2..5)
+        .map(|i| {
+            format!("  [[router.neighbor]]\n  address = \"10.0.0.{i}\"\n  mac = \"02:00:00:00:00:0{i}\"\n")
+        })
+        .collect();
+    only(
+        &with(&format!(
+            "{neighbors}  [router.limits]\n  max_neighbors = 2\n"
+        )),
+        "router \"red\".limits.max_neighbors",
+        "3 static neighbours exceed max_neighbors = 2",
+    );
+}
+
 // ---- routes files --------------------------------------------------------
 
 fn with_file(table: &str) -> Result<Config, ConfigErrors> {

@@ -23,6 +23,14 @@ impl TableWriter {
         if present {
             return Ok(false);
         }
+        let limit = self.shared.vrs[vr].limits.max_addresses;
+        if self.vr_address_count(vr) >= limit as usize {
+            return Err(BuildError::AddressLimit {
+                router: self.shared.vrs[vr].name.clone(),
+                limit,
+            });
+        }
+        let i = &self.shared.ifaces[gi as usize];
         let (mut a4, mut a6) = (i.addrs4.clone(), i.addrs6.clone());
         match addr {
             IpAddr::V4(a) => a4.push((a, len)),
@@ -214,6 +222,18 @@ impl TableWriter {
         self.static_neighbors[vr].retain(|&(i, _, _)| i != gi);
         self.topology_dirty = true;
         Ok(true)
+    }
+
+    /// Addresses on VR `vr`'s interfaces, both families, link-local included.
+    pub(super) fn vr_address_count(&self, vr: usize) -> usize {
+        self.shared.vrs[vr]
+            .ifaces
+            .iter()
+            .map(|&i| {
+                let f = &self.shared.ifaces[i.index()];
+                f.addrs4.len() + f.addrs6.len()
+            })
+            .sum()
     }
 
     fn iface_index(&self, vr: usize, name: &str) -> Result<u16, BuildError> {

@@ -288,6 +288,26 @@ pub enum BuildError {
         /// The limit.
         limit: u32,
     },
+    /// The VR holds `max_addresses` interface addresses already.
+    #[error(
+        "router {router:?}: address limit reached ({limit} addresses; raise limits.max_addresses)"
+    )]
+    AddressLimit {
+        /// VR name.
+        router: String,
+        /// The limit.
+        limit: u32,
+    },
+    /// The VR holds `max_neighbors` static neighbours already.
+    #[error(
+        "router {router:?}: static neighbour limit reached ({limit}; raise limits.max_neighbors)"
+    )]
+    NeighborLimit {
+        /// VR name.
+        router: String,
+        /// The limit.
+        limit: u32,
+    },
     /// A route whose prefix family differs from its gateway's.
     #[error("router {router:?}: gateway {via} is not of the prefix's family")]
     FamilyMismatch {

@@ -26,6 +26,14 @@ impl TableWriter {
             })?;
         // A static neighbor is one per address; one that moved to another
         // interface is forgotten on the old one.
+        let replaces = self.static_neighbors[vr].iter().any(|&(_, a, _)| a == addr);
+        let limit = self.shared.vrs[vr].limits.max_neighbors;
+        if !replaces && self.static_neighbors[vr].len() >= limit as usize {
+            return Err(BuildError::NeighborLimit {
+                router: self.shared.vrs[vr].name.clone(),
+                limit,
+            });
+        }
         if let Some(old) = self.take_static_neighbor(vr, addr) {
             if old != iface {
                 self.forget_static(vr, old, addr);

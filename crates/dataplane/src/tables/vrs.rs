@@ -116,6 +116,12 @@ impl TableWriter {
         });
         self.vrs.push(c);
         self.static_neighbors.push(Vec::new());
+        if self.vr_address_count(vr_idx) > r.limits.max_addresses as usize {
+            return Err(BuildError::AddressLimit {
+                router: r.name.clone(),
+                limit: r.limits.max_addresses,
+            });
+        }
         for &(addr, mac) in &r.neighbors {
             self.set_static_neighbor(VrId::new(vr_idx), addr, mac)?;
         }
