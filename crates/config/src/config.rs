@@ -203,8 +203,26 @@ pub struct Neighbor {
 pub struct ControlPlane {
     /// Namespace name (a file in `/run/netns`); no two routers share one.
     pub netns: String,
-    /// FPM listener feeding this router's FIB; no two routers share one.
+    /// FPM listener feeding this router's FIB.
     pub fpm: Option<std::net::SocketAddr>,
+    /// Where the FPM listener is bound: inside the namespace (the default,
+    /// so only the tenant's own processes reach it), or in vrhost's own
+    /// namespace (a control plane in a VM; then `fpm_peers` is required and
+    /// no two routers share an address).
+    pub fpm_in: FpmIn,
+    /// The only peer addresses whose FPM connections are accepted; empty
+    /// accepts any peer that can reach the listener.
+    pub fpm_peers: Vec<std::net::IpAddr>,
+}
+
+/// Where a router's FPM listener is bound (`[router.control] fpm_in`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FpmIn {
+    /// Inside the router's control namespace.
+    #[default]
+    Netns,
+    /// In vrhost's own network namespace.
+    Host,
 }
 
 /// `[router.limits]`: per-router limits that keep one tenant from hurting

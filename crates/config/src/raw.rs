@@ -185,6 +185,10 @@ pub struct RawControl {
     pub netns: Option<String>,
     /// FPM listener (`ADDRESS:PORT`) whose routes feed this router.
     pub fpm: Option<String>,
+    /// Where the FPM listener is bound: `"netns"` or `"host"`.
+    pub fpm_in: Option<String>,
+    /// Peer addresses allowed to connect to the FPM listener.
+    pub fpm_peers: Option<Vec<String>>,
 }
 
 /// `[router.limits]`.

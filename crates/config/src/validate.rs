@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, parse_prefix, IfAddr};
 use crate::config::{
-    Api, Config, ControlPlane, Dataplane, Driver, Interface, Limits, Neighbor, Port, Route,
+    Api, Config, ControlPlane, Dataplane, Driver, FpmIn, Interface, Limits, Neighbor, Port, Route,
     RouteTarget, Router,
 };
 use crate::error::ConfigErrors;
@@ -574,6 +574,44 @@ impl Validator<'_, '_> {
                     }
                 }
             }
+            let fpm_in = match c.raw.fpm_in.as_deref() {
+                None | Some("netns") => FpmIn::Netns,
+                Some("host") => FpmIn::Host,
+                Some(other) => {
+                    self.err(
+                        c.key("fpm_in"),
+                        format!(
+                            "{} is neither \"netns\" (inside the router's namespace, the default) \
+                             nor \"host\" (vrhost's own namespace)",
+                            crate::addr::shown(other)
+                        ),
+                    );
+                    FpmIn::Netns
+                }
+            };
+            let mut fpm_peers = Vec::new();
+            for (k, p) in c.raw.fpm_peers.iter().flatten().enumerate() {
+                match p.parse::<std::net::IpAddr>() {
+                    Ok(a) => fpm_peers.push(a),
+                    Err(_) => self.err(
+                        format!("{}[{k}]", c.key("fpm_peers")),
+                        format!("{} is not an IP address", crate::addr::shown(p)),
+                    ),
+                }
+            }
+            if c.raw.fpm.is_none() && (c.raw.fpm_in.is_some() || c.raw.fpm_peers.is_some()) {
+                self.err(
+                    c.key(if c.raw.fpm_in.is_some() { "fpm_in" } else { "fpm_peers" }),
+                    "only means something with fpm = \"ADDRESS:PORT\"",
+                );
+            }
+            if c.raw.fpm.is_some() && fpm_in == FpmIn::Host && c.raw.fpm_peers.is_none() {
+                self.err(
+                    c.key("fpm_peers"),
+                    "missing; an FPM listener in vrhost's own namespace (fpm_in = \"host\") must \
+                     name the addresses of the router's control plane, e.g. fpm_peers = [\"198.18.0.2\"]",
+                );
+            }
             let fpm = c.raw.fpm.as_deref().and_then(|f| {
                 let key = || c.key("fpm");
                 match f.parse::<std::net::SocketAddr>() {
@@ -587,6 +625,8 @@ impl Validator<'_, '_> {
                         );
                         None
                     }
+                    // Inside its own namespace, every router may use the same address.
+                    Ok(a) if fpm_in == FpmIn::Netns => Some(a),
                     Ok(a) => {
                         if let Some(other) = shared.fpm_users.get(&a) {
                             self.err(
@@ -601,7 +641,12 @@ impl Validator<'_, '_> {
                     }
                 }
             });
-            ControlPlane { netns, fpm }
+            ControlPlane {
+                netns,
+                fpm,
+                fpm_in,
+                fpm_peers,
+            }
         });
         let limits = self.limits(item);
         let routes = self.routes(item, &subnets);

@@ -255,12 +255,26 @@ pub fn frame(messages: &[u8]) -> Result<Vec<u8>, FpmError> {
     Ok(out)
 }
 
-/// Server tuning.
-#[derive(Clone, Copy, Debug)]
+/// Server tuning and who may connect.
+///
+/// A new connection is a candidate until it sends its first valid FPM
+/// frame: only then does it supersede the session in place (whose routes
+/// it must resend before the sweep). A stranger that connects and stays
+/// silent, or sends garbage, changes nothing.
+#[derive(Clone, Debug)]
 pub struct FpmOptions {
-    /// How long a new connection must stay quiet before routes it did not
-    /// resend are withdrawn (the end of zebra's full-table resend).
+    /// How long a session must stay quiet, after its first frame, before
+    /// routes it did not resend are withdrawn (the end of zebra's
+    /// full-table resend).
     pub sweep_after: Duration,
+    /// Peer addresses allowed to connect; empty allows any.
+    pub allowed_peers: Vec<std::net::IpAddr>,
+    /// How long a candidate may stay without a valid frame before it is
+    /// closed.
+    pub candidate_timeout: Duration,
+    /// Connections open at once, the session included; more are closed at
+    /// once.
+    pub max_connections: usize,
 }
 
 impl Default for FpmOptions {
@@ -269,6 +283,9 @@ impl Default for FpmOptions {
         // 5 s of silence is far beyond its inter-batch gaps.
         FpmOptions {
             sweep_after: Duration::from_secs(5),
+            allowed_peers: Vec::new(),
+            candidate_timeout: Duration::from_secs(30),
+            max_connections: 4,
         }
     }
 }
@@ -292,10 +309,18 @@ pub struct FpmStats {
     pub ignored_next_hops: u64,
     /// Routes withdrawn by a sweep after a reconnect.
     pub swept: u64,
+    /// Connections refused: a peer not in `allowed_peers`, or past
+    /// `max_connections`.
+    pub refused: u64,
+    /// Candidates closed without ever sending a valid frame.
+    pub silent: u64,
 }
 
 #[derive(Default)]
 struct Counters {
+    refused: AtomicU64,
+    silent: AtomicU64,
+    open: AtomicU64,
     connections: AtomicU64,
     frames: AtomicU64,
     routes: AtomicU64,
@@ -319,6 +344,7 @@ struct Table {
 
 struct Shared {
     table: Mutex<Table>,
+    last_refusal_log: Mutex<Option<Instant>>,
     c: Counters,
     stop: AtomicBool,
     tx: Sender<CpEvent>,
@@ -354,6 +380,7 @@ pub fn serve_listener(
         .map_err(|e| CpError::io(&local.to_string(), "set_nonblocking", e))?;
     let shared = Arc::new(Shared {
         table: Mutex::new(Table::default()),
+        last_refusal_log: Mutex::new(None),
         c: Counters::default(),
         stop: AtomicBool::new(false),
         tx,
@@ -390,6 +417,8 @@ impl FpmServer {
             skipped: c.skipped.load(Ordering::Relaxed),
             ignored_next_hops: c.ignored_next_hops.load(Ordering::Relaxed),
             swept: c.swept.load(Ordering::Relaxed),
+            refused: c.refused.load(Ordering::Relaxed),
+            silent: c.silent.load(Ordering::Relaxed),
         }
     }
 
@@ -429,6 +458,17 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     while !shared.stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, peer)) => {
+                let allowed = &shared.opts.allowed_peers;
+                let open = shared.c.open.load(Ordering::Relaxed);
+                if !allowed.is_empty() && !allowed.contains(&peer.ip()) {
+                    refuse(&shared, peer, "not in fpm_peers");
+                    continue;
+                }
+                if open >= shared.opts.max_connections as u64 {
+                    refuse(&shared, peer, "too many FPM connections open");
+                    continue;
+                }
+                shared.c.open.fetch_add(1, Ordering::Relaxed);
                 let s = shared.clone();
                 match std::thread::Builder::new()
                     .name(format!("fpm-conn-{peer}"))
@@ -436,6 +476,7 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 {
                     Ok(h) => conns.push(h),
                     Err(e) => {
+                        shared.c.open.fetch_sub(1, Ordering::Relaxed);
                         tracing::error!(%peer, error = %e, "cannot spawn FPM connection thread")
                     }
                 }
@@ -453,20 +494,49 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// One zebra connection.
+/// A refused connection: counted, and logged at most once a minute.
+fn refuse(shared: &Shared, peer: SocketAddr, why: &str) {
+    let n = shared.c.refused.fetch_add(1, Ordering::Relaxed);
+    let mut last = shared
+        .last_refusal_log
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if last.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+        *last = Some(Instant::now());
+        tracing::warn!(%peer, refused_so_far = n + 1, "FPM connection refused: {why}");
+    }
+}
+
+/// Makes the connection from `peer` the session: the one before it is shut
+/// down, and its routes are swept unless this one resends them.
+fn promote(shared: &Shared, stream: &TcpStream, peer: SocketAddr) -> u64 {
+    let mut t = lock(&shared.table);
+    t.generation += 1;
+    let clone = stream.try_clone().ok();
+    if let Some(old) = std::mem::replace(&mut t.current, clone) {
+        tracing::info!(%peer, "FPM connection sent a valid frame; it supersedes the previous session");
+        let _ = old.shutdown(Shutdown::Both);
+    }
+    t.generation
+}
+
+/// Counts the connection closed when it ends, however it ends.
+struct Open<'a>(&'a Shared);
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.0.c.open.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// One zebra connection: a candidate until its first valid frame, then the
+/// session.
 fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
-    let generation = {
-        let mut t = lock(&shared.table);
-        t.generation += 1;
-        let clone = stream.try_clone().ok();
-        if let Some(old) = std::mem::replace(&mut t.current, clone) {
-            tracing::info!(%peer, "new FPM connection supersedes the previous one");
-            let _ = old.shutdown(Shutdown::Both);
-        }
-        t.generation
-    };
+    let _open = Open(&shared);
     shared.c.connections.fetch_add(1, Ordering::Relaxed);
-    tracing::info!(%peer, generation, "FPM connection");
+    tracing::info!(%peer, "FPM connection (a candidate until its first valid frame)");
+    let opened = Instant::now();
+    let mut generation: Option<u64> = None;
     let mut stream = stream;
     if let Err(e) = stream
         .set_nonblocking(false)
@@ -481,6 +551,11 @@ fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let mut sweep_pending = true;
     let mut warned_nhg = false;
     while !shared.stop.load(Ordering::Relaxed) {
+        if generation.is_none() && opened.elapsed() >= shared.opts.candidate_timeout {
+            shared.c.silent.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(%peer, "FPM connection sent no valid frame in time; closed, nothing changed");
+            return;
+        }
         match stream.read(&mut buf) {
             Ok(0) => {
                 tracing::info!(%peer, "FPM connection closed by peer; routes kept until resent or swept");
@@ -509,6 +584,15 @@ fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
                         warned_nhg = true;
                         tracing::warn!(%peer, "zebra sends next-hop groups; configure `no fpm use-next-hop-groups`");
                     }
+                    let generation = match generation {
+                        Some(g) => g,
+                        None => {
+                            let g = promote(&shared, &stream, peer);
+                            generation = Some(g);
+                            last_data = Instant::now();
+                            g
+                        }
+                    };
                     if !apply(&shared, generation, d) {
                         tracing::info!(%peer, "FPM connection superseded; closing");
                         return;
@@ -521,9 +605,11 @@ fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
                 return;
             }
         }
-        if sweep_pending && last_data.elapsed() >= shared.opts.sweep_after {
-            sweep_pending = false;
-            sweep(&shared, generation);
+        if let Some(g) = generation.filter(|_| sweep_pending) {
+            if last_data.elapsed() >= shared.opts.sweep_after {
+                sweep_pending = false;
+                sweep(&shared, g);
+            }
         }
     }
 }

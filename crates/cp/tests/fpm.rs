@@ -218,7 +218,11 @@ fn zebra_routes_arrive_over_fpm() {
 fn local_server(sweep: Duration) -> (fpm::FpmServer, mpsc::Receiver<CpEvent>, SocketAddr) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let (tx, rx) = mpsc::channel();
-    let server = fpm::serve_listener(listener, tx, FpmOptions { sweep_after: sweep }).unwrap();
+    let opts = FpmOptions {
+        sweep_after: sweep,
+        ..FpmOptions::default()
+    };
+    let server = fpm::serve_listener(listener, tx, opts).unwrap();
     let addr = server.local_addr();
     (server, rx, addr)
 }
@@ -305,4 +309,83 @@ fn malformed_frames_close_the_connection_and_are_counted() {
         &[(Op::Add, "10.9.0.0/16", RouteTarget::Unreachable)],
     );
     wait_for(&rx, 5, |e| is_route(e, Op::Add, p("10.9.0.0/16")).is_some());
+}
+
+/// Waits until `stats` says what `done` wants, or fails after 5 s.
+fn wait_stats(server: &fpm::FpmServer, done: impl Fn(&fpm::FpmStats) -> bool) {
+    let t0 = Instant::now();
+    while !done(&server.stats()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            server.stats()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether the server has closed `c` (EOF or reset within 5 s).
+fn closed(c: &mut TcpStream) -> bool {
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 1];
+    matches!(c.read(&mut buf), Ok(0) | Err(_))
+}
+
+#[test]
+fn a_stranger_cannot_supersede_the_session_or_sweep_its_routes() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (tx, rx) = mpsc::channel();
+    let opts = FpmOptions {
+        sweep_after: Duration::from_millis(300),
+        candidate_timeout: Duration::from_secs(1),
+        max_connections: 3,
+        ..FpmOptions::default()
+    };
+    let server = fpm::serve_listener(listener, tx, opts).unwrap();
+    let addr = server.local_addr();
+    let mut zebra = TcpStream::connect(addr).unwrap();
+    send_routes(&mut zebra, &[(Op::Add, "10.1.0.0/16", via("192.0.2.1"))]);
+    wait_for(&rx, 5, |e| is_route(e, Op::Add, p("10.1.0.0/16")).is_some());
+
+    // Silent strangers: nothing is superseded or swept while they wait,
+    // and past the candidate timeout they are closed.
+    let mut silent = TcpStream::connect(addr).unwrap();
+    let mut garbage = TcpStream::connect(addr).unwrap();
+    garbage.write_all(&[0xff; 64]).unwrap();
+    assert!(closed(&mut garbage), "garbage closes the stranger only");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(server.routes().len(), 1);
+    assert_eq!(server.stats().swept, 0);
+    assert!(closed(&mut silent));
+    wait_stats(&server, |s| s.silent == 1);
+    assert_eq!(server.routes().len(), 1);
+
+    // More connections than allowed are refused at once.
+    let _a = TcpStream::connect(addr).unwrap();
+    let _b = TcpStream::connect(addr).unwrap();
+    let mut c = TcpStream::connect(addr).unwrap();
+    assert!(closed(&mut c));
+    wait_stats(&server, |s| s.refused == 1);
+
+    // The session still feeds the VR.
+    send_routes(&mut zebra, &[(Op::Add, "10.2.0.0/16", via("192.0.2.1"))]);
+    wait_for(&rx, 5, |e| is_route(e, Op::Add, p("10.2.0.0/16")).is_some());
+    assert_eq!(server.routes().len(), 2);
+}
+
+#[test]
+fn only_allowed_peers_may_connect() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (tx, _rx) = mpsc::channel();
+    let opts = FpmOptions {
+        allowed_peers: vec!["127.0.0.2".parse().unwrap()],
+        ..FpmOptions::default()
+    };
+    let server = fpm::serve_listener(listener, tx, opts).unwrap();
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    send_routes(&mut c, &[(Op::Add, "10.1.0.0/16", via("192.0.2.1"))]);
+    assert!(closed(&mut c));
+    wait_stats(&server, |s| s.refused == 1);
+    assert!(server.routes().is_empty());
+    assert_eq!(server.stats().connections, 0);
 }

@@ -26,7 +26,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use vrhost_config::Config;
+use vrhost_config::{Config, FpmIn};
 use vrhost_cp::fpm::{self, FpmServer};
 use vrhost_cp::{CpEvent, IpPrefix, NsWatcher, Op, RouteTarget, WatchOptions};
 use vrhost_dataplane::spec::RouteTarget as EngineTarget;
@@ -35,22 +35,59 @@ use vrhost_dataplane::{TableWriter, VrId};
 // -------------------------------------------------------------- sync side --
 
 /// Running producers (namespace watchers, FPM servers) and the threads that
-/// apply their events. Dropping it stops them all.
+/// apply their events, per VR. Dropping it stops them all.
+#[derive(Default)]
 pub struct ControlPlanes {
-    watchers: Vec<NsWatcher>,
-    fpm: Vec<FpmServer>,
+    planes: Vec<Plane>,
+}
+
+/// One VR's producers and sync threads.
+struct Plane {
+    vr: VrId,
+    router: String,
+    watcher: Option<NsWatcher>,
+    fpm: Option<FpmServer>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
 
-impl Drop for ControlPlanes {
+impl Drop for Plane {
     fn drop(&mut self) {
-        self.watchers.clear();
-        self.fpm.clear();
+        // Producers first (their channels close), then the sync threads.
+        self.watcher.take();
+        self.fpm.take();
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+    }
+}
+
+impl ControlPlanes {
+    /// Stops the producers and sync threads of every VR that no longer
+    /// exists (deleted through the API or by a reload): its FPM listener
+    /// closes and its namespace is no longer watched. Returns their names.
+    /// `alive` answers for one VR at a time; the planes are stopped after
+    /// the last answer, since their sync threads may be waiting for the
+    /// lock that `alive` takes.
+    pub fn reap(&mut self, alive: impl Fn(VrId) -> bool) -> Vec<String> {
+        let (keep, gone): (Vec<Plane>, Vec<Plane>) =
+            self.planes.drain(..).partition(|p| alive(p.vr));
+        self.planes = keep;
+        let names: Vec<String> = gone.iter().map(|p| p.router.clone()).collect();
+        drop(gone);
+        for router in &names {
+            tracing::info!(
+                router,
+                "VR deleted: its FPM listener, namespace watcher and sync threads are stopped"
+            );
+        }
+        names
+    }
+
+    /// VRs with running producers.
+    pub fn routers(&self) -> Vec<&str> {
+        self.planes.iter().map(|p| p.router.as_str()).collect()
     }
 }
 
@@ -63,39 +100,66 @@ impl Drop for ControlPlanes {
 /// twice would let two producers' snapshots fight), the namespace's main
 /// table otherwise. Addresses always come from the namespace.
 pub fn start(cfg: &Config, writer: &Arc<Mutex<TableWriter>>) -> Result<ControlPlanes> {
-    let mut cps = ControlPlanes {
-        watchers: Vec::new(),
-        fpm: Vec::new(),
-        stop: Arc::new(AtomicBool::new(false)),
-        threads: Vec::new(),
-    };
+    let mut cps = ControlPlanes::default();
     for (vr, r) in cfg.routers.iter().enumerate() {
         let Some(c) = &r.control else { continue };
+        // Pushed first, so that a failure below stops what started.
+        cps.planes.push(Plane {
+            vr: VrId::new(vr),
+            router: r.name.clone(),
+            watcher: None,
+            fpm: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+        });
+        let Some(plane) = cps.planes.last_mut() else {
+            continue;
+        };
         let base = RouteSync::new(cfg, vr);
         if let Some(addr) = c.fpm {
             let (tx, rx) = mpsc::channel();
-            let server = fpm::serve(addr, tx)
+            let server = fpm_listener(c, addr, tx)
                 .with_context(|| format!("router {:?}: FPM listener {addr}", r.name))?;
             let mut s = base.clone();
             s.source = format!("fpm {}", server.local_addr());
             s.addrs = false;
-            cps.threads.push(spawn_sync(s, rx, writer, &cps.stop)?);
-            cps.fpm.push(server);
+            plane.threads.push(spawn_sync(s, rx, writer, &plane.stop)?);
+            plane.fpm = Some(server);
         }
         let (tx, rx) = mpsc::channel();
         let mut s = base;
         s.source = format!("netns {}", c.netns);
         s.routes = c.fpm.is_none();
-        cps.threads.push(spawn_sync(s, rx, writer, &cps.stop)?);
+        plane.threads.push(spawn_sync(s, rx, writer, &plane.stop)?);
         let opts = WatchOptions {
             interfaces: Some(r.interfaces.iter().map(|i| i.name.clone()).collect()),
             rcvbuf: None,
         };
         let w = NsWatcher::start_with(&c.netns, tx, opts)
             .with_context(|| format!("router {:?}: watching namespace {}", r.name, c.netns))?;
-        cps.watchers.push(w);
+        plane.watcher = Some(w);
     }
     Ok(cps)
+}
+
+/// The FPM listener of a router's control plane: bound inside its
+/// namespace (so only the tenant's own processes reach it) unless
+/// `fpm_in = "host"`, and accepting only `fpm_peers` when given.
+fn fpm_listener(
+    c: &vrhost_config::ControlPlane,
+    addr: std::net::SocketAddr,
+    tx: mpsc::Sender<CpEvent>,
+) -> Result<FpmServer> {
+    let listener = match c.fpm_in {
+        FpmIn::Host => std::net::TcpListener::bind(addr)?,
+        FpmIn::Netns => vrhost_io::netns::run_in(&c.netns, || std::net::TcpListener::bind(addr))
+            .with_context(|| format!("entering namespace {}", c.netns))??,
+    };
+    let opts = fpm::FpmOptions {
+        allowed_peers: c.fpm_peers.clone(),
+        ..fpm::FpmOptions::default()
+    };
+    Ok(fpm::serve_listener(listener, tx, opts)?)
 }
 
 /// Events applied under one lock and one commit, at most.

@@ -174,11 +174,22 @@ impl Daemon {
         self.api.as_ref()
     }
 
-    /// Periodic upkeep, to call about every 100 ms: tables fed route by
-    /// route shrink to their bulk-loaded size once their feed pauses, a few
-    /// /8 groups per call. Returns the routes whose groups were rebuilt.
-    pub fn maintain(&self) -> usize {
+    /// Periodic upkeep, to call about every 100 ms: the control planes of
+    /// deleted VRs are stopped, and tables fed route by route shrink to their
+    /// bulk-loaded size once their feed pauses, a few /8 groups per call.
+    /// Returns the routes whose groups were rebuilt.
+    pub fn maintain(&mut self) -> usize {
+        if let Some(planes) = self.planes.as_mut() {
+            let writer = &self.running.writer;
+            planes.reap(|vr| lock(writer).working().vr_alive(vr));
+        }
         lock(&self.running.writer).compact_quiet_fibs(COMPACT_ROUTES_PER_TICK)
+    }
+
+    /// The VRs whose control planes (FPM listener, namespace watcher, sync
+    /// threads) are running.
+    pub fn control_planes(&self) -> Vec<&str> {
+        self.planes.as_ref().map_or_else(Vec::new, |p| p.routers())
     }
 
     /// The per-port and per-VR counter table `vrhost run` prints.
@@ -249,7 +260,7 @@ pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<Ex
     let flag = stop.clone();
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
         .context("installing the signal handler")?;
-    let daemon = Daemon::start(&cfg, path, mode)?;
+    let mut daemon = Daemon::start(&cfg, path, mode)?;
     tracing::info!(
         ports = cfg.ports.len(),
         routers = cfg.routers.len(),

@@ -114,6 +114,8 @@ pub struct CpStats {
     pub duplicate_answers: u64,
     /// Frames from a TAP that were short, oversized or VLAN-tagged.
     pub bad_from_tap: u64,
+    /// TAP queues closed because their interface or VR was deleted.
+    pub taps_closed: u64,
 }
 
 impl CpStats {
@@ -125,7 +127,21 @@ impl CpStats {
         self.injected += o.injected;
         self.duplicate_answers += o.duplicate_answers;
         self.bad_from_tap += o.bad_from_tap;
+        self.taps_closed += o.taps_closed;
     }
+}
+
+/// Global interface index → index into `taps`.
+fn tap_index(taps: &[TapQueue]) -> Vec<u32> {
+    let mut tap_of = Vec::new();
+    for (t, q) in taps.iter().enumerate() {
+        let i = q.iface.index();
+        if tap_of.len() <= i {
+            tap_of.resize(i + 1, NO_TAP);
+        }
+        tap_of[i] = t as u32;
+    }
+    tap_of
 }
 
 /// A worker's queues of every TAP mirror, and buffers for the punt copies.
@@ -148,14 +164,6 @@ impl WorkerTaps {
     /// The worker side over `taps` (may be empty: then every punted packet
     /// is discarded and counted).
     pub fn new(taps: Vec<TapQueue>) -> WorkerTaps {
-        let mut tap_of = Vec::new();
-        for (t, q) in taps.iter().enumerate() {
-            let i = q.iface.index();
-            if tap_of.len() <= i {
-                tap_of.resize(i + 1, NO_TAP);
-            }
-            tap_of[i] = t as u32;
-        }
         let n = taps.len();
         WorkerTaps {
             pending: (0..n).map(|_| Vec::with_capacity(TAP_BURST)).collect(),
@@ -163,10 +171,35 @@ impl WorkerTaps {
             pool: MbufPool::new(if n == 0 { 0 } else { 256 }),
             rx: Vec::with_capacity(TAP_BURST),
             next_poll: 0,
-            tap_of,
+            tap_of: tap_index(&taps),
             taps,
             stats: CpStats::default(),
         }
+    }
+
+    /// Closes the queues of TAPs whose interface was deleted (or whose VR
+    /// was): this worker never reads them again, and once every worker has
+    /// closed its queue the kernel removes the TAP from the tenant's
+    /// namespace. Their unwritten punts go back to the pool.
+    fn close_detached(&mut self, shared: &vrhost_dataplane::Shared) {
+        let mut t = 0;
+        while t < self.taps.len() {
+            if shared.iface_attached(self.taps[t].iface) {
+                t += 1;
+                continue;
+            }
+            let q = self.taps.remove(t);
+            for m in self.pending.remove(t) {
+                self.pool.put(m);
+            }
+            self.warned.remove(t);
+            self.stats.taps_closed += 1;
+            tracing::info!(
+                tap = q.port.name(),
+                "TAP queue closed: its interface or VR was deleted"
+            );
+        }
+        self.tap_of = tap_index(&self.taps);
     }
 
     /// Hands what the worker punted to the TAP of each packet's ingress
@@ -221,6 +254,9 @@ impl WorkerTaps {
         }
         self.next_poll = now + TAP_POLL_NS;
         let shared = w.shared().clone();
+        if self.taps.iter().any(|q| !shared.iface_attached(q.iface)) {
+            self.close_detached(&shared);
+        }
         for t in 0..self.taps.len() {
             let gi = self.taps[t].iface;
             let Some(iface) = shared.ifaces().get(gi.index()) else {
@@ -235,6 +271,8 @@ impl WorkerTaps {
                     Verdict::Send => self.stats.injected += 1,
                     Verdict::Duplicate => self.stats.duplicate_answers += 1,
                     Verdict::Bad => self.stats.bad_from_tap += 1,
+                    // Closed at the next poll.
+                    Verdict::Detached => self.stats.bad_from_tap += 1,
                 }
             }
         }

@@ -379,6 +379,10 @@ impl Worker {
             self.pool.put(m);
             return tap::Verdict::Bad;
         };
+        if !self.shared.iface_attached(iface) {
+            self.pool.put(m);
+            return tap::Verdict::Detached;
+        }
         let verdict = tap::judge(i, m.data());
         let port = i.port;
         if verdict != tap::Verdict::Send
@@ -387,7 +391,7 @@ impl Worker {
         {
             self.pool.put(m);
             return match verdict {
-                tap::Verdict::Duplicate => tap::Verdict::Duplicate,
+                tap::Verdict::Duplicate | tap::Verdict::Detached => verdict,
                 _ => tap::Verdict::Bad,
             };
         }

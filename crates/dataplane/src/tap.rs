@@ -35,6 +35,9 @@ pub enum Verdict {
     Duplicate,
     /// Short, oversized or VLAN-tagged: drop it.
     Bad,
+    /// Its interface, or its VR, was deleted: nothing of it may reach a
+    /// port again (the port and VLAN may be another tenant's by now).
+    Detached,
 }
 
 /// Judges `frame`, sent by the kernel on the TAP mirror of `iface`.

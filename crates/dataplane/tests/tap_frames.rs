@@ -224,3 +224,48 @@ fn a_worker_sends_tap_frames_tagged_and_counted() {
     assert_eq!(c.ports[1].tx_packets.get(), 1);
     assert_eq!(c.ports[1].tx_bytes.get(), d.len() as u64);
 }
+
+/// Once red is deleted and another VR owns red1's port and VLAN, what red's
+/// kernel still writes on red1's TAP reaches no port: it is `Detached`.
+#[test]
+fn a_deleted_vrs_tap_frames_reach_no_port() {
+    let mut writer = TableWriter::new(&spec(Limits::default())).expect("tables");
+    let mut w = Worker::create(&mut writer, 1).pop().expect("worker");
+    let red = VrId::new(0);
+    let red1 = writer.working().vr_ifaces(red)[1];
+    let frame = arp(
+        Operation::Request,
+        EthernetAddress([2, 0xee, 0, 0, 0, 1]),
+        RED1,
+        HOST,
+        EthernetAddress::BROADCAST,
+        None,
+    );
+    writer.remove_vr(red).expect("remove red");
+    // green takes p1 VLAN 100, red1's old place.
+    let mut green = spec(Limits::default()).routers[0].clone();
+    green.name = "green".into();
+    green.interfaces.truncate(2);
+    green.interfaces[0].port = 2;
+    green.interfaces[0].vlan = Some(300);
+    green.routes4.clear();
+    green.routes6.clear();
+    green.neighbors.clear();
+    let g = writer.add_vr(&green).expect("green");
+    writer.commit();
+    let green1 = writer.working().vr_ifaces(g)[1];
+    assert_ne!(green1, red1);
+    assert!(!writer.working().iface_attached(red1));
+    assert!(writer.working().iface_attached(green1));
+
+    let mut tx = TxBatch::new(3);
+    let mut m = w.pool().get();
+    m.fill(&frame);
+    w.idle(0, &mut tx);
+    assert_eq!(w.send_from_tap(red1, m, 0, &mut tx), Verdict::Detached);
+    assert!(tx.ports.iter().all(|p| p.is_empty()), "nothing queued");
+    let mut m = w.pool().get();
+    m.fill(&frame);
+    assert_eq!(w.send_from_tap(green1, m, 0, &mut tx), Verdict::Send);
+    assert_eq!(tx.ports[1].len(), 1);
+}

@@ -205,7 +205,12 @@ impl Scene {
             .unwrap();
         }
         let control = match fpm {
-            Some(p) => format!("netns = \"{}\"\n  fpm = \"198.18.0.1:{p}\"", self.ctl),
+            // The listener in vrhost's own namespace, as for a VM: only
+            // the control plane's address may connect.
+            Some(p) => format!(
+                "netns = \"{}\"\n  fpm = \"198.18.0.1:{p}\"\n  fpm_in = \"host\"\n  fpm_peers = [\"198.18.0.2\"]",
+                self.ctl
+            ),
             None => format!("netns = \"{}\"", self.ctl),
         };
         for (vr, control, ifaces) in [

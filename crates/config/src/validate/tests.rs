@@ -968,12 +968,46 @@ fn router_token_and_fpm() {
         "router \"red\".control.fpm",
         "not ADDRESS:PORT",
     );
+    // Each inside its own namespace (the default), two routers may share
+    // an address; in vrhost's own namespace they may not.
+    let two = |fpm_in: &str| {
+        with(&format!(
+            "  [router.control]\n  netns = \"a\"\n  fpm = \"127.0.0.1:2620\"\n{fpm_in}[[router]]\nname = \"blue\"\n  [router.control]\n  netns = \"b\"\n  fpm = \"127.0.0.1:2620\"\n{fpm_in}"
+        ))
+    };
+    valid(&two(""));
     only(
-        &with(
-            "  [router.control]\n  netns = \"a\"\n  fpm = \"127.0.0.1:2620\"\n[[router]]\nname = \"blue\"\n  [router.control]\n  netns = \"b\"\n  fpm = \"127.0.0.1:2620\"\n",
-        ),
+        &two("  fpm_in = \"host\"\n  fpm_peers = [\"198.18.0.2\"]\n"),
         "router \"blue\".control.fpm",
         "already the FPM listener",
+    );
+    let c = valid(&with(
+        "  [router.control]\n  netns = \"a\"\n  fpm = \"198.18.0.1:2620\"\n  fpm_in = \"host\"\n  fpm_peers = [\"198.18.0.2\", \"2001:db8::2\"]\n",
+    ));
+    let control = c.routers[0].control.as_ref().expect("control");
+    assert_eq!(control.fpm_in, FpmIn::Host);
+    assert_eq!(control.fpm_peers.len(), 2);
+    only(
+        &with("  [router.control]\n  netns = \"a\"\n  fpm = \"198.18.0.1:2620\"\n  fpm_in = \"host\"\n"),
+        "router \"red\".control.fpm_peers",
+        "must name the addresses",
+    );
+    only(
+        &with(
+            "  [router.control]\n  netns = \"a\"\n  fpm = \"127.0.0.1:2620\"\n  fpm_in = \"vm\"\n",
+        ),
+        "router \"red\".control.fpm_in",
+        "neither \"netns\"",
+    );
+    only(
+        &with("  [router.control]\n  netns = \"a\"\n  fpm = \"127.0.0.1:2620\"\n  fpm_peers = [\"me\"]\n"),
+        "router \"red\".control.fpm_peers[0]",
+        "not an IP address",
+    );
+    only(
+        &with("  [router.control]\n  netns = \"a\"\n  fpm_peers = [\"127.0.0.1\"]\n"),
+        "router \"red\".control.fpm_peers",
+        "only means something with fpm",
     );
 }
 
@@ -985,6 +1019,8 @@ fn control_netns() {
         Some(ControlPlane {
             netns: "vr-red".into(),
             fpm: None,
+            fpm_in: FpmIn::Netns,
+            fpm_peers: vec![],
         })
     );
     only(

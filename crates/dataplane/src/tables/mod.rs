@@ -122,6 +122,20 @@ impl Shared {
         self.vrs.get(vr).is_some_and(|v| v.alive)
     }
 
+    /// Whether interface `iface` is still in use: its VR is alive and its
+    /// port and VLAN still lead to it. A deleted interface keeps its slot
+    /// (and its port and VLAN, which another interface may own by now).
+    pub fn iface_attached(&self, iface: IfaceId) -> bool {
+        let Some(i) = self.ifaces.get(iface.index()) else {
+            return false;
+        };
+        let demux = self
+            .ports
+            .get(usize::from(i.port))
+            .and_then(|p| p.demux.get(usize::from(i.vlan.unwrap_or(0))));
+        self.vr_alive(VrId::new(usize::from(i.vr))) && demux == Some(&iface.get())
+    }
+
     /// The index of the live VR called `name`.
     pub fn vr_index(&self, name: &str) -> Option<VrId> {
         self.vrs
