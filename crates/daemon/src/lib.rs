@@ -234,8 +234,10 @@ impl std::fmt::Display for StopReport {
             writeln!(
                 f,
                 "control planes: {} punted to TAPs, {} punts discarded (no control plane), {} TAP writes failed, \
-                 {} injected from TAPs, {} duplicate ARP/NA answers dropped, {} bad frames from TAPs",
-                cp.to_tap, cp.punt_discarded, cp.tap_write_failed, cp.injected, cp.duplicate_answers, cp.bad_from_tap
+                 {} injected from TAPs, {} duplicate ARP/NA answers dropped, {} bad frames from TAPs, \
+                 {} TAP frames over the VR's ceiling or share, {} TAP queues closed (VR or interface deleted)",
+                cp.to_tap, cp.punt_discarded, cp.tap_write_failed, cp.injected, cp.duplicate_answers, cp.bad_from_tap,
+                cp.tap_limited, cp.taps_closed
             )?;
         }
         writeln!(

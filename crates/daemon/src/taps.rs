@@ -116,6 +116,8 @@ pub struct CpStats {
     pub bad_from_tap: u64,
     /// TAP queues closed because their interface or VR was deleted.
     pub taps_closed: u64,
+    /// Frames from a TAP over the VR's rate ceiling or fair share.
+    pub tap_limited: u64,
 }
 
 impl CpStats {
@@ -128,6 +130,7 @@ impl CpStats {
         self.duplicate_answers += o.duplicate_answers;
         self.bad_from_tap += o.bad_from_tap;
         self.taps_closed += o.taps_closed;
+        self.tap_limited += o.tap_limited;
     }
 }
 
@@ -273,6 +276,7 @@ impl WorkerTaps {
                     Verdict::Bad => self.stats.bad_from_tap += 1,
                     // Closed at the next poll.
                     Verdict::Detached => self.stats.bad_from_tap += 1,
+                    Verdict::Limited => self.stats.tap_limited += 1,
                 }
             }
         }

@@ -396,9 +396,30 @@ impl Worker {
             };
         }
         m.iface = iface.get();
+        m.port = port;
         m.local_origin = true;
+        // What the tenant's kernel sends is the tenant's traffic: it passes
+        // the VR's rate ceiling and is charged to its fair share like any.
+        let vr = usize::from(i.vr);
+        let fair_share = self.fair.active();
         let mut ctx = ctx!(self, now, tx, &[]);
+        if let Some(ceiling) = self.vrs.get_mut(vr).and_then(|v| v.ceiling.as_mut()) {
+            if !ceiling.admit(now, m.len()) {
+                ctx.drop(m, DropReason::RateCeiling);
+                return tap::Verdict::Limited;
+            }
+        }
+        if fair_share && !self.fair.admit(vr) {
+            ctx.drop(m, DropReason::OverShare);
+            return tap::Verdict::Limited;
+        }
+        let t0 = self.fair.now();
         ctx.queue(m, iface.get(), port);
+        drop(ctx);
+        if fair_share {
+            let t = self.fair.now();
+            self.fair.charge(vr, t.saturating_sub(t0));
+        }
         tap::Verdict::Send
     }
 

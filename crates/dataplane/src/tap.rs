@@ -38,6 +38,9 @@ pub enum Verdict {
     /// Its interface, or its VR, was deleted: nothing of it may reach a
     /// port again (the port and VLAN may be another tenant's by now).
     Detached,
+    /// Over the VR's rate ceiling or fair share: dropped and counted on the
+    /// interface (`rate-ceiling`, `over-share`).
+    Limited,
 }
 
 /// Judges `frame`, sent by the kernel on the TAP mirror of `iface`.

@@ -269,3 +269,48 @@ fn a_deleted_vrs_tap_frames_reach_no_port() {
     assert_eq!(w.send_from_tap(green1, m, 0, &mut tx), Verdict::Send);
     assert_eq!(tx.ports[1].len(), 1);
 }
+
+/// What a tenant's kernel writes to its TAP passes the VR's rate ceiling:
+/// with `pps = 10`, a burst of 100 frames sends the bucket's worth (its
+/// burst is at least 64 packets) and the rest are dropped and counted as
+/// `rate-ceiling` on the interface.
+#[test]
+fn tap_frames_pass_the_vrs_rate_ceiling() {
+    let limits = Limits {
+        pps: 10,
+        ..Limits::default()
+    };
+    let mut writer = TableWriter::new(&spec(limits)).expect("tables");
+    let mut w = Worker::create(&mut writer, 1).pop().expect("worker");
+    let red1 = writer.working().vr_ifaces(VrId::new(0))[1];
+    let frame = arp(
+        Operation::Request,
+        EthernetAddress([2, 0xee, 0, 0, 0, 1]),
+        RED1,
+        HOST,
+        EthernetAddress::BROADCAST,
+        None,
+    );
+    let mut tx = TxBatch::new(3);
+    let (mut sent, mut limited) = (0, 0);
+    for _ in 0..100 {
+        let mut m = w.pool().get();
+        m.fill(&frame);
+        match w.send_from_tap(red1, m, 1_000_000_000, &mut tx) {
+            Verdict::Send => sent += 1,
+            Verdict::Limited => limited += 1,
+            v => panic!("{v:?}"),
+        }
+    }
+    assert_eq!(sent, 64, "one bucket's burst");
+    assert_eq!(sent + limited, 100);
+    assert_eq!(tx.ports[1].len(), sent);
+    let c = w.counters();
+    let i = &c.ifaces[red1.index()];
+    assert_eq!(i.tx_packets.get(), sent as u64);
+    assert_eq!(
+        i.snapshot()
+            .drop_count(vrhost_dataplane::DropReason::RateCeiling),
+        limited as u64
+    );
+}
