@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -58,6 +59,12 @@ impl ClientError {
 enum Target {
     Unix(PathBuf),
     Tcp(String),
+    /// `HOST:PORT`, the name the certificate must carry, and the TLS setup.
+    Tls(
+        String,
+        rustls::pki_types::ServerName<'static>,
+        Arc<rustls::ClientConfig>,
+    ),
 }
 
 /// A raw HTTP response.
@@ -170,6 +177,29 @@ fn parse_response(raw: &[u8]) -> Result<RawResponse, ClientError> {
     })
 }
 
+/// TLS client settings trusting only the certificates in the PEM file `ca`.
+fn tls_config(ca: &std::path::Path) -> Result<rustls::ClientConfig, ClientError> {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = rustls::pki_types::CertificateDer::pem_file_iter(ca)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| protocol(format!("{}: {e}", ca.display())))?;
+    for c in certs {
+        roots
+            .add(c)
+            .map_err(|e| protocol(format!("{}: {e}", ca.display())))?;
+    }
+    if roots.is_empty() {
+        return Err(protocol(format!("{}: no certificate in it", ca.display())));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| protocol(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
 impl Client {
     /// A client for the server on a Unix socket.
     pub fn unix(socket: impl Into<PathBuf>, token: Option<String>) -> Client {
@@ -180,18 +210,51 @@ impl Client {
         }
     }
 
-    /// A client for `http://HOST:PORT` (plain HTTP; use it on trusted networks
-    /// or through a tunnel, the token travels in clear).
+    /// A client for `http://HOST:PORT` (plain HTTP, which the server only
+    /// offers on loopback) or `https://HOST:PORT`, whose certificate must
+    /// chain to a certificate in the PEM file `ca` (required for https).
     pub fn url(url: &str, token: Option<String>) -> Result<Client, ClientError> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            protocol(format!("'{url}': only http://HOST:PORT URLs are supported"))
-        })?;
+        Self::url_with_ca(url, token, None)
+    }
+
+    /// [`Client::url`] with the CA file for `https://` URLs.
+    pub fn url_with_ca(
+        url: &str,
+        token: Option<String>,
+        ca: Option<&std::path::Path>,
+    ) -> Result<Client, ClientError> {
+        let (tls, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (false, rest),
+            (_, Some(rest)) => (true, rest),
+            _ => {
+                return Err(protocol(format!(
+                    "'{url}': expected http://HOST:PORT or https://HOST:PORT"
+                )))
+            }
+        };
         let hostport = rest.trim_end_matches('/');
         if hostport.is_empty() || hostport.contains('/') {
-            return Err(protocol(format!("'{url}': expected http://HOST:PORT")));
+            return Err(protocol(format!("'{url}': expected http(s)://HOST:PORT")));
         }
+        let target = if tls {
+            let ca = ca.ok_or_else(|| {
+                protocol(format!(
+                    "'{url}': an https URL needs the CA certificate that signed the server's (--cacert)"
+                ))
+            })?;
+            let host = hostport
+                .rsplit_once(':')
+                .map_or(hostport, |(h, _)| h)
+                .trim_start_matches('[')
+                .trim_end_matches(']');
+            let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                .map_err(|e| protocol(format!("'{url}': {e}")))?;
+            Target::Tls(hostport.to_string(), name, Arc::new(tls_config(ca)?))
+        } else {
+            Target::Tcp(hostport.to_string())
+        };
         Ok(Client {
-            target: Target::Tcp(hostport.to_string()),
+            target,
             token,
             timeout: Duration::from_secs(300),
         })
@@ -207,7 +270,7 @@ impl Client {
     fn target_name(&self) -> String {
         match &self.target {
             Target::Unix(p) => p.display().to_string(),
-            Target::Tcp(h) => h.clone(),
+            Target::Tcp(h) | Target::Tls(h, ..) => h.clone(),
         }
     }
 
@@ -233,6 +296,14 @@ impl Client {
                 s.set_write_timeout(timeout)?;
                 go(s, request)
             }
+            Target::Tls(hostport, name, config) => {
+                let s = TcpStream::connect(hostport.as_str())?;
+                s.set_read_timeout(timeout)?;
+                s.set_write_timeout(timeout)?;
+                let conn = rustls::ClientConnection::new(config.clone(), name.clone())
+                    .map_err(std::io::Error::other)?;
+                go(rustls::StreamOwned::new(conn, s), request)
+            }
         }
     }
 
@@ -245,7 +316,7 @@ impl Client {
     ) -> Result<RawResponse, ClientError> {
         let host = match &self.target {
             Target::Unix(_) => "localhost",
-            Target::Tcp(h) => h.as_str(),
+            Target::Tcp(h) | Target::Tls(h, ..) => h.as_str(),
         };
         let mut head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nAccept: */*\r\n"

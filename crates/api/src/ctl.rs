@@ -25,9 +25,14 @@ pub struct CtlArgs {
     /// The API's Unix socket.
     #[arg(long, global = true, default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
-    /// The API's TCP address instead, as http://HOST:PORT.
+    /// The API's TCP address instead, as http://HOST:PORT (loopback only)
+    /// or https://HOST:PORT.
     #[arg(long, global = true)]
     pub url: Option<String>,
+    /// For an https URL: the PEM file of the CA that signed the server's
+    /// certificate (default: the VRHOST_CACERT environment variable).
+    #[arg(long, global = true)]
+    pub cacert: Option<PathBuf>,
     /// Bearer token (default: the VRHOST_TOKEN environment variable).
     #[arg(long, global = true)]
     pub token: Option<String>,
@@ -469,7 +474,13 @@ pub fn ctl_main(args: CtlArgs) -> anyhow::Result<ExitCode> {
         .or_else(|| std::env::var("VRHOST_TOKEN").ok())
         .filter(|t| !t.is_empty());
     let client = match &args.url {
-        Some(url) => Client::url(url, token)?,
+        Some(url) => {
+            let ca = args
+                .cacert
+                .clone()
+                .or_else(|| std::env::var_os("VRHOST_CACERT").map(PathBuf::from));
+            Client::url_with_ca(url, token, ca.as_deref())?
+        }
         None => Client::unix(&args.socket, token),
     };
     match execute(&client, args.command)? {

@@ -1,9 +1,12 @@
-//! The HTTP layer: routes, authentication, scoping, listeners.
+//! The HTTP layer: routes, authentication, scoping, limits. The listeners
+//! and connection limits are in [`crate::listen`].
 //!
 //! ```text
-//!  client ──HTTP/1.1──▶ UnixListener (0600) ─┐
-//!                       TcpListener (opt.) ──┴─▶ axum Router (tokio, 2 threads)
+//!  client ──HTTP/1.1──▶ UnixListener (0600) ──────┐
+//!                       TcpListener (opt.), TLS ──┴─▶ axum Router (tokio, 2 threads)
+//!                                                 │ body_timeout: 30 s between body chunks
 //!                                                 │ authenticate: Bearer → Principal, else 401
+//!                                                 │   limits: VR token rate, requests in flight → 429
 //!                                                 │ route_layer: admin_only → 403
 //!                                                 │              vr_scope   → 404 (another tenant's VR)
 //!                                                 │ extractors: path, query, JSON body → 400 naming the field
@@ -16,14 +19,12 @@
 //! holds: it can never learn whether a name exists.
 
 use std::collections::HashMap;
-use std::fs::Permissions;
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use axum::body::Bytes;
 use axum::extract::{
     DefaultBodyLimit, Extension, FromRequest, FromRequestParts, Path, Query, Request, State,
@@ -41,6 +42,7 @@ use crate::auth::{Access, Auth, Principal};
 use crate::backend::{visible_counters, Backend};
 use crate::error::ApiError;
 use crate::limits::{bulk_body_limit, Limits, BULK_BODY_LIMIT};
+use crate::listen::{bind, body_timeout, run, TlsFiles};
 use crate::types::{
     AddressBody, BulkRoutes, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor, Outcome,
     OutcomeBody, PageQuery, Prefix, Route, VrSpec,
@@ -61,6 +63,8 @@ pub struct ApiConfig {
     pub socket: PathBuf,
     /// Optional TCP listener (port 0 picks one; see [`ApiHandle::tcp_addr`]).
     pub listen: Option<SocketAddr>,
+    /// TLS on the TCP listener.
+    pub tls: Option<TlsFiles>,
     /// The tokens it accepts. The backend that creates and deletes VRs keeps
     /// a handle to the same [`Auth`], to install and revoke their tokens.
     pub auth: Arc<Auth>,
@@ -221,6 +225,7 @@ pub fn router(backend: Arc<dyn Backend>, auth: Arc<Auth>) -> Router {
         .fallback(no_such_endpoint)
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(middleware::from_fn(body_timeout))
         .with_state(state)
 }
 
@@ -696,147 +701,13 @@ async fn openapi() -> Response {
     json(StatusCode::OK, DOC.get_or_init(crate::openapi::document))
 }
 
-// ---- listeners -----------------------------------------------------------
-
-/// Removes a socket file no server answers on; refuses to touch anything else.
-fn remove_stale_socket(path: &FsPath) -> anyhow::Result<()> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
-    };
-    if !meta.file_type().is_socket() {
-        bail!(
-            "{}: exists and is not a socket; refusing to replace it",
-            path.display()
-        );
-    }
-    if std::os::unix::net::UnixStream::connect(path).is_ok() {
-        bail!("{}: another server is listening there", path.display());
-    }
-    std::fs::remove_file(path).with_context(|| format!("removing stale socket {}", path.display()))
-}
-
-struct Listeners {
-    unix: tokio::net::UnixListener,
-    tcp: Option<tokio::net::TcpListener>,
-    socket: PathBuf,
-}
-
-/// Makes sure the socket's directory is private: created 0700 when missing;
-/// refused when someone else owns it or others may write to it, since they
-/// could then replace the socket with their own.
-fn private_dir(socket: &FsPath) -> anyhow::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let dir = match socket.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => FsPath::new("."),
-    };
-    if !dir.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("creating the API socket directory {}", dir.display()))?;
-    }
-    let meta = std::fs::metadata(dir)
-        .with_context(|| format!("API socket directory {}", dir.display()))?;
-    // /proc/self belongs to this process's effective user.
-    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
-    if !meta.is_dir() {
-        bail!(
-            "{}: the API socket's directory is not a directory",
-            dir.display()
-        );
-    }
-    if meta.uid() != 0 && Some(meta.uid()) != me {
-        bail!(
-            "{}: the API socket's directory belongs to uid {}; it must be this user's or root's",
-            dir.display(),
-            meta.uid()
-        );
-    }
-    if meta.mode() & 0o022 != 0 {
-        bail!(
-            "{}: the API socket's directory is writable by others (mode {:o}); \
-             they could replace the socket. Use a private directory (0700), such as /run/vrhost",
-            dir.display(),
-            meta.mode() & 0o7777
-        );
-    }
-    Ok(())
-}
-
-async fn bind(cfg: &ApiConfig) -> anyhow::Result<Listeners> {
-    private_dir(&cfg.socket)?;
-    remove_stale_socket(&cfg.socket)?;
-    let unix = tokio::net::UnixListener::bind(&cfg.socket)
-        .with_context(|| format!("binding API socket {}", cfg.socket.display()))?;
-    // Owner only: the socket is as powerful as the admin token's holder.
-    std::fs::set_permissions(&cfg.socket, Permissions::from_mode(0o600))
-        .with_context(|| format!("chmod 0600 {}", cfg.socket.display()))?;
-    let tcp = match cfg.listen {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("binding API listener {addr}"))?,
-        ),
-        None => None,
-    };
-    info!(socket = %cfg.socket.display(), tcp = ?cfg.listen, "management API listening");
-    Ok(Listeners {
-        unix,
-        tcp,
-        socket: cfg.socket.clone(),
-    })
-}
-
-async fn run(
-    listeners: Listeners,
-    app: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<()> {
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        // An error means the sender is gone, which is a stop as well.
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let unix = tokio::spawn(
-        axum::serve(listeners.unix, app.clone())
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .into_future(),
-    );
-    let tcp = listeners.tcp.map(|l| {
-        tokio::spawn(
-            axum::serve(l, app)
-                .with_graceful_shutdown(stopped(stop_rx))
-                .into_future(),
-        )
-    });
-    shutdown.await;
-    let _ = stop_tx.send(true);
-    let mut result = unix
-        .await
-        .context("API task")?
-        .context("API on the Unix socket");
-    if let Some(tcp) = tcp {
-        let r = tcp.await.context("API task")?.context("API on TCP");
-        result = result.and(r);
-    }
-    if let Err(e) = std::fs::remove_file(&listeners.socket) {
-        warn!(socket = %listeners.socket.display(), "removing API socket: {e}");
-    }
-    info!("management API stopped");
-    result
-}
-
 /// Serves the API until `shutdown` completes, then removes the socket.
 pub async fn serve(
     cfg: ApiConfig,
     backend: Arc<dyn Backend>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let listeners = bind(&cfg).await?;
+    let listeners = bind(&cfg.socket, cfg.listen, cfg.tls.as_ref()).await?;
     run(listeners, router(backend, cfg.auth), shutdown).await
 }
 
@@ -895,11 +766,8 @@ pub fn spawn(cfg: ApiConfig, backend: Arc<dyn Backend>) -> anyhow::Result<ApiHan
         .enable_all()
         .build()
         .context("starting the API runtime")?;
-    let listeners = rt.block_on(bind(&cfg))?;
-    let tcp = match &listeners.tcp {
-        Some(l) => Some(l.local_addr().context("TCP listener address")?),
-        None => None,
-    };
+    let listeners = rt.block_on(bind(&cfg.socket, cfg.listen, cfg.tls.as_ref()))?;
+    let tcp = listeners.tcp_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let app = router(backend, cfg.auth.clone());
     let thread = std::thread::Builder::new()

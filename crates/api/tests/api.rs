@@ -587,6 +587,7 @@ fn socket_is_private_stale_sockets_are_replaced_live_ones_are_not() {
     let cfg = vrhost_api::ApiConfig {
         socket: s.socket(),
         listen: None,
+        tls: None,
         auth: std::sync::Arc::new(
             vrhost_api::Auth::new(&vrhost_api::hash_token("x"), &[]).expect("hash"),
         ),
@@ -669,4 +670,109 @@ fn tcp_listener_serves_the_same_api() {
     assert_eq!(vrs.len(), 1);
     assert_eq!(vrs[0].name, OTHER);
     assert_eq!(c.vr(OWN).unwrap_err().api(), Some(&ApiError::NoSuchVr));
+}
+
+/// A self-signed certificate for `localhost`, written as `cert.pem` and
+/// `key.pem` into `dir`.
+fn self_signed(dir: &std::path::Path) -> vrhost_api::TlsFiles {
+    let c = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("cert");
+    let files = vrhost_api::TlsFiles {
+        cert: dir.join("cert.pem"),
+        key: dir.join("key.pem"),
+    };
+    std::fs::write(&files.cert, c.cert.pem()).expect("cert.pem");
+    std::fs::write(&files.key, c.key_pair.serialize_pem()).expect("key.pem");
+    files
+}
+
+#[test]
+fn tls_listener_serves_the_api_and_refuses_plain_http() {
+    let s = TestServer::start_tls(Some("127.0.0.1:0".parse().unwrap()), |d| {
+        Some(self_signed(d))
+    });
+    let port = s.handle.tcp_addr().expect("bound").port();
+    let ca = s.dir.path().join("cert.pem");
+    let url = format!("https://localhost:{port}");
+    let c = vrhost_api::Client::url_with_ca(&url, Some(s.other.clone()), Some(&ca)).unwrap();
+    let vrs = c.vrs().unwrap();
+    assert_eq!(vrs.len(), 1);
+    assert_eq!(vrs[0].name, OTHER);
+
+    // Plain HTTP on the TLS port gets no answer; a wrong CA is refused.
+    let plain = vrhost_api::Client::url(&format!("http://127.0.0.1:{port}"), Some(s.other.clone()))
+        .unwrap()
+        .with_timeout(std::time::Duration::from_secs(15));
+    assert!(plain.vrs().is_err());
+    let other = tempfile::tempdir().unwrap();
+    let wrong = self_signed(other.path());
+    let c =
+        vrhost_api::Client::url_with_ca(&url, Some(s.other.clone()), Some(&wrong.cert)).unwrap();
+    assert!(c.vrs().is_err(), "a certificate from another CA");
+    assert!(
+        vrhost_api::Client::url(&url, None).is_err(),
+        "https needs a CA file"
+    );
+
+    // Unreadable TLS files stop the server from starting, naming the file.
+    let bad = vrhost_api::TlsFiles {
+        cert: s.dir.path().join("missing.pem"),
+        key: s.dir.path().join("key.pem"),
+    };
+    let err = vrhost_api::spawn(
+        vrhost_api::ApiConfig {
+            socket: s.dir.path().join("b.sock"),
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            tls: Some(bad),
+            auth: std::sync::Arc::new(
+                vrhost_api::Auth::new(&vrhost_api::hash_token("x"), &[]).unwrap(),
+            ),
+        },
+        s.backend.clone(),
+    )
+    .err()
+    .expect("refused");
+    assert!(format!("{err:#}").contains("missing.pem"), "{err:#}");
+}
+
+#[test]
+fn slow_and_idle_clients_are_cut_off_and_connections_are_capped() {
+    use std::io::{Read, Write};
+    let s = TestServer::start_with(Some("127.0.0.1:0".parse().unwrap()));
+    let addr = s.handle.tcp_addr().expect("bound");
+    let c = vrhost_api::Client::url(&format!("http://{addr}"), Some(s.other.clone())).unwrap();
+    // Headers a byte at a time, never finished: closed after the header
+    // timeout while other clients are served.
+    let t0 = std::time::Instant::now();
+    let mut slow = std::net::TcpStream::connect(addr).unwrap();
+    slow.write_all(b"GET /v1/vrs HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    slow.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    assert!(c.vrs().is_ok());
+    let mut buf = Vec::new();
+    let _ = slow.read_to_end(&mut buf);
+    let took = t0.elapsed();
+    assert!(
+        took >= vrhost_api::listen::HEADER_TIMEOUT && took < std::time::Duration::from_secs(25),
+        "closed after {took:?}"
+    );
+
+    // Past the connection cap, a new connection is closed at once; the API
+    // serves again once the idle ones are gone.
+    let idle: Vec<_> = (0..vrhost_api::listen::MAX_CONNECTIONS)
+        .map(|_| std::net::TcpStream::connect(addr).unwrap())
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let mut extra = std::net::TcpStream::connect(addr).unwrap();
+    extra
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut one = [0u8; 1];
+    assert!(matches!(extra.read(&mut one), Ok(0) | Err(_)));
+    drop(idle);
+    let t0 = std::time::Instant::now();
+    while c.vrs().is_err() {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

@@ -32,6 +32,9 @@ pub struct Api {
     pub listen: Option<std::net::SocketAddr>,
     /// SHA-256 of the admin token, 64 lowercase hex digits.
     pub admin_token_sha256: String,
+    /// TLS on the TCP listener: (PEM certificate chain, PEM private key).
+    /// Required when `listen` is not a loopback address.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl Api {

@@ -42,6 +42,10 @@ pub struct RawApi {
     pub listen: Option<String>,
     /// SHA-256 (hex) of the admin token.
     pub admin_token_sha256: Option<String>,
+    /// PEM certificate chain for TLS on the TCP listener.
+    pub tls_cert: Option<String>,
+    /// PEM private key for TLS on the TCP listener.
+    pub tls_key: Option<String>,
 }
 
 /// `[dataplane]`.

@@ -279,10 +279,44 @@ impl Validator<'_, '_> {
             None => String::new(),
             Some(h) => self.sha256(|| item.key("admin_token_sha256"), h),
         };
+        let tls = match (&r.tls_cert, &r.tls_key) {
+            (Some(c), Some(k)) => Some((self.env.base_dir.join(c), self.env.base_dir.join(k))),
+            (None, None) => None,
+            (Some(_), None) => {
+                self.err(
+                    item.key("tls_key"),
+                    "missing; tls_cert needs its private key",
+                );
+                None
+            }
+            (None, Some(_)) => {
+                self.err(
+                    item.key("tls_cert"),
+                    "missing; tls_key needs its certificate",
+                );
+                None
+            }
+        };
+        if tls.is_some() && r.listen.is_none() {
+            self.err(
+                item.key("tls_cert"),
+                "only means something with listen = \"ADDRESS:PORT\" (the Unix socket needs no TLS)",
+            );
+        }
+        if let Some(l) = listen.filter(|l| !l.ip().is_loopback() && tls.is_none()) {
+            self.err(
+                item.key("listen"),
+                format!(
+                    "{l} is reachable from other hosts: tokens would cross the network in clear; \
+                     give tls_cert and tls_key, or listen on a loopback address"
+                ),
+            );
+        }
         Api {
             socket,
             listen,
             admin_token_sha256,
+            tls,
         }
     }
 

@@ -71,6 +71,10 @@ pub fn start(
         ApiConfig {
             socket: api.socket.clone(),
             listen: api.listen,
+            tls: api
+                .tls
+                .clone()
+                .map(|(cert, key)| vrhost_api::TlsFiles { cert, key }),
             auth,
         },
         Arc::new(backend),

@@ -502,13 +502,24 @@ impl TestServer {
     }
 
     pub fn start_with(listen: Option<std::net::SocketAddr>) -> TestServer {
+        Self::start_tls(listen, |_| None)
+    }
+
+    /// A server whose TCP listener uses the TLS files `tls` writes into the
+    /// server's directory.
+    pub fn start_tls(
+        listen: Option<std::net::SocketAddr>,
+        tls: impl FnOnce(&std::path::Path) -> Option<vrhost_api::TlsFiles>,
+    ) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
+        let tls = tls(dir.path());
         let admin = vrhost_api::generate_token();
         let own = vrhost_api::generate_token();
         let other = vrhost_api::generate_token();
         let cfg = ApiConfig {
             socket: dir.path().join("api.sock"),
             listen,
+            tls,
             auth: Arc::new(
                 Auth::new(
                     &hash_token(&admin),

@@ -894,6 +894,31 @@ fn api_table() {
         Path::new("/run/vrhost/api.sock")
     );
     assert_eq!(valid(BASE).api, None);
+    // Beyond loopback, only with TLS.
+    only(
+        &format!("[api]\nlisten = \"0.0.0.0:8443\"\nadmin_token_sha256 = \"{HASH}\"\n{BASE}"),
+        "api.listen",
+        "give tls_cert and tls_key",
+    );
+    let c = valid(&format!(
+        "[api]\nlisten = \"[::]:8443\"\ntls_cert = \"api.crt\"\ntls_key = \"api.key\"\nadmin_token_sha256 = \"{HASH}\"\n{BASE}"
+    ));
+    assert_eq!(
+        c.api.expect("api").tls,
+        Some(("/cfg/api.crt".into(), "/cfg/api.key".into()))
+    );
+    only(
+        &format!("[api]\nlisten = \"127.0.0.1:8443\"\ntls_cert = \"api.crt\"\nadmin_token_sha256 = \"{HASH}\"\n{BASE}"),
+        "api.tls_key",
+        "missing",
+    );
+    only(
+        &format!(
+            "[api]\ntls_cert = \"a\"\ntls_key = \"b\"\nadmin_token_sha256 = \"{HASH}\"\n{BASE}"
+        ),
+        "api.tls_cert",
+        "only means something with listen",
+    );
     only(
         &format!("[api]\n{BASE}"),
         "api.admin_token_sha256",
