@@ -37,11 +37,11 @@
 //! over), every route not re-sent by it is withdrawn. One zebra per server:
 //! a new connection supersedes (shuts down) the previous one.
 
+use crate::queue::EventSender;
 use std::collections::BTreeMap;
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -275,6 +275,10 @@ pub struct FpmOptions {
     /// Connections open at once, the session included; more are closed at
     /// once.
     pub max_connections: usize,
+    /// Most prefixes held (the VR's route limit, both families): routes for
+    /// further prefixes are not kept or passed on, only counted
+    /// (`over_limit`).
+    pub max_routes: usize,
 }
 
 impl Default for FpmOptions {
@@ -286,6 +290,7 @@ impl Default for FpmOptions {
             allowed_peers: Vec::new(),
             candidate_timeout: Duration::from_secs(30),
             max_connections: 4,
+            max_routes: usize::MAX,
         }
     }
 }
@@ -314,10 +319,13 @@ pub struct FpmStats {
     pub refused: u64,
     /// Candidates closed without ever sending a valid frame.
     pub silent: u64,
+    /// Routes for new prefixes past `max_routes`, not kept.
+    pub over_limit: u64,
 }
 
 #[derive(Default)]
 struct Counters {
+    over_limit: AtomicU64,
     refused: AtomicU64,
     silent: AtomicU64,
     open: AtomicU64,
@@ -347,7 +355,7 @@ struct Shared {
     last_refusal_log: Mutex<Option<Instant>>,
     c: Counters,
     stop: AtomicBool,
-    tx: Sender<CpEvent>,
+    tx: EventSender,
     opts: FpmOptions,
 }
 
@@ -360,7 +368,7 @@ pub struct FpmServer {
 }
 
 /// Listens on `addr` and feeds the routes zebra sends into `tx`.
-pub fn serve(addr: SocketAddr, tx: Sender<CpEvent>) -> Result<FpmServer, CpError> {
+pub fn serve(addr: SocketAddr, tx: EventSender) -> Result<FpmServer, CpError> {
     let l = TcpListener::bind(addr).map_err(|e| CpError::io(&addr.to_string(), "bind", e))?;
     serve_listener(l, tx, FpmOptions::default())
 }
@@ -369,7 +377,7 @@ pub fn serve(addr: SocketAddr, tx: Sender<CpEvent>) -> Result<FpmServer, CpError
 /// namespace with [`vrhost_io::netns::run_in`], so zebra reaches it there).
 pub fn serve_listener(
     listener: TcpListener,
-    tx: Sender<CpEvent>,
+    tx: EventSender,
     opts: FpmOptions,
 ) -> Result<FpmServer, CpError> {
     let local = listener
@@ -419,6 +427,7 @@ impl FpmServer {
             swept: c.swept.load(Ordering::Relaxed),
             refused: c.refused.load(Ordering::Relaxed),
             silent: c.silent.load(Ordering::Relaxed),
+            over_limit: c.over_limit.load(Ordering::Relaxed),
         }
     }
 
@@ -633,6 +642,12 @@ fn apply(shared: &Shared, generation: u64, d: Decoded) -> bool {
     }
     for change in d.routes {
         let ev = match change {
+            Change::Add(prefix, _)
+                if t.routes.len() >= shared.opts.max_routes && !t.routes.contains_key(&prefix) =>
+            {
+                c.over_limit.fetch_add(1, Ordering::Relaxed);
+                None
+            }
             Change::Add(prefix, target) => {
                 match t.routes.insert(prefix, (target.clone(), generation)) {
                     Some((old, _)) if old == target => None,

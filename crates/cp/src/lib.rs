@@ -8,13 +8,13 @@
 //! | [`watcher`] | namespace → VR | rtnetlink subscription: addresses and main-table routes as [`CpEvent`]s, full resync on overrun |
 //! | [`fpm`] | remote zebra → VR | FRR `dplane_fpm_nl` server: netlink routes over TCP as [`CpEvent`]s |
 //!
-//! Every producer speaks [`CpEvent`] over a `std::sync::mpsc::Sender`; the
-//! consumer (the data plane's control loop) owns the FIB. See
-//! `docs/control-plane.md`.
+//! Every producer speaks [`CpEvent`] over an [`queue::EventSender`]: a
+//! bounded queue keeping the latest change per prefix. The consumer (the
+//! data plane's control loop) owns the FIB. See `docs/control-plane.md`.
 //!
 //! ```text
 //!   tenant FRR/BIRD/ip ──► VR netns (kernel) ──rtnetlink──► NsWatcher ─┐
-//!   remote zebra ───────────────── TCP (FPM) ─────────────► fpm server ├─► Sender<CpEvent> ─► data plane
+//!   remote zebra ───────────────── TCP (FPM) ─────────────► fpm server ├─► EventSender ─► data plane
 //!   vrhost config ──► set_addresses ──► VR netns TAPs                  │
 //! ```
 
@@ -24,12 +24,14 @@ pub mod addr;
 pub mod event;
 pub mod fpm;
 pub mod ns;
+pub mod queue;
 mod rtnl;
 pub mod watcher;
 
 pub use addr::{add_address, del_address, set_addresses};
 pub use event::{Addr, CpEvent, CpState, IpPrefix, Op, RouteTarget};
 pub use ns::{ensure_netns, mirror_interface, NetnsInfo};
+pub use queue::{channel, EventReceiver, EventSender};
 pub use watcher::{NsWatcher, WatchOptions, WatchStats};
 
 /// Errors of the control-plane side.

@@ -10,7 +10,7 @@
 //!   │                       ├───────────────►│   ↓ filter, ifindex → name,         │
 //!   └───────────────────────┘                │     best route per prefix           │
 //!                                            └───────────────┬─────────────────────┘
-//!                                                            │ mpsc::Sender<CpEvent>
+//!                                                            │ mpsc::EventSender
 //!                                                            ▼  data-plane control loop
 //! ```
 //!
@@ -29,7 +29,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc;
+
+use crate::queue::EventSender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -60,6 +62,10 @@ pub struct WatchOptions {
     /// `SO_RCVBUF` of the events socket, in bytes (the kernel doubles it).
     /// `None`: the system default. Tests make it tiny to force `ENOBUFS`.
     pub rcvbuf: Option<usize>,
+    /// Most prefixes the watcher keeps (the VR's route limit, both
+    /// families): routes for further prefixes are not kept or sent, only
+    /// counted (`over_limit`). `None`: no limit.
+    pub max_routes: Option<usize>,
 }
 
 /// Counters of one watcher.
@@ -77,10 +83,13 @@ pub struct WatchStats {
     pub undecodable: u64,
     /// Next hops of multipath routes beyond the first, ignored.
     pub ignored_next_hops: u64,
+    /// Routes for new prefixes past `max_routes`, not kept.
+    pub over_limit: u64,
 }
 
 #[derive(Default)]
 struct Counters {
+    over_limit: AtomicU64,
     overruns: AtomicU64,
     resyncs: AtomicU64,
     events: AtomicU64,
@@ -100,16 +109,12 @@ pub struct NsWatcher {
 impl NsWatcher {
     /// Starts watching namespace `netns` (every TAP in it is a mirror).
     /// Returns once the first [`CpEvent::Resync`] has been sent.
-    pub fn start(netns: &str, tx: Sender<CpEvent>) -> Result<Self, CpError> {
+    pub fn start(netns: &str, tx: EventSender) -> Result<Self, CpError> {
         Self::start_with(netns, tx, WatchOptions::default())
     }
 
     /// [`NsWatcher::start`] with options.
-    pub fn start_with(
-        netns: &str,
-        tx: Sender<CpEvent>,
-        opts: WatchOptions,
-    ) -> Result<Self, CpError> {
+    pub fn start_with(netns: &str, tx: EventSender, opts: WatchOptions) -> Result<Self, CpError> {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), CpError>>();
@@ -170,6 +175,7 @@ impl NsWatcher {
             filtered: c.filtered.load(Ordering::Relaxed),
             undecodable: c.undecodable.load(Ordering::Relaxed),
             ignored_next_hops: c.ignored_next_hops.load(Ordering::Relaxed),
+            over_limit: c.over_limit.load(Ordering::Relaxed),
         }
     }
 
@@ -221,7 +227,7 @@ struct Closed;
 struct Watcher {
     netns: String,
     opts: WatchOptions,
-    tx: Sender<CpEvent>,
+    tx: EventSender,
     stop: Arc<AtomicBool>,
     c: Arc<Counters>,
     events: Rtnl,
@@ -237,7 +243,7 @@ impl Watcher {
     /// Enters the namespace, subscribes, dumps, sends the first `Resync`.
     fn setup(
         netns: &str,
-        tx: Sender<CpEvent>,
+        tx: EventSender,
         opts: WatchOptions,
         stop: Arc<AtomicBool>,
         c: Arc<Counters>,
@@ -378,10 +384,7 @@ impl Watcher {
         self.routes.clear();
         for r in routes {
             if let Some((prefix, metric, target)) = self.route_of(&r) {
-                self.routes
-                    .entry(prefix)
-                    .or_default()
-                    .insert(metric, target);
+                self.keep_route(prefix, metric, target);
             }
         }
         let routes = self
@@ -595,11 +598,9 @@ impl Watcher {
             RouteNetlinkMessage::NewRoute(r) => {
                 if let Some((prefix, metric, target)) = self.route_of(&r) {
                     let before = self.best(&prefix);
-                    self.routes
-                        .entry(prefix)
-                        .or_default()
-                        .insert(metric, target);
-                    self.report(prefix, before)?;
+                    if self.keep_route(prefix, metric, target) {
+                        self.report(prefix, before)?;
+                    }
                 }
                 Ok(After::Nothing)
             }
@@ -620,6 +621,20 @@ impl Watcher {
             }
             _ => Ok(After::Nothing),
         }
+    }
+
+    /// Keeps a route unless it is for a new prefix past `max_routes`.
+    fn keep_route(&mut self, prefix: IpPrefix, metric: u32, target: RouteTarget) -> bool {
+        let full = self.opts.max_routes.is_some_and(|m| self.routes.len() >= m);
+        if full && !self.routes.contains_key(&prefix) {
+            self.c.over_limit.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        self.routes
+            .entry(prefix)
+            .or_default()
+            .insert(metric, target);
+        true
     }
 
     fn best(&self, p: &IpPrefix) -> Option<RouteTarget> {

@@ -8,7 +8,6 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{wait_for, Ns};
@@ -139,7 +138,7 @@ fn zebra_routes_arrive_over_fpm() {
         .unwrap()
         .unwrap();
     let port = listener.local_addr().unwrap().port();
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = vrhost_cp::channel(1 << 20);
     let server = fpm::serve_listener(listener, tx, FpmOptions::default()).unwrap();
 
     let mut frr = Frr::new(&ns.name);
@@ -215,9 +214,9 @@ fn zebra_routes_arrive_over_fpm() {
 }
 
 /// A loopback server with a short sweep and a client to drive it.
-fn local_server(sweep: Duration) -> (fpm::FpmServer, mpsc::Receiver<CpEvent>, SocketAddr) {
+fn local_server(sweep: Duration) -> (fpm::FpmServer, vrhost_cp::EventReceiver, SocketAddr) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = vrhost_cp::channel(1 << 20);
     let opts = FpmOptions {
         sweep_after: sweep,
         ..FpmOptions::default()
@@ -334,7 +333,7 @@ fn closed(c: &mut TcpStream) -> bool {
 #[test]
 fn a_stranger_cannot_supersede_the_session_or_sweep_its_routes() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (tx, rx) = mpsc::channel();
+    let (tx, rx) = vrhost_cp::channel(1 << 20);
     let opts = FpmOptions {
         sweep_after: Duration::from_millis(300),
         candidate_timeout: Duration::from_secs(1),
@@ -376,7 +375,7 @@ fn a_stranger_cannot_supersede_the_session_or_sweep_its_routes() {
 #[test]
 fn only_allowed_peers_may_connect() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let (tx, _rx) = mpsc::channel();
+    let (tx, _rx) = vrhost_cp::channel(1 << 20);
     let opts = FpmOptions {
         allowed_peers: vec!["127.0.0.2".parse().unwrap()],
         ..FpmOptions::default()

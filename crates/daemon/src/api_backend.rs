@@ -860,7 +860,12 @@ fn reload_into(
         })
         .collect();
     auth.check(&tokens).map_err(token_refused)?;
-    crate::reload::apply(&plan, &mut c).map_err(refused)?;
+    if let Err(e) = crate::reload::apply(&plan, &mut c) {
+        // The plan was built and checked on a copy; failing here leaves the
+        // working tables half changed. Stop rather than ever publish that:
+        // the panic poisons the control lock, and `vrhost run` aborts.
+        panic!("config reload failed after its plan was checked: {e}; stopping before any of it is published");
+    }
     c.commit();
     auth.update(&tokens).map_err(token_refused)?;
     *cfg = new;

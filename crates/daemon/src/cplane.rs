@@ -17,10 +17,9 @@
 //! See `docs/control-plane.md` for the semantics (which routes, which
 //! source wins, ARP/ND handling).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -28,7 +27,10 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use vrhost_config::{Config, FpmIn};
 use vrhost_cp::fpm::{self, FpmServer};
-use vrhost_cp::{CpEvent, IpPrefix, NsWatcher, Op, RouteTarget, WatchOptions};
+use vrhost_cp::queue::RecvError;
+use vrhost_cp::{
+    CpEvent, EventReceiver, EventSender, IpPrefix, NsWatcher, Op, RouteTarget, WatchOptions,
+};
 use vrhost_dataplane::spec::RouteTarget as EngineTarget;
 use vrhost_dataplane::{TableWriter, VrId};
 
@@ -116,9 +118,11 @@ pub fn start(cfg: &Config, writer: &Arc<Mutex<TableWriter>>) -> Result<ControlPl
             continue;
         };
         let base = RouteSync::new(cfg, vr);
+        // Both families: the most prefixes a producer keeps for the VR.
+        let max_prefixes = 2 * r.limits.max_routes as usize;
         if let Some(addr) = c.fpm {
-            let (tx, rx) = mpsc::channel();
-            let server = fpm_listener(c, addr, tx)
+            let (tx, rx) = vrhost_cp::channel(max_prefixes + QUEUE_SLACK);
+            let server = fpm_listener(c, addr, tx, max_prefixes)
                 .with_context(|| format!("router {:?}: FPM listener {addr}", r.name))?;
             let mut s = base.clone();
             s.source = format!("fpm {}", server.local_addr());
@@ -126,7 +130,7 @@ pub fn start(cfg: &Config, writer: &Arc<Mutex<TableWriter>>) -> Result<ControlPl
             plane.threads.push(spawn_sync(s, rx, writer, &plane.stop)?);
             plane.fpm = Some(server);
         }
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = vrhost_cp::channel(max_prefixes + QUEUE_SLACK);
         let mut s = base;
         s.source = format!("netns {}", c.netns);
         s.routes = c.fpm.is_none();
@@ -134,6 +138,7 @@ pub fn start(cfg: &Config, writer: &Arc<Mutex<TableWriter>>) -> Result<ControlPl
         let opts = WatchOptions {
             interfaces: Some(r.interfaces.iter().map(|i| i.name.clone()).collect()),
             rcvbuf: None,
+            max_routes: Some(max_prefixes),
         };
         let w = NsWatcher::start_with(&c.netns, tx, opts)
             .with_context(|| format!("router {:?}: watching namespace {}", r.name, c.netns))?;
@@ -148,7 +153,8 @@ pub fn start(cfg: &Config, writer: &Arc<Mutex<TableWriter>>) -> Result<ControlPl
 fn fpm_listener(
     c: &vrhost_config::ControlPlane,
     addr: std::net::SocketAddr,
-    tx: mpsc::Sender<CpEvent>,
+    tx: EventSender,
+    max_routes: usize,
 ) -> Result<FpmServer> {
     let listener = match c.fpm_in {
         FpmIn::Host => std::net::TcpListener::bind(addr)?,
@@ -157,17 +163,29 @@ fn fpm_listener(
     };
     let opts = fpm::FpmOptions {
         allowed_peers: c.fpm_peers.clone(),
+        max_routes,
         ..fpm::FpmOptions::default()
     };
     Ok(fpm::serve_listener(listener, tx, opts)?)
 }
 
-/// Events applied under one lock and one commit, at most.
-const BATCH: usize = 4096;
+/// Changes applied under one hold of the control lock, at most: a tenant's
+/// full resync of a large table goes in slices of this many, each
+/// committed, so another tenant's update waits for one slice (about a
+/// millisecond), never for the whole table.
+pub const SLICE: usize = 1024;
+
+/// How long a resync waits for a newer one before it is applied: a link
+/// flapping in a namespace makes the watcher dump again and again, and only
+/// the last dump matters.
+pub const RESYNC_DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// Queued changes per VR the producer may have waiting, beyond its routes.
+const QUEUE_SLACK: usize = 4096;
 
 fn spawn_sync(
     mut s: RouteSync,
-    rx: Receiver<CpEvent>,
+    rx: EventReceiver,
     writer: &Arc<Mutex<TableWriter>>,
     stop: &Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>> {
@@ -176,29 +194,37 @@ fn spawn_sync(
     std::thread::Builder::new()
         .name(format!("cp-sync-{}", s.router))
         .spawn(move || {
-            let mut batch = Vec::with_capacity(BATCH);
             while !stop.load(Ordering::Relaxed) {
-                match rx.recv_timeout(Duration::from_millis(100)) {
-                    Ok(ev) => batch.push(ev),
-                    Err(RecvTimeoutError::Timeout) => {
+                let ev = match rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok(ev) => ev,
+                    Err(RecvError::Timeout) => {
                         s.refusals.flush(&s.router, &s.source);
                         continue;
                     }
-                    Err(RecvTimeoutError::Disconnected) => break,
+                    Err(RecvError::Disconnected) => break,
+                };
+                let (ev, next) = debounce(ev, &rx);
+                s.queue(ev);
+                if let Some(ev) = next {
+                    s.queue(ev);
                 }
-                while batch.len() < BATCH {
-                    match rx.try_recv() {
-                        Ok(ev) => batch.push(ev),
-                        Err(_) => break,
+                while let Some(ev) = rx.try_recv() {
+                    s.queue(ev);
+                    if s.backlog() >= SLICE {
+                        break;
                     }
                 }
-                let mut c = crate::runtime::lock(&writer);
-                let changed: usize = batch.drain(..).map(|ev| s.apply(&mut c, ev)).sum();
-                s.refusals.flush(&s.router, &s.source);
-                if changed > 0 {
-                    c.commit();
+                let mut changed = 0;
+                while s.backlog() > 0 && !stop.load(Ordering::Relaxed) {
+                    let mut c = crate::runtime::lock(&writer);
+                    let n = s.step(&mut c, SLICE);
+                    if n > 0 {
+                        c.commit();
+                    }
+                    drop(c);
+                    changed += n;
                 }
-                drop(c);
+                s.refusals.flush(&s.router, &s.source);
                 if changed > 0 {
                     tracing::info!(
                         router = s.router,
@@ -211,6 +237,25 @@ fn spawn_sync(
             }
         })
         .context("spawning a control-plane sync thread")
+}
+
+/// A resync waits [`RESYNC_DEBOUNCE`] for a newer one, which replaces it
+/// (the queue has already dropped whatever came between). Returns the event
+/// to apply and, when something else arrived meanwhile, the one after it.
+fn debounce(ev: CpEvent, rx: &EventReceiver) -> (CpEvent, Option<CpEvent>) {
+    if !matches!(ev, CpEvent::Resync { .. }) {
+        return (ev, None);
+    }
+    let mut latest = ev;
+    let deadline = std::time::Instant::now() + RESYNC_DEBOUNCE;
+    while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+        match rx.try_recv() {
+            Some(newer @ CpEvent::Resync { .. }) => latest = newer,
+            Some(other) => return (latest, Some(other)),
+            None => std::thread::sleep(left.min(Duration::from_millis(10))),
+        }
+    }
+    (latest, None)
 }
 
 /// Most often a producer logs the changes it refused.
@@ -294,6 +339,48 @@ pub struct RouteSync {
     ifaces: HashSet<String>,
     /// Addresses the VR has, as far as this producer knows (config ones at start).
     vr_addrs: BTreeSet<(String, IpAddr, u8)>,
+    /// Changes received and not applied yet.
+    backlog: VecDeque<Work>,
+}
+
+/// A queued change: an event, or a resync under way.
+#[derive(Clone)]
+enum Work {
+    Event(CpEvent),
+    Resync(ResyncWork),
+}
+
+/// What is left of a resync: stale routes to delete, then the snapshot's
+/// routes (unchanged ones cost a lookup), then address changes.
+#[derive(Clone, Default)]
+struct ResyncWork {
+    stale: std::vec::IntoIter<IpPrefix>,
+    want: std::vec::IntoIter<(IpPrefix, RouteTarget)>,
+    addrs: std::vec::IntoIter<(Op, String, IpAddr, u8)>,
+}
+
+/// One change to apply.
+enum One {
+    Event(CpEvent),
+    DelRoute(IpPrefix),
+    AddRoute(IpPrefix, RouteTarget),
+    Addr(Op, String, IpAddr, u8),
+}
+
+impl Iterator for ResyncWork {
+    type Item = One;
+
+    fn next(&mut self) -> Option<One> {
+        if let Some(p) = self.stale.next() {
+            return Some(One::DelRoute(p));
+        }
+        if let Some((p, t)) = self.want.next() {
+            return Some(One::AddRoute(p, t));
+        }
+        self.addrs
+            .next()
+            .map(|(op, i, a, l)| One::Addr(op, i, a, l))
+    }
 }
 
 impl RouteSync {
@@ -319,14 +406,112 @@ impl RouteSync {
             config_routes,
             installed: BTreeMap::new(),
             refusals: Refusals::default(),
+            backlog: VecDeque::new(),
             ifaces: r.interfaces.iter().map(|i| i.name.clone()).collect(),
             vr_addrs,
         }
     }
 
-    /// Applies one event to `c` (uncommitted); returns how many table
-    /// changes it made.
+    /// Applies one event to `c` (uncommitted), after whatever was queued;
+    /// returns how many table changes it made.
     pub fn apply(&mut self, c: &mut TableWriter, ev: CpEvent) -> usize {
+        self.queue(ev);
+        let mut n = 0;
+        while self.backlog() > 0 {
+            n += self.step(c, usize::MAX);
+        }
+        n
+    }
+
+    /// Queues `ev` behind what is queued, for [`RouteSync::step`].
+    pub fn queue(&mut self, ev: CpEvent) {
+        self.backlog.push_back(Work::Event(ev));
+    }
+
+    /// Work items queued (a resync counts as one until it starts).
+    pub fn backlog(&self) -> usize {
+        self.backlog.len()
+    }
+
+    /// Applies up to `budget` queued changes to `c` (uncommitted); returns
+    /// how many table changes they made. A resync is compared with what is
+    /// installed when it starts, then applied change by change, so it can
+    /// span several calls.
+    pub fn step(&mut self, c: &mut TableWriter, budget: usize) -> usize {
+        let (mut done, mut changed) = (0, 0);
+        while done < budget {
+            let Some(work) = self.backlog.front_mut() else {
+                break;
+            };
+            let one = match work {
+                Work::Event(CpEvent::Resync { routes, addrs }) => {
+                    let (routes, addrs) = (std::mem::take(routes), std::mem::take(addrs));
+                    let started = self.start_resync(routes, addrs);
+                    self.backlog[0] = Work::Resync(started);
+                    continue;
+                }
+                Work::Event(_) => match self.backlog.pop_front() {
+                    Some(Work::Event(ev)) => One::Event(ev),
+                    _ => break,
+                },
+                Work::Resync(r) => match r.next() {
+                    Some(one) => one,
+                    None => {
+                        self.backlog.pop_front();
+                        continue;
+                    }
+                },
+            };
+            changed += match one {
+                One::Event(ev) => self.apply_one(c, ev),
+                One::DelRoute(p) => self.del_route(c, p),
+                One::AddRoute(p, t) => self.add_route(c, p, &t),
+                One::Addr(op, i, a, l) => self.address(c, op, i, a, l),
+            };
+            done += 1;
+        }
+        changed
+    }
+
+    /// What a snapshot changes, against what this producer installed now.
+    fn start_resync(
+        &mut self,
+        routes: Vec<(IpPrefix, RouteTarget)>,
+        addrs: Vec<vrhost_cp::Addr>,
+    ) -> ResyncWork {
+        let mut w = ResyncWork::default();
+        if self.routes {
+            let want: HashSet<IpPrefix> = routes.iter().map(|(p, _)| *p).collect();
+            w.stale = self
+                .installed
+                .keys()
+                .filter(|p| !want.contains(p))
+                .copied()
+                .collect::<Vec<_>>()
+                .into_iter();
+            w.want = routes.into_iter();
+        }
+        if self.addrs {
+            let want: BTreeSet<(String, IpAddr, u8)> = addrs
+                .into_iter()
+                .filter(|a| self.ifaces.contains(&a.ifname))
+                .map(|a| (a.ifname, a.addr, a.len))
+                .collect();
+            let gone = self
+                .vr_addrs
+                .iter()
+                .filter(|a| !want.contains(a) && !is_link_local(a.1))
+                .map(|(i, a, l)| (Op::Del, i.clone(), *a, *l));
+            let new = want
+                .iter()
+                .filter(|a| !self.vr_addrs.contains(a))
+                .map(|(i, a, l)| (Op::Add, i.clone(), *a, *l));
+            w.addrs = gone.chain(new).collect::<Vec<_>>().into_iter();
+        }
+        w
+    }
+
+    fn apply_one(&mut self, c: &mut TableWriter, ev: CpEvent) -> usize {
         match ev {
             CpEvent::Route { op, prefix, target } if self.routes => match op {
                 Op::Add => self.add_route(c, prefix, &target),
@@ -338,46 +523,6 @@ impl RouteSync {
                 addr,
                 len,
             } if self.addrs => self.address(c, op, ifname, addr, len),
-            CpEvent::Resync { routes, addrs } => {
-                let mut n = 0;
-                if self.routes {
-                    let want: BTreeMap<IpPrefix, RouteTarget> = routes.into_iter().collect();
-                    let stale: Vec<IpPrefix> = self
-                        .installed
-                        .keys()
-                        .filter(|p| !want.contains_key(p))
-                        .copied()
-                        .collect();
-                    for p in stale {
-                        n += self.del_route(c, p);
-                    }
-                    for (p, t) in &want {
-                        n += self.add_route(c, *p, t);
-                    }
-                }
-                if self.addrs {
-                    let want: BTreeSet<(String, IpAddr, u8)> = addrs
-                        .into_iter()
-                        .filter(|a| self.ifaces.contains(&a.ifname))
-                        .map(|a| (a.ifname, a.addr, a.len))
-                        .collect();
-                    let gone: Vec<_> = self
-                        .vr_addrs
-                        .iter()
-                        .filter(|a| !want.contains(a) && !is_link_local(a.1))
-                        .cloned()
-                        .collect();
-                    for (i, a, l) in gone {
-                        n += self.address(c, Op::Del, i, a, l);
-                    }
-                    for (i, a, l) in want {
-                        if !self.vr_addrs.contains(&(i.clone(), a, l)) {
-                            n += self.address(c, Op::Add, i, a, l);
-                        }
-                    }
-                }
-                n
-            }
             _ => 0,
         }
     }
@@ -597,6 +742,60 @@ name = "red"
         assert_eq!(held.addrs4.len() + held.addrs6.len(), 4);
         assert_eq!(s.refusals().total, 10_000 - installed as u64 + 7);
         assert_eq!(s.refusals().lines, 1);
+    }
+
+    #[test]
+    fn a_large_resync_is_applied_in_slices_with_the_same_result() {
+        let routes: Vec<(IpPrefix, RouteTarget)> = (0..5000u32)
+            .map(|i| {
+                let p = IpPrefix::new(std::net::Ipv4Addr::from(0x0b00_0000 + (i << 8)).into(), 24)
+                    .expect("prefix");
+                (p, via("10.0.0.7"))
+            })
+            .collect();
+        let (mut whole, mut c1) = setup();
+        let n1 = whole.apply(&mut c1, resync(routes.clone(), config_addrs()));
+        let (mut sliced, mut c2) = setup();
+        sliced.queue(resync(routes.clone(), config_addrs()));
+        // Behind the resync, a change of one of its routes: applied after it.
+        sliced.queue(CpEvent::Route {
+            op: Op::Del,
+            prefix: routes[0].0,
+            target: via("10.0.0.7"),
+        });
+        let (mut n2, mut steps) = (0, 0);
+        while sliced.backlog() > 0 {
+            let n = sliced.step(&mut c2, SLICE);
+            assert!(n <= SLICE);
+            n2 += n;
+            steps += 1;
+        }
+        assert_eq!(n1, 5000);
+        assert_eq!(n2, 5001);
+        assert!(steps >= 5, "{steps} steps");
+        assert_eq!(hop(&c2, "11.0.0.0/24"), None, "the later delete won");
+        assert_eq!(hop(&c1, "11.0.19.0/24"), hop(&c2, "11.0.19.0/24"));
+        assert!(hop(&c2, "11.0.19.0/24").is_some());
+    }
+
+    #[test]
+    fn a_flapping_namespaces_resyncs_collapse_to_the_last() {
+        let (tx, rx) = vrhost_cp::channel(16);
+        let first = resync(vec![(p("10.1.0.0/16"), via("10.0.0.7"))], vec![]);
+        let last = resync(vec![(p("10.2.0.0/16"), via("10.0.0.7"))], vec![]);
+        tx.send(first.clone()).expect("send");
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(10));
+            tx.send(last).expect("send");
+        });
+        let taken = rx.recv_timeout(Duration::from_secs(1)).expect("first");
+        let (got, next) = debounce(taken, &rx);
+        t.join().expect("sender");
+        assert!(next.is_none());
+        match got {
+            CpEvent::Resync { routes, .. } => assert_eq!(routes[0].0, p("10.2.0.0/16")),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -10,10 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use vrhost_cp::{CpEvent, CpState, IpPrefix, RouteTarget};
+use vrhost_cp::{CpEvent, CpState, EventReceiver, IpPrefix, RouteTarget};
 
 /// A network namespace of this test process, deleted on drop.
 pub struct Ns {
@@ -63,11 +62,7 @@ pub fn ip(args: &str) -> String {
 
 /// Receives events until `pred` is true of one (returned), failing after
 /// `secs` seconds with everything seen.
-pub fn wait_for(
-    rx: &Receiver<CpEvent>,
-    secs: u64,
-    mut pred: impl FnMut(&CpEvent) -> bool,
-) -> CpEvent {
+pub fn wait_for(rx: &EventReceiver, secs: u64, mut pred: impl FnMut(&CpEvent) -> bool) -> CpEvent {
     let deadline = Instant::now() + Duration::from_secs(secs);
     let mut seen = Vec::new();
     loop {
@@ -81,7 +76,7 @@ pub fn wait_for(
 }
 
 /// Applies every event that arrives within `quiet` of the previous one.
-pub fn drain_into(rx: &Receiver<CpEvent>, state: &mut CpState, quiet: Duration) -> usize {
+pub fn drain_into(rx: &EventReceiver, state: &mut CpState, quiet: Duration) -> usize {
     let mut n = 0;
     while let Ok(ev) = rx.recv_timeout(quiet) {
         state.apply(&ev);
