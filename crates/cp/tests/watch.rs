@@ -184,7 +184,9 @@ fn address_changes_in_the_namespace_arrive() {
             .any(|a| a.addr == "10.7.0.1".parse::<std::net::IpAddr>().unwrap()),
         _ => false,
     };
-    let ev = wait_for(&rx, 5, |e| is_addr(e, Op::Del, "red0 10.7.0.1/16") || gone(e));
+    let ev = wait_for(&rx, 5, |e| {
+        is_addr(e, Op::Del, "red0 10.7.0.1/16") || gone(e)
+    });
     if !gone(&ev) {
         wait_for(&rx, 5, |e| matches!(e, CpEvent::Resync { .. }));
     }

@@ -10,7 +10,7 @@
 //!                                  └──────── counters (read, lock-free) ◀──┘
 //! ```
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -54,6 +54,10 @@ pub struct RuntimeBackend {
     /// The tokens the API accepts: a VR's is installed with it, revoked with
     /// it and replaced by reload, always under the writer lock.
     auth: Arc<Auth>,
+    /// The running VRs that are the config's routers, by name: a VR deleted
+    /// and created again through the API under a config router's name is
+    /// not that router, and never gets its token from a reload.
+    from_config: Mutex<HashMap<String, VrId>>,
 }
 
 /// Starts the API for `cfg` over `running`, if the config has an `[api]` table.
@@ -101,6 +105,14 @@ impl RuntimeBackend {
             base_dir: config_path.parent().map(PathBuf::from).unwrap_or_default(),
             port_macs,
             auth,
+            // The config's routers are built first, in order.
+            from_config: Mutex::new(
+                cfg.routers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (r.name.clone(), VrId::new(i)))
+                    .collect(),
+            ),
         }
     }
 
@@ -449,6 +461,10 @@ impl Backend for RuntimeBackend {
         c.commit();
         // Revoked with the VR: a VR created later under the same name is
         // someone else's.
+        self.from_config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(vr);
         self.auth
             .update(&[(vr.to_string(), None)])
             .map_err(token_refused)?;
@@ -807,7 +823,15 @@ impl Backend for RuntimeBackend {
             )
         })?;
         let mut cfg = self.config();
-        reload_into(&self.writer, &self.auth, &mut cfg, new, &self.port_macs)
+        let mut from_config = self.from_config.lock().unwrap_or_else(|e| e.into_inner());
+        reload_into(
+            &self.writer,
+            &self.auth,
+            &mut from_config,
+            &mut cfg,
+            new,
+            &self.port_macs,
+        )
     }
 }
 
@@ -817,6 +841,7 @@ impl Backend for RuntimeBackend {
 fn reload_into(
     writer: &Mutex<TableWriter>,
     auth: &Auth,
+    from_config: &mut HashMap<String, VrId>,
     cfg: &mut Config,
     new: Config,
     port_macs: &[[u8; 6]],
@@ -837,8 +862,9 @@ fn reload_into(
     // Every router the old or new file names gets the new file's token, or
     // none when the new file gives none or the router will not be running
     // (deleted through the API, and not created again by this reload). VRs
-    // created through the API keep theirs. A clash with one of those refuses
-    // the whole reload before anything changes.
+    // created through the API keep theirs, also under a config router's
+    // name. A clash with one of those refuses the whole reload before
+    // anything changes.
     let names: std::collections::BTreeSet<&str> = cfg
         .routers
         .iter()
@@ -847,19 +873,30 @@ fn reload_into(
         .collect();
     let tokens: Vec<(String, Option<String>)> = names
         .into_iter()
-        .map(|name| {
-            let running = c.working().vr_index(name).is_some()
-                || plan.report.created.iter().any(|n| n == name);
+        .filter_map(|name| {
+            let created = plan.report.created.iter().any(|n| n == name);
+            let now = c.working().vr_index(name);
+            let the_routers = now.is_some_and(|v| from_config.get(name) == Some(&v));
+            if now.is_some() && !the_routers && !created {
+                // A VR made through the API under this name keeps its token.
+                return None;
+            }
             let hash = new
                 .routers
                 .iter()
                 .find(|r| r.name == name)
-                .filter(|_| running)
+                .filter(|_| the_routers || created)
                 .and_then(|r| r.api_token_sha256.clone());
-            (name.to_string(), hash)
+            Some((name.to_string(), hash))
         })
         .collect();
     auth.check(&tokens).map_err(token_refused)?;
+    if let Some(r) = crate::reload::clashes(&plan, c.working()) {
+        return Err(ApiError::Config(vec![vrhost_api::ConfigIssue {
+            key: r.key,
+            reason: r.reason,
+        }]));
+    }
     if let Err(e) = crate::reload::apply(&plan, &mut c) {
         // The plan was built and checked on a copy; failing here leaves the
         // working tables half changed. Stop rather than ever publish that:
@@ -867,6 +904,28 @@ fn reload_into(
         panic!("config reload failed after its plan was checked: {e}; stopping before any of it is published");
     }
     c.commit();
+    // Which running VRs are the new config's routers: those the plan built,
+    // and those that were the old config's and still are.
+    let built: HashSet<&str> = plan
+        .changes
+        .iter()
+        .filter_map(|ch| match ch {
+            crate::reload::VrChange::Add(k) | crate::reload::VrChange::Rebuild(k) => {
+                Some(plan.spec.routers[*k].name.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    let mut next = HashMap::new();
+    for r in &new.routers {
+        let Some(v) = c.working().vr_index(&r.name) else {
+            continue;
+        };
+        if built.contains(r.name.as_str()) || from_config.get(&r.name) == Some(&v) {
+            next.insert(r.name.clone(), v);
+        }
+    }
+    *from_config = next;
     auth.update(&tokens).map_err(token_refused)?;
     *cfg = new;
     let report = plan.report;

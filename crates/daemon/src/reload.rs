@@ -21,7 +21,7 @@ use std::hash::Hash;
 
 use vrhost_api::types::ReloadReport;
 use vrhost_config::Config;
-use vrhost_dataplane::{BuildError, EngineSpec, RouteTarget, RouterSpec, TableWriter};
+use vrhost_dataplane::{BuildError, EngineSpec, RouteTarget, RouterSpec, Shared, TableWriter};
 use vrhost_fib::{Prefix4, Prefix6};
 
 /// Why a reload cannot be applied: the config key and the reason.
@@ -213,6 +213,52 @@ pub fn plan(
         changes,
         report,
     })
+}
+
+/// What keeps `plan` from applying to the running tables `now`, which may
+/// hold VRs the config does not know (created through the API): a VR the
+/// plan creates whose name, or one of whose ports and VLANs, such a VR has.
+/// Checked before [`apply`], so that `apply` does not fail half-way.
+pub fn clashes(plan: &Plan, now: &Shared) -> Option<Refusal> {
+    let replaced: HashSet<&str> = plan
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            VrChange::Remove(name) => Some(name.as_str()),
+            VrChange::Rebuild(k) => Some(plan.spec.routers[*k].name.as_str()),
+            _ => None,
+        })
+        .collect();
+    for change in &plan.changes {
+        let k = match change {
+            VrChange::Add(k) | VrChange::Rebuild(k) => *k,
+            _ => continue,
+        };
+        let r = &plan.spec.routers[k];
+        if matches!(change, VrChange::Add(_)) && now.vr_index(&r.name).is_some() {
+            return Some(Refusal {
+                key: format!("router {:?}", r.name),
+                reason: "a VR of that name was created through the API; delete it first".into(),
+            });
+        }
+        for i in &r.interfaces {
+            let Some(owner) = now.demux_owner(i.port, i.vlan) else {
+                continue;
+            };
+            let owner = now.vr_name(owner);
+            if owner != r.name && !replaced.contains(owner) {
+                return Some(Refusal {
+                    key: format!("router {:?}.interface {:?}", r.name, i.name),
+                    reason: format!(
+                        "port #{} VLAN {} is VR {owner:?}'s (created through the API); delete it first",
+                        i.port,
+                        i.vlan.unwrap_or(0)
+                    ),
+                });
+            }
+        }
+    }
+    None
 }
 
 /// Performs `plan` on the working tables; the caller commits. VRs are found

@@ -315,6 +315,56 @@ async fn tokens_follow_the_vr_they_open() {
     assert_eq!(s, StatusCode::OK);
     let (s, _) = f.call(&green, "GET", "/v1/vrs/blue", None).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
+
+    // A reload of the unchanged config does not hand the config router's
+    // token to the VR now called red: that VR is not the config's.
+    let (s, report) = f
+        .call(
+            &f.admin,
+            "POST",
+            "/v1/config/reload",
+            Some(("application/toml", f.config.clone())),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{report}");
+    let (s, _) = f.call(&f.red, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _) = f.call(&green, "GET", "/v1/vrs/red", None).await;
+    assert_eq!(s, StatusCode::OK);
+
+    // A reload that adds a router whose port and VLAN an API-made VR holds
+    // is refused by key, and changes nothing.
+    let mut spec = spec.clone();
+    spec["name"] = json!("violet");
+    spec["interfaces"][0]["vlan"] = json!(40);
+    let (s, body) = f.post_json(&f.admin, "/v1/vrs", spec).await;
+    assert_eq!(s, StatusCode::CREATED, "{body}");
+    let clash = format!(
+        "{}\n[[router]]\nname = \"indigo\"\n  [[router.interface]]\n  name = \"i0\"\n  port = \"p0\"\n  vlan = 40\n  addresses = [\"10.4.0.1/24\"]\n",
+        f.config
+    );
+    let (s, err) = f
+        .call(
+            &f.admin,
+            "POST",
+            "/v1/config/reload",
+            Some(("application/toml", clash)),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(err.to_string().contains("violet"), "{err}");
+    assert!(!f.has_vr("indigo"));
+    let clash_name = f.config.replace("name = \"blue\"", "name = \"violet\"");
+    let (s, err) = f
+        .call(
+            &f.admin,
+            "POST",
+            "/v1/config/reload",
+            Some(("application/toml", clash_name)),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(f.has_vr("blue"), "nothing applied");
 }
 
 #[tokio::test]

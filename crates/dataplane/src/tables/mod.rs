@@ -136,6 +136,17 @@ impl Shared {
         self.vr_alive(VrId::new(usize::from(i.vr))) && demux == Some(&iface.get())
     }
 
+    /// The live VR whose interface has `port` and `vlan` (`None`: untagged).
+    pub fn demux_owner(&self, port: u16, vlan: Option<u16>) -> Option<VrId> {
+        let gi = *self
+            .ports
+            .get(usize::from(port))?
+            .demux
+            .get(usize::from(vlan.unwrap_or(0)))?;
+        let vr = VrId::new(usize::from(self.ifaces.get(usize::from(gi))?.vr));
+        self.vr_alive(vr).then_some(vr)
+    }
+
     /// The index of the live VR called `name`.
     pub fn vr_index(&self, name: &str) -> Option<VrId> {
         self.vrs
