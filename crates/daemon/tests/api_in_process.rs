@@ -133,6 +133,13 @@ impl Fixture {
         .await
     }
 
+    /// `POST /v1/config/reload` of `text` with the admin token.
+    async fn reload(&self, text: impl Into<String>) -> (StatusCode, Value) {
+        let body = Some(("application/toml", text.into()));
+        self.call(&self.admin, "POST", "/v1/config/reload", body)
+            .await
+    }
+
     /// Whether the table writer has a VR named `name`.
     fn has_vr(&self, name: &str) -> bool {
         lock(&self.running().writer)
@@ -219,14 +226,7 @@ async fn reload_applies_the_difference_or_nothing() {
         "  prefix = \"10.9.0.0/16\"\n  via = \"10.0.0.9\"",
         "  prefix = \"10.8.0.0/16\"\n  via = \"10.0.0.8\"",
     );
-    let (s, report) = f
-        .call(
-            &f.admin,
-            "POST",
-            "/v1/config/reload",
-            Some(("application/toml", changed.clone())),
-        )
-        .await;
+    let (s, report) = f.reload(changed.clone()).await;
     assert_eq!(s, StatusCode::OK, "{report}");
     assert_eq!(report["changed"], json!(["red"]));
     assert_eq!(report["created"], json!([]));
@@ -246,28 +246,14 @@ async fn reload_applies_the_difference_or_nothing() {
 
     // A port change needs a restart: refused by key, nothing applied.
     let ports = f.config.replace("02:00:00:00:00:01", "02:00:00:00:00:02");
-    let (s, err) = f
-        .call(
-            &f.admin,
-            "POST",
-            "/v1/config/reload",
-            Some(("application/toml", ports)),
-        )
-        .await;
+    let (s, err) = f.reload(ports).await;
     assert!(s.is_client_error(), "{s}");
     assert!(err.to_string().contains("\"port\""), "{err}");
     assert!(f.route("red", "10.8.0.0/16").is_some());
 
     // An invalid file names its key; nothing applied.
     let bad = changed.replace("vlan = 20", "vlan = 5000");
-    let (s, err) = f
-        .call(
-            &f.admin,
-            "POST",
-            "/v1/config/reload",
-            Some(("application/toml", bad)),
-        )
-        .await;
+    let (s, err) = f.reload(bad).await;
     assert!(s.is_client_error(), "{s}");
     assert!(err.to_string().contains("vlan"), "{err}");
     assert!(f.has_vr("blue"));
@@ -318,14 +304,7 @@ async fn tokens_follow_the_vr_they_open() {
 
     // A reload of the unchanged config does not hand the config router's
     // token to the VR now called red: that VR is not the config's.
-    let (s, report) = f
-        .call(
-            &f.admin,
-            "POST",
-            "/v1/config/reload",
-            Some(("application/toml", f.config.clone())),
-        )
-        .await;
+    let (s, report) = f.reload(f.config.clone()).await;
     assert_eq!(s, StatusCode::OK, "{report}");
     let (s, _) = f.call(&f.red, "GET", "/v1/vrs/red", None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
@@ -343,26 +322,12 @@ async fn tokens_follow_the_vr_they_open() {
         "{}\n[[router]]\nname = \"indigo\"\n  [[router.interface]]\n  name = \"i0\"\n  port = \"p0\"\n  vlan = 40\n  addresses = [\"10.4.0.1/24\"]\n",
         f.config
     );
-    let (s, err) = f
-        .call(
-            &f.admin,
-            "POST",
-            "/v1/config/reload",
-            Some(("application/toml", clash)),
-        )
-        .await;
+    let (s, err) = f.reload(clash).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
     assert!(err.to_string().contains("violet"), "{err}");
     assert!(!f.has_vr("indigo"));
     let clash_name = f.config.replace("name = \"blue\"", "name = \"violet\"");
-    let (s, err) = f
-        .call(
-            &f.admin,
-            "POST",
-            "/v1/config/reload",
-            Some(("application/toml", clash_name)),
-        )
-        .await;
+    let (s, err) = f.reload(clash_name).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
     assert!(f.has_vr("blue"), "nothing applied");
 }
@@ -372,14 +337,7 @@ async fn reload_rotates_tokens_at_once_and_refuses_duplicates() {
     let f = Fixture::new();
     let new_red = generate_token();
     let rotated = f.config.replace(&hash_token(&f.red), &hash_token(&new_red));
-    let (s, report) = f
-        .call(
-            &f.admin,
-            "POST",
-            "/v1/config/reload",
-            Some(("application/toml", rotated.clone())),
-        )
-        .await;
+    let (s, report) = f.reload(rotated.clone()).await;
     assert_eq!(s, StatusCode::OK, "{report}");
     let (s, _) = f.call(&f.red, "GET", "/v1/vrs/red", None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "the old token stops at once");
@@ -402,14 +360,7 @@ async fn reload_rotates_tokens_at_once_and_refuses_duplicates() {
             ),
         )
         .replace("prefix = \"10.9.0.0/16\"", "prefix = \"10.19.0.0/16\"");
-    let (s, err) = f
-        .call(
-            &f.admin,
-            "POST",
-            "/v1/config/reload",
-            Some(("application/toml", clash)),
-        )
-        .await;
+    let (s, err) = f.reload(clash).await;
     assert_eq!(s, StatusCode::CONFLICT, "{err}");
     assert!(err.to_string().contains("same token hash"), "{err}");
     assert!(
@@ -422,14 +373,7 @@ async fn reload_rotates_tokens_at_once_and_refuses_duplicates() {
     assert_eq!(s, StatusCode::OK);
 
     // A reload that drops red's token revokes it.
-    let (s, _) = f
-        .call(
-            &f.admin,
-            "POST",
-            "/v1/config/reload",
-            Some(("application/toml", CONFIG.into())),
-        )
-        .await;
+    let (s, _) = f.reload(CONFIG).await;
     assert_eq!(s, StatusCode::OK);
     let (s, _) = f.call(&new_red, "GET", "/v1/vrs/red", None).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
