@@ -16,6 +16,17 @@
 //!   FPM variant: veth <ctl>:mgmt 198.18.0.2 ── root 198.18.0.1 (vrhost's FPM listener)
 //! ```
 //!
+//! `a_hostile_tenant_cannot_hurt_another` adds tokens, an API with a TCP
+//! listener, a route limit for red and a VR green (its control plane in
+//! namespace `<lab>-gctl`, FPM listener inside it, one interface on bp VLAN
+//! 7), then attacks as red and green would: BIRD in red's namespace floods
+//! routes past red's limit; red's link flaps while blue's API route adds are
+//! timed; strangers (silent, garbage, a 64 KiB frame) on green's FPM port; a
+//! 500 MB bulk body and two bulk loads at once on red's token; green deleted
+//! (its token and TAP go), its place taken by another VR, its name re-used;
+//! red's token rotated by reload; a client that never finishes its headers.
+//! Blue pings 100 times a second through every attack and loses nothing.
+//!
 //! A guard stops the daemons and vrhost and removes every namespace in
 //! `Drop`, panics included. Requirements: root, iproute2, ping, FRR
 //! (`/usr/lib/frr/{zebra,bgpd}`, vtysh) and BIRD 2 (`bird`, `birdc`). The
@@ -95,6 +106,8 @@ struct Scene {
     mgmt: Option<String>,
     router: Option<Child>,
     daemons: Vec<(String, Child)>,
+    /// More namespaces to remove at the end (other VRs' control planes).
+    extra_ns: Vec<String>,
 }
 
 impl Scene {
@@ -135,6 +148,7 @@ impl Scene {
             mgmt: None,
             router: None,
             daemons: Vec::new(),
+            extra_ns: Vec::new(),
         };
         s.cleanup_namespaces();
         let out = run(VRHOST, &["lab", "up", s.spec.to_str().expect("utf-8")]);
@@ -156,6 +170,9 @@ impl Scene {
     fn cleanup_namespaces(&self) {
         let _ = run(VRHOST, &["lab", "down", self.spec.to_str().unwrap_or("")]);
         let _ = run("ip", &["netns", "del", &self.ctl]);
+        for ns in &self.extra_ns {
+            let _ = run("ip", &["netns", "del", ns]);
+        }
         if let Some(m) = &self.mgmt {
             let _ = run("ip", &["link", "del", m]);
         }
@@ -238,8 +255,14 @@ impl Scene {
     }
 
     fn start_router(&mut self, fpm: Option<u16>) {
+        let cfg = self.config(fpm);
+        self.start_router_with(&cfg);
+    }
+
+    /// Starts `vrhost run` on `cfg` and waits until red and blue forward.
+    fn start_router_with(&mut self, cfg: &str) {
         let path = self.dir.join("router.toml");
-        std::fs::write(&path, self.config(fpm)).expect("router config");
+        std::fs::write(&path, cfg).expect("router config");
         let log = std::fs::File::create(self.dir.join("vrhost.log")).expect("log");
         let child = Command::new(VRHOST)
             .args(["run", "--config", path.to_str().expect("utf-8")])
@@ -334,7 +357,13 @@ impl Scene {
         ] {
             let _ = writeln!(d, "--- {what} ---\n{}", text(&out));
         }
-        for f in ["vrhost.log", "zebra.log", "bgpd.log", "bird.log"] {
+        for f in [
+            "vrhost.log",
+            "zebra.log",
+            "bgpd.log",
+            "bird.log",
+            "bird-red.log",
+        ] {
             let _ = writeln!(d, "--- {f} ---\n{}", self.log(f));
         }
         d
@@ -402,19 +431,26 @@ impl Scene {
             protocol bgp red {\n  local 10.1.0.2 as 65002;\n  neighbor 10.1.0.1 as 65001;\n  \
               hold time 9;\n  connect retry time 1;\n  connect delay time 1;\n  error wait time 1, 5;\n  \
               ipv4 { import none; export where proto = \"announced\"; };\n}\n";
-        let path = self.dir.join("bird.conf");
+        self.bird(&bp, "bird", conf);
+    }
+
+    /// Starts BIRD in namespace `ns` on `conf`; its files are `NAME.conf`,
+    /// `NAME.ctl` (the control socket), `NAME.pid` and `NAME.log`.
+    fn bird(&mut self, ns: &str, name: &str, conf: &str) {
+        let path = self.dir.join(format!("{name}.conf"));
         std::fs::write(&path, conf).expect("BIRD config");
-        let log = std::fs::File::create(self.dir.join("bird.log")).expect("log");
+        let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).expect("log");
+        let file = |ext: &str| self.dir.join(format!("{name}.{ext}")).display().to_string();
         let child = Command::new("ip")
-            .args(["netns", "exec", &bp, "bird", "-f"])
+            .args(["netns", "exec", ns, "bird", "-f"])
             .args(["-c", &path.display().to_string()])
-            .args(["-s", &self.dir.join("bird.ctl").display().to_string()])
-            .args(["-P", &self.dir.join("bird.pid").display().to_string()])
+            .args(["-s", &file("ctl")])
+            .args(["-P", &file("pid")])
             .stdout(Stdio::from(log.try_clone().expect("log")))
             .stderr(Stdio::from(log))
             .spawn()
             .expect("starting bird");
-        self.daemons.push(("bird".into(), child));
+        self.daemons.push((name.into(), child));
     }
 
     fn birdc(&self, args: &[&str]) -> Output {
@@ -548,4 +584,385 @@ fn routes_from_the_namespace() {
 #[test]
 fn routes_over_fpm() {
     bgp_drives_red("f", true);
+}
+
+// --------------------------------------------------------- hostile tenants --
+
+const ADMIN: &str = "hostile-admin-token";
+const RED: &str = "hostile-red-token";
+const RED2: &str = "hostile-red-rotated";
+const BLUE: &str = "hostile-blue-token";
+const GREEN: &str = "hostile-green-token";
+
+/// Blue's traffic during one attack: 100 pings a second from b1 to b2.
+struct BlueProbe(Child);
+
+impl BlueProbe {
+    fn start(s: &Scene, seconds: u32) -> BlueProbe {
+        let count = (seconds * 100).to_string();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &s.ns("b1"), "ping", "-n", "-q"])
+            .args(["-i", "0.01", "-W", "1", "-c", &count, "10.1.0.2"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("ping");
+        BlueProbe(child)
+    }
+
+    /// Waits for the pings and asserts that blue lost none of them.
+    fn assert_no_loss(self, attack: &str) {
+        let out = self.0.wait_with_output().expect("ping");
+        let t = text(&out);
+        let summary = t
+            .lines()
+            .find(|l| l.contains("packets transmitted"))
+            .unwrap_or("");
+        let n: Vec<u64> = summary
+            .split(',')
+            .filter_map(|part| part.split_whitespace().next()?.parse().ok())
+            .collect();
+        assert!(
+            n.len() >= 2 && n[0] > 0 && n[0] == n[1],
+            "blue lost packets during {attack}: {summary}\n{t}"
+        );
+        eprintln!("hostile: {attack}: blue {summary}");
+    }
+}
+
+/// A free TCP port on loopback.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    l.local_addr().expect("port").port()
+}
+
+/// The red/blue scene's config plus the API (with a TCP listener), tokens,
+/// a route limit for red, and VR green: its control plane in namespace
+/// `gctl` with an FPM listener there, one interface on port bp VLAN 7.
+fn hostile_config(s: &Scene, gctl: &str, api_dir: &Path, port: u16, red_token: &str) -> String {
+    use vrhost_api::hash_token;
+    let base = s.config(None);
+    let (red_part, blue_part) = base
+        .split_once("\n[[router]]\nname = \"blue\"\n")
+        .expect("blue in the config");
+    let red_part = red_part.replacen(
+        "name = \"red\"\n",
+        &format!(
+            "name = \"red\"\napi_token_sha256 = \"{}\"\n",
+            hash_token(red_token)
+        ),
+        1,
+    );
+    format!(
+        "{red_part}\n  [router.limits]\n  max_routes = 1000\n\
+         \n[[router]]\nname = \"blue\"\napi_token_sha256 = \"{blue}\"\n{blue_part}\
+         \n[[router]]\nname = \"green\"\napi_token_sha256 = \"{green}\"\n\
+           [router.control]\n  netns = \"{gctl}\"\n  fpm = \"127.0.0.1:2620\"\n\
+           [[router.interface]]\n  name = \"g0\"\n  port = \"bp\"\n  vlan = 7\n  addresses = [\"10.7.0.1/24\"]\n\
+         \n[api]\nsocket = \"{sock}\"\nlisten = \"127.0.0.1:{port}\"\nadmin_token_sha256 = \"{admin}\"\n",
+        blue = hash_token(BLUE),
+        green = hash_token(GREEN),
+        sock = api_dir.join("api.sock").display(),
+        admin = hash_token(ADMIN),
+    )
+}
+
+fn client(s: &Path, token: &str) -> vrhost_api::Client {
+    vrhost_api::Client::unix(s, Some(token.to_string()))
+}
+
+fn unauthorized<T: std::fmt::Debug>(r: Result<T, vrhost_api::ClientError>) -> bool {
+    matches!(
+        r.as_ref().err().and_then(|e| e.api()),
+        Some(vrhost_api::ApiError::Unauthorized)
+    )
+}
+
+fn routes_v4(c: &vrhost_api::Client, vr: &str) -> u64 {
+    c.vr(vr).map(|v| v.routes_v4).unwrap_or(0)
+}
+
+/// Waits up to `limit` for `done`.
+fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !done() {
+        assert!(t0.elapsed() < limit, "{what} did not happen in {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// One raw HTTP/1.1 exchange on the API socket: `head` (without the blank
+/// line), then `body` parts; returns the status line.
+fn raw_exchange(sock: &Path, head: &str, parts: &[&[u8]]) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::os::unix::net::UnixStream::connect(sock).expect("API socket");
+    c.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let _ = c.write_all(format!("{head}\r\n\r\n").as_bytes());
+    for p in parts {
+        if c.write_all(p).is_err() {
+            break;
+        }
+    }
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn bulk_head(token: &str, len: usize) -> String {
+    format!(
+        "POST /v1/vrs/red/routes/bulk HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+         Authorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {len}"
+    )
+}
+
+/// Red attacks in every way issue 20 lists, one after the other, while blue
+/// forwards 100 pings a second throughout each attack and loses none.
+#[test]
+fn a_hostile_tenant_cannot_hurt_another() {
+    use std::io::{Read, Write};
+    let mut s = Scene::new("x");
+    let gctl = format!("{}-gctl", s.lab);
+    s.extra_ns.push(gctl.clone());
+    let api_dir = s.dir.join("api");
+    let port = free_port();
+    let cfg = hostile_config(&s, &gctl, &api_dir, port, RED);
+    s.start_router_with(&cfg);
+    let sock = api_dir.join("api.sock");
+    let admin = client(&sock, ADMIN);
+    let red = client(&sock, RED);
+    let blue = client(&sock, BLUE);
+    wait_until(Duration::from_secs(10), "the API", || admin.vrs().is_ok());
+
+    // 1. BIRD in red's namespace floods 3000 routes past red's limit (1000)
+    // into the namespace's kernel table, which vrhost watches.
+    let probe = BlueProbe::start(&s, 12);
+    let statics: String = (0..3000)
+        .map(|i| {
+            format!(
+                "  route 100.{}.{}.0/24 via 10.1.0.2;\n",
+                64 + i / 256,
+                i % 256
+            )
+        })
+        .collect();
+    let conf = format!(
+        "router id 10.1.0.1;\nprotocol device {{}}\n\
+         protocol kernel {{ ipv4 {{ export all; }}; }}\n\
+         protocol static flood {{\n  ipv4;\n{statics}}}\n"
+    );
+    let ctl = s.ctl.clone();
+    s.bird(&ctl, "bird-red", &conf);
+    wait_until(Duration::from_secs(60), "red at its route limit", || {
+        routes_v4(&admin, "red") >= 1000
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(routes_v4(&admin, "red"), 1000, "red stops at its limit");
+    let refused_lines = s
+        .log("vrhost.log")
+        .lines()
+        .filter(|l| l.contains("refused") && l.contains("red"))
+        .count();
+    assert!(
+        (1..=4).contains(&refused_lines),
+        "{refused_lines} log lines for ~2000 refused routes:\n{}",
+        s.log("vrhost.log")
+    );
+    probe.assert_no_loss("a route flood past red's limit");
+
+    // 2. A link flapping in red's namespace (each flap: a full resync of
+    // red's table) while blue's API route adds are timed.
+    let probe = BlueProbe::start(&s, 5);
+    let ctl = s.ctl.clone();
+    let flapper = std::thread::spawn(move || {
+        for _ in 0..20 {
+            for state in ["down", "up"] {
+                let _ = run("ip", &["-n", &ctl, "link", "set", "r-h1", state]);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    });
+    let mut slowest = Duration::ZERO;
+    for i in 0..50u8 {
+        let p: vrhost_api::types::Prefix = format!("10.200.{i}.0/24").parse().expect("prefix");
+        let t0 = Instant::now();
+        blue.add_route(
+            "blue",
+            &vrhost_api::types::Route::via(p, "10.1.0.2".parse().expect("gw")),
+            false,
+        )
+        .expect("blue's route");
+        slowest = slowest.max(t0.elapsed());
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    flapper.join().expect("flapper");
+    eprintln!("hostile: slowest of blue's 50 route adds during the flaps: {slowest:?}");
+    assert!(slowest <= Duration::from_millis(100), "{slowest:?}");
+    probe.assert_no_loss("link flaps in red's namespace");
+
+    // 3. Strangers on green's FPM port, which lives in green's namespace.
+    let probe = BlueProbe::start(&s, 9);
+    assert!(
+        std::net::TcpStream::connect_timeout(
+            &"127.0.0.1:2620".parse().expect("addr"),
+            Duration::from_secs(1)
+        )
+        .is_err(),
+        "green's FPM listener is reachable from outside its namespace"
+    );
+    let in_green = |f: &(dyn Fn() -> std::net::TcpStream + Sync)| {
+        vrhost_io::netns::run_in(&gctl, f).expect("green's namespace")
+    };
+    let connect = || std::net::TcpStream::connect("127.0.0.1:2620").expect("FPM listener");
+    let gw = vrhost_cp::RouteTarget::Via {
+        gw: "10.7.0.2".parse().expect("gw"),
+        ifname: None,
+    };
+    let routes = |from: u32, n: u32| -> Vec<u8> {
+        let msgs: Vec<u8> = (from..from + n)
+            .flat_map(|i| {
+                let p: vrhost_cp::IpPrefix = format!("100.100.{i}.0/24").parse().expect("prefix");
+                vrhost_cp::fpm::encode_route(vrhost_cp::Op::Add, p, &gw)
+            })
+            .collect();
+        vrhost_cp::fpm::frame(&msgs).expect("frame")
+    };
+    let base = routes_v4(&admin, "green");
+    let mut zebra = in_green(&connect);
+    zebra.write_all(&routes(0, 10)).expect("send");
+    wait_until(Duration::from_secs(5), "green's 10 FPM routes", || {
+        routes_v4(&admin, "green") == base + 10
+    });
+    let _silent = in_green(&connect);
+    let mut garbage = in_green(&connect);
+    let _ = garbage.write_all(&[0xff; 4096]);
+    let mut giant = in_green(&connect);
+    let mut frame = vec![1u8, 1, 0xff, 0xff];
+    frame.extend(std::iter::repeat_n(0xee, 65531));
+    let _ = giant.write_all(&frame);
+    // Longer than the sweep (5 s): a stranger that superseded the session
+    // would have swept its routes by now.
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(
+        routes_v4(&admin, "green"),
+        base + 10,
+        "green kept its routes"
+    );
+    zebra.write_all(&routes(10, 1)).expect("send");
+    wait_until(
+        Duration::from_secs(5),
+        "the session still feeds green",
+        || routes_v4(&admin, "green") == base + 11,
+    );
+    probe.assert_no_loss("strangers on green's FPM port");
+
+    // 4. A 500 MB bulk body, and two bulk loads at once, on red's token.
+    let probe = BlueProbe::start(&s, 3);
+    let chunk = vec![b' '; 1 << 20];
+    let parts: Vec<&[u8]> = std::iter::repeat_n(chunk.as_slice(), 8).collect();
+    let status = raw_exchange(&sock, &bulk_head(RED, 500 << 20), &parts);
+    assert!(status.contains(" 413 "), "{status}");
+    let body = b"{\"add\": []}";
+    let mut first = std::os::unix::net::UnixStream::connect(&sock).expect("socket");
+    first
+        .write_all(format!("{}\r\n\r\n", bulk_head(RED, body.len())).as_bytes())
+        .expect("write");
+    first.write_all(&body[..5]).expect("write");
+    std::thread::sleep(Duration::from_millis(300));
+    let second = raw_exchange(&sock, &bulk_head(RED, body.len()), &[body]);
+    assert!(second.contains(" 429 "), "{second}");
+    first.write_all(&body[5..]).expect("write");
+    let mut out = String::new();
+    first
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let _ = first.read_to_string(&mut out);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let again = raw_exchange(&sock, &bulk_head(RED, body.len()), &[body]);
+    assert!(again.contains(" 200 "), "{again}");
+    assert_eq!(routes_v4(&admin, "red"), 1000);
+    probe.assert_no_loss("bulk bodies on red's token");
+
+    // 5. Token lifecycle, and 6. a deleted VR's namespace and TAP.
+    let probe = BlueProbe::start(&s, 6);
+    let green = client(&sock, GREEN);
+    green.vr("green").expect("green's own token");
+    admin.delete_vr("green").expect("delete green");
+    assert!(unauthorized(green.vr("green")), "revoked with its VR");
+    wait_until(Duration::from_secs(3), "green's TAP gone", || {
+        !run("ip", &["-n", &gctl, "link", "show", "g0"])
+            .status
+            .success()
+    });
+    let purple = vrhost_api::types::VrSpec {
+        name: "purple".into(),
+        interfaces: vec![vrhost_api::types::InterfaceSpec {
+            name: "p0".into(),
+            port: "bp".into(),
+            vlan: Some(7),
+            mac: None,
+            mtu: None,
+            addresses: vec!["10.7.0.1/24".parse().expect("addr")],
+        }],
+        routes: vec![],
+        neighbors: vec![],
+        policy: Default::default(),
+        control: None,
+        api_token_sha256: None,
+    };
+    admin.create_vr(&purple).expect("purple takes bp VLAN 7");
+    let send = in_ns(
+        &gctl,
+        "ping",
+        &["-c", "1", "-W", "1", "-I", "g0", "10.7.0.2"],
+    );
+    assert!(
+        !send.status.success(),
+        "green's namespace still sends on g0"
+    );
+    let mut again = purple.clone();
+    again.name = "green".into();
+    again.interfaces[0].vlan = Some(8);
+    admin.create_vr(&again).expect("a new green");
+    assert!(
+        unauthorized(green.vr("green")),
+        "the old token opens no new green"
+    );
+    let rotated = hostile_config(&s, &gctl, &api_dir, port, RED2);
+    admin.reload(&rotated).expect("reload rotating red's token");
+    assert!(
+        unauthorized(red.vr("red")),
+        "the rotated-out token stops at once"
+    );
+    client(&sock, RED2).vr("red").expect("the new token");
+    assert!(
+        unauthorized(green.vr("green")),
+        "a reload gives the new green no token"
+    );
+    probe.assert_no_loss("token lifecycle and VR deletion");
+
+    // 8. A client that sends its headers and stops, on the TCP listener.
+    let probe = BlueProbe::start(&s, 12);
+    let t0 = Instant::now();
+    let mut slow = std::net::TcpStream::connect(("127.0.0.1", port)).expect("TCP listener");
+    slow.write_all(b"GET /v1/vrs HTTP/1.1\r\nHost: x\r\n")
+        .expect("write");
+    slow.set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut buf = Vec::new();
+    let _ = slow.read_to_end(&mut buf);
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    admin.vrs().expect("the API serves others meanwhile");
+    probe.assert_no_loss("a slow-header client");
+
+    // The stop report counts the TAP queue the worker closed for green.
+    if let Some(mut r) = s.router.take() {
+        stop(&mut r);
+    }
+    let log = s.log("vrhost.log");
+    assert!(log.contains("1 TAP queues closed"), "{log}");
 }
