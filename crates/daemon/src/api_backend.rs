@@ -60,17 +60,25 @@ pub struct RuntimeBackend {
     from_config: Mutex<HashMap<String, VrId>>,
 }
 
-/// Starts the API for `cfg` over `running`, if the config has an `[api]` table.
+/// The backend over `running` for `cfg`, and the API serving it when the
+/// config has an `[api]` table. The backend also serves `SIGHUP` reloads, so
+/// it exists without the API too.
 pub fn start(
     cfg: &Config,
     config_path: &std::path::Path,
     running: &Running,
-) -> Result<Option<ApiHandle>> {
+) -> Result<(Arc<RuntimeBackend>, Option<ApiHandle>)> {
+    // Without [api] nobody can present a token; a random admin hash keeps
+    // the backend's token bookkeeping uniform.
+    let admin = cfg.api.as_ref().map_or_else(
+        || vrhost_api::hash_token(&vrhost_api::generate_token()),
+        |a| a.admin_token_sha256.clone(),
+    );
+    let auth = Arc::new(Auth::new(&admin, &vr_tokens(cfg))?);
+    let backend = Arc::new(RuntimeBackend::new(cfg, config_path, running, auth.clone()));
     let Some(api) = &cfg.api else {
-        return Ok(None);
+        return Ok((backend, None));
     };
-    let auth = Arc::new(Auth::new(&api.admin_token_sha256, &vr_tokens(cfg))?);
-    let backend = RuntimeBackend::new(cfg, config_path, running, auth.clone());
     let handle = vrhost_api::spawn(
         ApiConfig {
             socket: api.socket.clone(),
@@ -81,10 +89,10 @@ pub fn start(
                 .map(|(cert, key)| vrhost_api::TlsFiles { cert, key }),
             auth,
         },
-        Arc::new(backend),
+        backend.clone(),
     )?;
     tracing::info!(socket = %api.socket.display(), tcp = ?handle.tcp_addr(), "management API listening");
-    Ok(Some(handle))
+    Ok((backend, Some(handle)))
 }
 
 impl RuntimeBackend {

@@ -122,6 +122,10 @@ pub struct Daemon {
     planes: Option<ControlPlanes>,
     /// Stopped when the daemon is dropped.
     api: Option<ApiHandle>,
+    /// Changes the running tables for the API and for reloads.
+    backend: Arc<api_backend::RuntimeBackend>,
+    /// Where the config was read, for reloads.
+    config_path: std::path::PathBuf,
     /// Whether any router has a control plane (for the stop report).
     has_control_planes: bool,
 }
@@ -153,13 +157,15 @@ impl Daemon {
             );
         }
         let running = rt.start();
-        let api = api_backend::start(cfg, config_path, &running)?;
+        let (backend, api) = api_backend::start(cfg, config_path, &running)?;
         // Routes and addresses from the tenants' namespaces and FPM streams.
         let planes = cplane::start(cfg, &running.writer)?;
         Ok(Daemon {
             running,
             planes: Some(planes),
             api,
+            backend,
+            config_path: config_path.to_path_buf(),
             has_control_planes: cfg.routers.iter().any(|r| r.control.is_some()),
         })
     }
@@ -190,6 +196,19 @@ impl Daemon {
     /// threads) are running.
     pub fn control_planes(&self) -> Vec<&str> {
         self.planes.as_ref().map_or_else(Vec::new, |p| p.routers())
+    }
+
+    /// Reads the config file again and applies it as `vrhost ctl reload`
+    /// does: all or nothing, refused by key.
+    pub fn reload(&self) -> Result<vrhost_api::types::ReloadReport, vrhost_api::ApiError> {
+        use vrhost_api::Backend as _;
+        let text = std::fs::read_to_string(&self.config_path).map_err(|e| {
+            vrhost_api::ApiError::Config(vec![vrhost_api::ConfigIssue {
+                key: "config".into(),
+                reason: format!("{}: {e}", self.config_path.display()),
+            }])
+        })?;
+        self.backend.reload(&text)
     }
 
     /// The per-port and per-VR counter table `vrhost run` prints.
@@ -258,19 +277,33 @@ pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<Ex
     let Some(cfg) = load_config(path) else {
         return Ok(ExitCode::FAILURE);
     };
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-        .context("installing the signal handler")?;
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+    }
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(SIGHUP, hup.clone()).context("installing the SIGHUP handler")?;
     let mut daemon = Daemon::start(&cfg, path, mode)?;
     tracing::info!(
         ports = cfg.ports.len(),
         routers = cfg.routers.len(),
-        "running; SIGINT or SIGTERM stops"
+        "running; SIGINT or SIGTERM stops, SIGHUP reloads the config"
     );
     let mut last = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
+        if hup.swap(false, Ordering::Relaxed) {
+            match daemon.reload() {
+                Ok(r) => tracing::info!(
+                    created = ?r.created,
+                    deleted = ?r.deleted,
+                    changed = ?r.changed,
+                    "SIGHUP: config reloaded"
+                ),
+                Err(e) => tracing::error!("SIGHUP: config not reloaded, nothing changed: {e}"),
+            }
+        }
         let compacted = daemon.maintain();
         if compacted > 0 {
             tracing::debug!(routes = compacted, "FIB groups compacted");

@@ -79,6 +79,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
     let rt = Runtime::from_config(&cfg, &cores, Mode::Rtc)?;
     let running = rt.start();
     let api = vrhost_daemon::api_backend::start(&cfg, &a.config, &running)?
+        .1
         .context("API did not start")?;
     let client =
         vrhost_api::Client::unix(api.socket(), Some(token)).with_timeout(Duration::from_secs(600));

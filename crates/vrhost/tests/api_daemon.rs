@@ -461,3 +461,44 @@ fn a_worker_panic_stops_the_process_loudly() {
     assert!(stderr.contains("vrhost-worker-0"), "{stderr}");
     assert!(stderr.contains("vrhost stops now"), "{stderr}");
 }
+
+#[test]
+fn sighup_reloads_the_config_file_or_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (daemon, socket) = start(dir.path());
+    let admin = Client::unix(&socket, Some(ADMIN.into()));
+    let has = |prefix: &str| {
+        admin
+            .all_routes("blue")
+            .expect("routes")
+            .iter()
+            .any(|r| r.prefix.to_string() == prefix)
+    };
+    let hup = || {
+        let st = Command::new("kill")
+            .args(["-HUP", &daemon.0.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(st.success());
+    };
+    let cfg = dir.path().join("vrhost.toml");
+    // A bad file: refused, nothing changes, the router goes on.
+    let bad = config("  [[router.route]]\n  prefix = \"10.50.0.0/16\"\n  via = \"192.168.0.1\"\n");
+    std::fs::write(&cfg, bad).expect("config");
+    hup();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!has("10.50.0.0/16"));
+    assert!(admin.vrs().is_ok(), "still serving after a refused reload");
+    // A good one: applied.
+    let good = config("  [[router.route]]\n  prefix = \"10.50.0.0/16\"\n  via = \"10.0.0.9\"\n");
+    std::fs::write(&cfg, good).expect("config");
+    hup();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !has("10.50.0.0/16") {
+        assert!(
+            Instant::now() < deadline,
+            "SIGHUP did not reload the config"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
