@@ -35,6 +35,9 @@ pub struct Api {
     /// TLS on the TCP listener: (PEM certificate chain, PEM private key).
     /// Required when `listen` is not a loopback address.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// The journal of changes made through the API, replayed at start so
+    /// that they survive a restart; none: they last until the process ends.
+    pub state: Option<PathBuf>,
 }
 
 impl Api {

@@ -14,7 +14,8 @@ workers = [0]                    # cores to pin one worker each to; default: the
 
 [api]                            # management API (docs/api.md); omit to run without one
 socket = "/run/vrhost/api.sock"  # Unix socket, mode 0600; the default
-# listen = "127.0.0.1:8080"      # optional TCP listener
+# listen = "127.0.0.1:8080"      # optional TCP listener (beyond loopback: tls_cert, tls_key)
+# state = "/var/lib/vrhost/state.jsonl"  # journal of API changes, replayed at start
 admin_token_sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"  # `vrhost token` prints one
 
 # ---- ports: where packets enter and leave -------------------------------

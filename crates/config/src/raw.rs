@@ -46,6 +46,8 @@ pub struct RawApi {
     pub tls_cert: Option<String>,
     /// PEM private key for TLS on the TCP listener.
     pub tls_key: Option<String>,
+    /// Journal of the changes made through the API.
+    pub state: Option<String>,
 }
 
 /// `[dataplane]`.

@@ -312,11 +312,23 @@ impl Validator<'_, '_> {
                 ),
             );
         }
+        let state = match r.state.as_deref() {
+            Some("") => {
+                self.err(
+                    item.key("state"),
+                    "is empty; give a path, e.g. \"/var/lib/vrhost/state.jsonl\"",
+                );
+                None
+            }
+            Some(s) => Some(self.env.base_dir.join(s)),
+            None => None,
+        };
         Api {
             socket,
             listen,
             admin_token_sha256,
             tls,
+            state,
         }
     }
 

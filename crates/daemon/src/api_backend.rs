@@ -79,6 +79,19 @@ pub fn start(
     let Some(api) = &cfg.api else {
         return Ok((backend, None));
     };
+    // API changes of earlier runs, on top of the config, before anyone can
+    // make new ones.
+    let served: Arc<dyn Backend> = match &api.state {
+        Some(path) => {
+            let entries = crate::journal::read(path)?;
+            crate::journal::replay(&*backend, &entries, path);
+            Arc::new(crate::journal::Journaled::new(
+                backend.clone(),
+                crate::journal::Journal::new(path),
+            ))
+        }
+        None => backend.clone(),
+    };
     let handle = vrhost_api::spawn(
         ApiConfig {
             socket: api.socket.clone(),
@@ -89,7 +102,7 @@ pub fn start(
                 .map(|(cert, key)| vrhost_api::TlsFiles { cert, key }),
             auth,
         },
-        backend.clone(),
+        served,
     )?;
     tracing::info!(socket = %api.socket.display(), tcp = ?handle.tcp_addr(), "management API listening");
     Ok((backend, Some(handle)))

@@ -16,6 +16,7 @@
 //! * [`runtime`]: queues to workers to cores, the worker loops, counters;
 //! * [`cplane`]: namespace and FPM route/address sync into the tables;
 //! * [`reload`]: a new config file as table operations (pure, then applied);
+//! * [`journal`]: API changes written down and replayed at start;
 //! * [`api_backend`]: the management API's [`vrhost_api::Backend`];
 //! * [`report`]: counter tables and JSON.
 //!
@@ -25,6 +26,7 @@
 
 pub mod api_backend;
 pub mod cplane;
+pub mod journal;
 pub mod reload;
 pub mod report;
 pub mod runtime;

@@ -74,6 +74,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
         listen: None,
         admin_token_sha256: vrhost_api::hash_token(&token),
         tls: None,
+        state: None,
     });
     let cores = crate::bench::cores_for(1, &cfg.dataplane.workers);
     let rt = Runtime::from_config(&cfg, &cores, Mode::Rtc)?;

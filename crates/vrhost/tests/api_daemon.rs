@@ -92,9 +92,14 @@ fn write_pcap(path: &Path) {
 }
 
 fn start(dir: &Path) -> (Daemon, std::path::PathBuf) {
+    start_with(dir, &config(""))
+}
+
+/// `vrhost run` on config `text` in `dir`; returns once the API answers.
+fn start_with(dir: &Path, text: &str) -> (Daemon, std::path::PathBuf) {
     write_pcap(&dir.join("in.pcap"));
     let cfg = dir.join("vrhost.toml");
-    std::fs::write(&cfg, config("")).expect("config");
+    std::fs::write(&cfg, text).expect("config");
     let child = Command::new(VRHOST)
         .arg("run")
         .arg("--config")
@@ -501,4 +506,54 @@ fn sighup_reloads_the_config_file_or_changes_nothing() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn api_changes_survive_a_restart_through_the_journal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = config("").replacen(
+        "socket = \"api.sock\"\n",
+        "socket = \"api.sock\"\nstate = \"state/api.jsonl\"\n",
+        1,
+    );
+    let p: Prefix = "10.60.0.0/16".parse().expect("prefix");
+    let gw: IpAddr = "10.0.0.9".parse().expect("gw");
+    let n = Neighbor {
+        address: "10.0.0.7".parse().expect("addr"),
+        mac: MacAddr([2, 0, 0, 0, 0, 7]),
+        interface: None,
+    };
+    {
+        let (daemon, socket) = start_with(dir.path(), &text);
+        let red = Client::unix(&socket, Some(RED.into()));
+        red.add_route("red", &Route::via(p, gw), false)
+            .expect("route");
+        red.add_neighbor("red", &n).expect("neighbour");
+        let gone: Prefix = "10.61.0.0/16".parse().expect("prefix");
+        red.add_route("red", &Route::via(gone, gw), false)
+            .expect("route");
+        red.delete_route("red", gone, false).expect("delete");
+        drop(daemon);
+    }
+    let lines = std::fs::read_to_string(dir.path().join("state/api.jsonl")).expect("journal");
+    assert_eq!(lines.lines().count(), 4, "{lines}");
+
+    // A write cut short by a crash: the last line loses its end.
+    let journal = dir.path().join("state/api.jsonl");
+    let mut bytes = std::fs::read(&journal).expect("journal");
+    bytes.extend_from_slice(b"{\"op\": \"delete_route\", \"vr\": \"re");
+    std::fs::write(&journal, bytes).expect("journal");
+
+    let (_daemon, socket) = start_with(dir.path(), &text);
+    let red = Client::unix(&socket, Some(RED.into()));
+    let routes = red.all_routes("red").expect("routes");
+    assert!(routes.iter().any(|r| r.prefix == p), "{routes:?}");
+    assert!(!routes.iter().any(|r| r.prefix.to_string() == "10.61.0.0/16"));
+    let neighbours = red.neighbors("red").expect("neighbours");
+    assert!(
+        neighbours
+            .iter()
+            .any(|x| x.address == n.address && x.mac == n.mac),
+        "{neighbours:?}"
+    );
 }
