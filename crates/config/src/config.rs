@@ -315,6 +315,42 @@ pub fn available_cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The cores this process may run on, ascending: its CPU affinity, which a
+/// cgroup cpuset or `taskset` narrows (`Cpus_allowed_list` of
+/// `/proc/self/status`). Falls back to `0..available_cores()`.
+pub fn allowed_cores() -> Vec<usize> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(|l| parse_cpu_list(l.trim()))
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| (0..available_cores()).collect())
+}
+
+/// A kernel CPU list (`0-3,8,10-11`) as ascending core numbers; `None` if
+/// it is not one.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                if a > b || b - a > 1 << 16 {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
 impl Config {
     /// The port an interface is attached to.
     pub fn port_of(&self, interface: &Interface) -> Option<&Port> {

@@ -47,8 +47,8 @@ pub use addr::{
 };
 pub use build::engine_spec;
 pub use config::{
-    available_cores, Api, Config, ControlPlane, Dataplane, Driver, FpmIn, Interface, Limits,
-    Neighbor, Port, Route, RouteTarget, Router,
+    allowed_cores, available_cores, parse_cpu_list, Api, Config, ControlPlane, Dataplane, Driver,
+    FpmIn, Interface, Limits, Neighbor, Port, Route, RouteTarget, Router,
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use example::{EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};

@@ -11,19 +11,19 @@
 
 use std::path::Path;
 
-use crate::config::{available_cores, Config};
+use crate::config::{allowed_cores, Config};
 use crate::error::ConfigErrors;
 use crate::validate::{self, Env};
 
 impl Config {
     /// Parses and validates a config. Relative `rx`, `tx` and `routes_file`
     /// paths resolve against `base_dir`; routes files are read. Workers are
-    /// checked against this machine's cores ([`available_cores`]).
+    /// checked against the cores this process may run on ([`allowed_cores`]).
     ///
     /// # Errors
     /// Every problem found, each with its key path; see [`ConfigErrors`].
     pub fn from_toml_str(text: &str, base_dir: &Path) -> Result<Config, ConfigErrors> {
-        Self::from_toml_str_with_cores(text, base_dir, available_cores())
+        Self::check_with_cores(text, base_dir, &allowed_cores())
     }
 
     /// Like [`Config::from_toml_str`], for a machine with `cores` cores
@@ -36,6 +36,19 @@ impl Config {
         text: &str,
         base_dir: &Path,
         cores: usize,
+    ) -> Result<Config, ConfigErrors> {
+        let all: Vec<usize> = (0..cores.max(1)).collect();
+        Self::check_with_cores(text, base_dir, &all)
+    }
+
+    /// Like [`Config::from_toml_str`], with workers allowed on `cores` only.
+    ///
+    /// # Errors
+    /// Every problem found, each with its key path; see [`ConfigErrors`].
+    pub fn check_with_cores(
+        text: &str,
+        base_dir: &Path,
+        cores: &[usize],
     ) -> Result<Config, ConfigErrors> {
         let read = |p: &Path| std::fs::read(p);
         validate::parse(

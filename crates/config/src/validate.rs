@@ -24,10 +24,38 @@ use crate::raw::{
 };
 use crate::routes_file;
 
+/// `0-3,8` for cores 0, 1, 2, 3 and 8.
+fn core_list(cores: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cores.len() {
+        let mut j = i;
+        while j + 1 < cores.len() && cores[j + 1] == cores[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i {
+            format!("{}-{}", cores[i], cores[j])
+        } else {
+            cores[i].to_string()
+        });
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "no core".into()
+    } else {
+        format!(
+            "core{} {}",
+            if cores.len() == 1 { "" } else { "s" },
+            parts.join(",")
+        )
+    }
+}
+
 /// What validation needs from the machine.
 pub(crate) struct Env<'a> {
-    /// Number of cores workers may be pinned to.
-    pub cores: usize,
+    /// The cores workers may be pinned to (those the process may run on),
+    /// ascending.
+    pub cores: &'a [usize],
     /// Relative paths resolve against this.
     pub base_dir: &'a Path,
     /// Reads a routes file.
@@ -346,8 +374,9 @@ impl Validator<'_, '_> {
     }
 
     fn dataplane(&mut self, item: Option<&Item<RawDataplane>>) -> Dataplane {
-        let cores = self.env.cores.max(1);
-        let default = vec![cores - 1];
+        let cores = self.env.cores;
+        let last = cores.last().copied().unwrap_or(0);
+        let default = vec![last];
         let Some(item) = item else {
             return Dataplane { workers: default };
         };
@@ -358,9 +387,8 @@ impl Validator<'_, '_> {
             self.err(
                 item.key("workers"),
                 format!(
-                    "lists no core; give at least one, e.g. workers = [{}], or remove the key \
-                     for one worker on the last core",
-                    cores - 1
+                    "lists no core; give at least one, e.g. workers = [{last}], or remove the key \
+                     for one worker on the last core"
                 ),
             );
         }
@@ -368,7 +396,7 @@ impl Validator<'_, '_> {
         for (i, &core) in list.iter().enumerate() {
             let key = || format!("{}[{i}]", item.key("workers"));
             match usize::try_from(core) {
-                Ok(c) if c < cores => {
+                Ok(c) if cores.contains(&c) => {
                     if workers.contains(&c) {
                         self.err(
                             key(),
@@ -381,9 +409,9 @@ impl Validator<'_, '_> {
                 _ => self.err(
                     key(),
                     format!(
-                        "core {core} does not exist: this machine has {cores} core{} (0..={})",
-                        if cores == 1 { "" } else { "s" },
-                        cores - 1
+                        "core {core} is not one this process may run on; it may run on {} \
+                         (its CPU affinity: taskset, cpuset)",
+                        core_list(cores)
                     ),
                 ),
             }

@@ -192,10 +192,7 @@ pub fn read(path: &Path) -> Result<Vec<Entry<'static>>, JournalError> {
 
 /// The entries in `bytes`, read from `path` (for messages).
 pub fn parse(bytes: &[u8], path: &Path) -> Result<Vec<Entry<'static>>, JournalError> {
-    let complete = bytes
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     if complete < bytes.len() {
         tracing::warn!(
             journal = %path.display(),

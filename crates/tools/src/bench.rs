@@ -111,9 +111,11 @@ pub fn cores_for(n: usize, configured: &[usize]) -> Vec<usize> {
     if configured.len() >= n {
         return configured[..n].to_vec();
     }
-    let total = std::thread::available_parallelism().map_or(1, |c| c.get());
+    // The last cores this process may run on (taskset, cpuset), in order.
+    let allowed = vrhost_config::allowed_cores();
+    let total = allowed.len().max(1);
     (0..n)
-        .map(|i| (total + i).saturating_sub(n) % total)
+        .map(|i| allowed[(total + i).saturating_sub(n) % total])
         .collect()
 }
 

@@ -548,7 +548,9 @@ fn api_changes_survive_a_restart_through_the_journal() {
     let red = Client::unix(&socket, Some(RED.into()));
     let routes = red.all_routes("red").expect("routes");
     assert!(routes.iter().any(|r| r.prefix == p), "{routes:?}");
-    assert!(!routes.iter().any(|r| r.prefix.to_string() == "10.61.0.0/16"));
+    assert!(!routes
+        .iter()
+        .any(|r| r.prefix.to_string() == "10.61.0.0/16"));
     let neighbours = red.neighbors("red").expect("neighbours");
     assert!(
         neighbours

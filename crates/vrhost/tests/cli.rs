@@ -479,3 +479,35 @@ fn vr_memory_is_reported() {
         "{stdout}"
     );
 }
+
+/// Workers are checked against the cores the process may run on, not a
+/// count: under `taskset -c 0`, core 0 is fine and core 1 is refused, even
+/// though the machine has it.
+#[test]
+fn check_knows_the_cores_taskset_allows() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |core: usize| format!("[dataplane]\nworkers = [{core}]\n{CONFIG}");
+    std::fs::write(dir.path().join("c0.toml"), with(0)).unwrap();
+    std::fs::write(dir.path().join("c1.toml"), with(1)).unwrap();
+    let check = |file: &str| {
+        Command::new("taskset")
+            .args(["-c", "0", VRHOST, "check", "--config", file])
+            .current_dir(dir.path())
+            .output()
+            .expect("taskset (util-linux)")
+    };
+    let ok = check("c0.toml");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let refused = check("c1.toml");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("dataplane.workers[0]")
+            && stderr.contains("core 1 is not one this process may run on; it may run on core 0"),
+        "{stderr}"
+    );
+}

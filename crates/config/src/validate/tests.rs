@@ -49,7 +49,7 @@ fn check_with(text: &str, files: &[(&str, &str)]) -> Result<Config, ConfigErrors
     parse(
         text,
         &Env {
-            cores: CORES,
+            cores: &[0, 1, 2, 3],
             base_dir: Path::new("/cfg"),
             read: &read,
         },
@@ -862,12 +862,12 @@ fn workers() {
     only(
         &format!("[dataplane]\nworkers = [4]\n{BASE}"),
         "dataplane.workers[0]",
-        "core 4 does not exist: this machine has 4 cores (0..=3)",
+        "core 4 is not one this process may run on; it may run on cores 0-3",
     );
     only(
         &format!("[dataplane]\nworkers = [-1]\n{BASE}"),
         "dataplane.workers[0]",
-        "core -1 does not exist",
+        "core -1 is not one this process may run on",
     );
     // An empty [dataplane] keeps the default.
     let c = valid(&format!("[dataplane]\n{BASE}"));
@@ -1301,7 +1301,7 @@ fn routes_file_that_is_not_utf8() {
             1,
         ),
         &Env {
-            cores: CORES,
+            cores: &[0, 1, 2, 3],
             base_dir: Path::new("/cfg"),
             read: &read,
         },
@@ -1358,4 +1358,30 @@ fn a_million_line_routes_file_loads_fast() {
     );
     let limit = if cfg!(debug_assertions) { 5.0 } else { 1.0 };
     assert!(took.as_secs_f64() < limit, "took {took:?}");
+}
+
+#[test]
+fn cpu_lists_parse_as_the_kernel_writes_them() {
+    use crate::parse_cpu_list;
+    assert_eq!(
+        parse_cpu_list("0-3,8,10-11"),
+        Some(vec![0, 1, 2, 3, 8, 10, 11])
+    );
+    assert_eq!(parse_cpu_list("1"), Some(vec![1]));
+    assert_eq!(parse_cpu_list("3-1"), None);
+    assert_eq!(parse_cpu_list("a"), None);
+    assert_eq!(core_list(&[0, 1, 2, 3, 8, 10, 11]), "cores 0-3,8,10-11");
+    assert_eq!(core_list(&[1]), "core 1");
+}
+
+#[test]
+fn workers_must_be_cores_the_process_may_run_on() {
+    let text = format!("[dataplane]\nworkers = [1]\n{BASE}");
+    let ok = Config::check_with_cores(&text, Path::new("/cfg"), &[1]);
+    assert!(ok.is_ok(), "{ok:?}");
+    let errs = Config::check_with_cores(&text, Path::new("/cfg"), &[0, 2, 3])
+        .expect_err("core 1 is not allowed");
+    has(&errs, "dataplane.workers[0]", "may run on cores 0,2-3");
+    let c = Config::check_with_cores(BASE, Path::new("/cfg"), &[2, 5]).expect("default");
+    assert_eq!(c.dataplane.workers, [5], "the last allowed core");
 }
