@@ -17,6 +17,7 @@
 //! * [`cplane`]: namespace and FPM route/address sync into the tables;
 //! * [`reload`]: a new config file as table operations (pure, then applied);
 //! * [`journal`]: API changes written down and replayed at start;
+//! * [`notify`]: readiness and watchdog for a service manager;
 //! * [`api_backend`]: the management API's [`vrhost_api::Backend`];
 //! * [`report`]: counter tables and JSON.
 //!
@@ -27,6 +28,7 @@
 pub mod api_backend;
 pub mod cplane;
 pub mod journal;
+pub mod notify;
 pub mod reload;
 pub mod report;
 pub mod runtime;
@@ -48,15 +50,20 @@ use crate::runtime::{lock, Mode, Running, Runtime, WorkerReport};
 use crate::taps::CpStats;
 
 /// Logs to standard error through `tracing`, filtered by `VRHOST_LOG`
-/// (`info` when unset; the `tracing_subscriber` env-filter syntax).
+/// (`info` when unset; the `tracing_subscriber` env-filter syntax). With
+/// `VRHOST_LOG_FORMAT=json`, one JSON object a line, every field (the VR as
+/// `router`) a key, for a log collector.
 pub fn init_logging() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("VRHOST_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("VRHOST_LOG").unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("VRHOST_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
 }
 
 /// Makes any panic stop the whole process: the panic is logged as an error
@@ -213,6 +220,15 @@ impl Daemon {
         self.backend.reload(&text)
     }
 
+    /// Each worker's heartbeat (turns of its driver loop so far).
+    pub fn heartbeats(&self) -> Vec<u64> {
+        self.running
+            .counters
+            .iter()
+            .map(|c| c.heartbeat.get())
+            .collect()
+    }
+
     /// The per-port and per-VR counter table `vrhost run` prints.
     pub fn stats_table(&self) -> String {
         report::table(&report::Source::Running(&self.running))
@@ -286,7 +302,9 @@ pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<Ex
     }
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(SIGHUP, hup.clone()).context("installing the SIGHUP handler")?;
+    let mut notifier = notify::Notifier::from_env();
     let mut daemon = Daemon::start(&cfg, path, mode)?;
+    notifier.send("READY=1\nSTATUS=forwarding");
     tracing::info!(
         ports = cfg.ports.len(),
         routers = cfg.routers.len(),
@@ -296,7 +314,10 @@ pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<Ex
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         if hup.swap(false, Ordering::Relaxed) {
-            match daemon.reload() {
+            notifier.send("RELOADING=1\nSTATUS=reloading the config");
+            let result = daemon.reload();
+            notifier.send("READY=1\nSTATUS=forwarding");
+            match result {
                 Ok(r) => tracing::info!(
                     created = ?r.created,
                     deleted = ?r.deleted,
@@ -306,6 +327,7 @@ pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<Ex
                 Err(e) => tracing::error!("SIGHUP: config not reloaded, nothing changed: {e}"),
             }
         }
+        notifier.watchdog(&daemon.heartbeats());
         let compacted = daemon.maintain();
         if compacted > 0 {
             tracing::debug!(routes = compacted, "FIB groups compacted");
@@ -316,6 +338,7 @@ pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<Ex
         }
     }
     tracing::info!("stopping");
+    notifier.send("STOPPING=1");
     println!("{}", daemon.stats_table());
     print!("{}", daemon.stop());
     Ok(ExitCode::SUCCESS)

@@ -606,7 +606,9 @@ fn run_to_completion(
     let mut idle_polls = 0u32;
     let mut taps = crate::taps::WorkerTaps::new(std::mem::take(&mut plan.taps));
     let panic_at = fault_panic_at();
+    let counters = w.counters();
     while !stop.load(Ordering::Relaxed) {
+        counters.heartbeat.inc();
         let now = start.elapsed().as_nanos() as u64;
         if panic_at.is_some_and(|t| now >= t) {
             panic!("{FAULT_WORKER_PANIC_MS} is set: this worker panics, as a test asked");
@@ -720,7 +722,9 @@ fn forward_thread(
     let start = Instant::now();
     let mut tx = TxBatch::new(tx_ports.len());
     let mut cp = crate::taps::CpStats::default();
+    let counters = w.counters();
     while !stop.load(Ordering::Relaxed) {
+        counters.heartbeat.inc();
         let now = start.elapsed().as_nanos() as u64;
         match from_rx.try_recv() {
             Ok(mut batch) => {

@@ -314,6 +314,9 @@ pub struct WorkerCounters {
     /// Busy fraction of the worker's last 1 ms round, in thousandths (only
     /// with a clock; see [`Worker::set_clock`]).
     pub load_permille: crate::counters::Cell,
+    /// Turns of the worker's driver loop so far: a watchdog that sees it
+    /// stop moving knows the worker is stuck.
+    pub heartbeat: crate::counters::Cell,
 }
 
 /// One worker's whole state.
@@ -424,6 +427,7 @@ impl Worker {
                 .map(|_| CounterCells::default())
                 .collect(),
             load_permille: crate::counters::Cell::default(),
+            heartbeat: crate::counters::Cell::default(),
         });
         let (weights, vr_ports) = fair_inputs(&shared);
         let fair = Fair::new(&weights, &vr_ports, shared.ports.len());

@@ -28,7 +28,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the router in the foreground; SIGINT/SIGTERM stop it cleanly.
+    /// Run the router in the foreground; SIGINT/SIGTERM stop it cleanly, SIGHUP reloads the config.
     Run {
         /// Config file (TOML).
         #[arg(long)]

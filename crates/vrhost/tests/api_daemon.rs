@@ -559,3 +559,78 @@ fn api_changes_survive_a_restart_through_the_journal() {
         "{neighbours:?}"
     );
 }
+
+/// As systemd runs it (`Type=notify`, `WatchdogSec`): READY once forwarding,
+/// RELOADING and READY around a SIGHUP, watchdog pings while the workers
+/// turn, STOPPING at the end; JSON logs when asked.
+#[test]
+fn a_service_manager_hears_ready_reload_watchdog_and_stop() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_pcap(&dir.path().join("in.pcap"));
+    let cfg = dir.path().join("vrhost.toml");
+    std::fs::write(&cfg, config("")).expect("config");
+    let notify = dir.path().join("notify");
+    let listener = std::os::unix::net::UnixDatagram::bind(&notify).expect("bind");
+    listener
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let child = Command::new(VRHOST)
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .env("NOTIFY_SOCKET", &notify)
+        .env("WATCHDOG_USEC", "200000")
+        .env("VRHOST_LOG_FORMAT", "json")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start vrhost run");
+    let mut daemon = Daemon(child);
+    let mut heard = Vec::new();
+    let wait_for = |want: &str, heard: &mut Vec<String>| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut buf = [0u8; 256];
+        while Instant::now() < deadline {
+            if let Ok(n) = listener.recv(&mut buf) {
+                let m = String::from_utf8_lossy(&buf[..n]).into_owned();
+                heard.push(m.clone());
+                if m.lines().any(|l| l == want) {
+                    return;
+                }
+            }
+        }
+        panic!("never heard {want}; heard {heard:?}");
+    };
+    wait_for("READY=1", &mut heard);
+    wait_for("WATCHDOG=1", &mut heard);
+    wait_for("WATCHDOG=1", &mut heard);
+    let pid = daemon.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .expect("kill")
+        .success());
+    wait_for("RELOADING=1", &mut heard);
+    wait_for("READY=1", &mut heard);
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill")
+        .success());
+    wait_for("STOPPING=1", &mut heard);
+    let out = daemon.0.wait().expect("exit");
+    assert!(out.success(), "{out:?}");
+    let mut stderr = String::new();
+    use std::io::Read as _;
+    if let Some(mut e) = daemon.0.stderr.take() {
+        e.read_to_string(&mut stderr).expect("stderr");
+    }
+    let logs: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("a JSON log line"))
+        .collect();
+    assert!(
+        logs.iter()
+            .any(|l| l["fields"]["message"] == "SIGHUP: config reloaded"),
+        "{stderr}"
+    );
+}

@@ -511,3 +511,36 @@ fn check_knows_the_cores_taskset_allows() {
         "{stderr}"
     );
 }
+
+/// The systemd unit in contrib/ is one systemd accepts (with the paths
+/// pointed at this build), and it runs vrhost as a notify service with a
+/// watchdog, a config check first, restarts on failure and a reduced
+/// capability set.
+#[test]
+fn the_systemd_unit_verifies() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../contrib/vrhost.service"
+    ))
+    .expect("contrib/vrhost.service");
+    for line in [
+        "Type=notify",
+        "WatchdogSec=",
+        "ExecStartPre=/usr/local/bin/vrhost check --config",
+        "ExecReload=/bin/kill -HUP $MAINPID",
+        "Restart=on-failure",
+        "CapabilityBoundingSet=",
+    ] {
+        assert!(unit.contains(line), "{line} missing");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vrhost.service");
+    std::fs::write(&path, unit.replace("/usr/local/bin/vrhost", VRHOST)).unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .expect("systemd-analyze (apt-get install systemd)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && stderr.trim().is_empty(), "{stderr}");
+}
