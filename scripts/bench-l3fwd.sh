@@ -22,8 +22,13 @@
 # groups (the sample's 1024 rules cannot hold a full table), and a mempool
 # big enough for the pcap (net_pcap keeps every frame of it in mbufs).
 #
-# Usage: scripts/bench-l3fwd.sh [-r ROUTES,...] [-f FRAMES] [-s SECONDS] [-n RUNS] [-c CORE]
-#   -r  table sizes (default 16,1000000)
+# With -6 the tables and frames are IPv6 (`vrhost workload --family ipv6`:
+# about half /48 inside 2000::/3, 62-byte frames) and l3fwd uses its LPM6,
+# sized for the table (2^19 rules, 2^20 tbl8 groups, 6 GB of memory).
+#
+# Usage: scripts/bench-l3fwd.sh [-6] [-r ROUTES,...] [-f FRAMES] [-s SECONDS] [-n RUNS] [-c CORE]
+#   -6  IPv6 (default IPv4)
+#   -r  table sizes (default 16,1000000; with -6: 16,220000)
 #   -f  frames in the pcap (default 65536)
 #   -s  seconds measured per trial (default 5)
 #   -n  alternations of the pair per table (default 2)
@@ -37,21 +42,26 @@
 # root (DPDK's EAL). Runs without hugepages or a NIC (--no-huge --no-pci).
 set -euo pipefail
 
-ROUTES=16,1000000
+ROUTES=
+FAMILY=ipv4
 FRAMES=65536
 SECONDS_PER=5
 RUNS=2
 CORE=$(( $(nproc) - 1 ))
-while getopts "r:f:s:n:c:h" o; do
+while getopts "6r:f:s:n:c:h" o; do
     case $o in
+        6) FAMILY=ipv6 ;;
         r) ROUTES=$OPTARG ;;
         f) FRAMES=$OPTARG ;;
         s) SECONDS_PER=$OPTARG ;;
         n) RUNS=$OPTARG ;;
         c) CORE=$OPTARG ;;
-        *) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+        *) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
+if [ -z "$ROUTES" ]; then
+    if [ "$FAMILY" = ipv6 ]; then ROUTES=16,220000; else ROUTES=16,1000000; fi
+fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VRHOST=${VRHOST:-$ROOT/target/release/vrhost}
@@ -77,10 +87,13 @@ if [ ! -x "$L3FWD" ]; then
     (
         cd "$WORK/l3fwd"
         sed -i 's/#define IPV4_L3FWD_LPM_MAX_RULES .*/#define IPV4_L3FWD_LPM_MAX_RULES 4194304/;
-                s/#define IPV4_L3FWD_LPM_NUMBER_TBL8S (1 << 8)/#define IPV4_L3FWD_LPM_NUMBER_TBL8S (1 << 16)/' l3fwd_lpm.c
+                s/#define IPV4_L3FWD_LPM_NUMBER_TBL8S (1 << 8)/#define IPV4_L3FWD_LPM_NUMBER_TBL8S (1 << 16)/;
+                s/#define IPV6_L3FWD_LPM_MAX_RULES .*/#define IPV6_L3FWD_LPM_MAX_RULES (1 << 19)/;
+                s/#define IPV6_L3FWD_LPM_NUMBER_TBL8S .*/#define IPV6_L3FWD_LPM_NUMBER_TBL8S (1 << 20)/' l3fwd_lpm.c
         sed -i 's/\.offloads = RTE_ETH_RX_OFFLOAD_CHECKSUM,/.offloads = 0,/;
                 s/(unsigned)8192)/(unsigned)262144)/' main.c
-        grep -q 'LPM_MAX_RULES 4194304' l3fwd_lpm.c && grep -q '(unsigned)262144)' main.c \
+        grep -q 'LPM_MAX_RULES 4194304' l3fwd_lpm.c && grep -q 'IPV6_L3FWD_LPM_MAX_RULES (1 << 19)' l3fwd_lpm.c \
+            && grep -q 'IPV6_L3FWD_LPM_NUMBER_TBL8S (1 << 20)' l3fwd_lpm.c && grep -q '(unsigned)262144)' main.c \
             || die "the l3fwd sources changed; update the patches in $0"
         make -s >&2
     ) || die "l3fwd build failed"
@@ -113,10 +126,16 @@ trap cleanup EXIT
 run_l3fwd() {
     local w=$1
     rm -f "$TELEMETRY"
-    "$L3FWD" -l "$CORE" -n 1 --no-huge -m 4096 --no-pci --log-level=lib.eal:error \
+    local rules
+    if [ "$FAMILY" = ipv6 ]; then
+        rules=(--rule_ipv4="$WORK/v4.cfg" --rule_ipv6="$w/l3fwd.cfg")
+    else
+        rules=(--rule_ipv4="$w/l3fwd.cfg" --rule_ipv6="$WORK/v6.cfg")
+    fi
+    "$L3FWD" -l "$CORE" -n 1 --no-huge -m "$MEM" --no-pci --log-level=lib.eal:error \
         --vdev "net_pcap0,rx_pcap=$w/traffic.pcap,infinite_rx=1" --vdev net_null1,no-rx=1 \
-        -- -p 0x3 --config="(0,0,$CORE),(1,0,$CORE)" --rule_ipv4="$w/l3fwd.cfg" \
-        --rule_ipv6="$WORK/v6.cfg" --parse-ptype >"$WORK/l3fwd.log" 2>&1 &
+        -- -p 0x3 --config="(0,0,$CORE),(1,0,$CORE)" "${rules[@]}" \
+        --parse-ptype >"$WORK/l3fwd.log" 2>&1 &
     L3PID=$!
     # Loading 1M rules (each one logged) takes minutes on a slow machine;
     # look at the log's tail only, so the wait costs l3fwd nothing.
@@ -144,14 +163,16 @@ run_vrhost() {
 }
 
 printf 'R2001:db8::/32 1\n' > "$WORK/v6.cfg"
-echo "run,routes,router,forwarded_pps,rx_pps,core"
+printf 'R198.51.100.0/24 1\n' > "$WORK/v4.cfg"
+if [ "$FAMILY" = ipv6 ]; then MEM=6144; else MEM=4096; fi
+echo "run,family,routes,router,forwarded_pps,rx_pps,core"
 ROWS=()
 IFS=, read -ra SIZES <<< "$ROUTES"
 for n in "${SIZES[@]}"; do
-    w=$WORK/w$n
+    w=$WORK/$FAMILY-w$n
     if [ ! -f "$w/traffic.pcap" ] || [ "$(cat "$w/frames" 2>/dev/null)" != "$FRAMES" ]; then
-        log "workload: $n routes, $FRAMES frames"
-        "$VRHOST" workload --routes "$n" --frames "$FRAMES" --out "$w" >&2
+        log "workload: $FAMILY, $n routes, $FRAMES frames"
+        "$VRHOST" workload --family "$FAMILY" --routes "$n" --frames "$FRAMES" --out "$w" >&2
         # Every route leaves on port 1 (net_null), as every vrhost route leaves on "out".
         awk '{print "R" $1 " 1"}' "$w/table.txt" > "$w/l3fwd.cfg"
         echo "$FRAMES" > "$w/frames"
@@ -160,10 +181,10 @@ for n in "${SIZES[@]}"; do
         log "routes $n, run $r: l3fwd-lpm"
         read -r lf lr < <(run_l3fwd "$w") || true
         [ -n "${lf:-}" ] && [ "$lf" != 0 ] || die "no l3fwd figure for $n routes (see $WORK/l3fwd.log)"
-        echo "$r,$n,l3fwd-lpm,$lf,$lr,$CORE"
+        echo "$r,$FAMILY,$n,l3fwd-lpm,$lf,$lr,$CORE"
         log "routes $n, run $r: vrhost"
         read -r vf vr fib < <(run_vrhost "$w")
-        echo "$r,$n,vrhost,$vf,$vr,$CORE"
+        echo "$r,$FAMILY,$n,vrhost,$vf,$vr,$CORE"
         ROWS+=("| $n | $r | $(awk "BEGIN{printf \"%.2f\", $lf/1e6}") | $(awk "BEGIN{printf \"%.2f\", $vf/1e6}") | $(awk "BEGIN{printf \"%.2f\", $vf/$lf}") | $(awk "BEGIN{printf \"%.2f\", $fib/1048576}") MiB |")
     done
 done
