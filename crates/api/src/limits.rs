@@ -3,7 +3,7 @@
 //! route limit, and a cap on requests and bulk bytes in flight over all
 //! callers. Every refusal is an answer (429 or 413), never a queue that grows.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 
@@ -24,8 +24,11 @@ const fn nonzero(n: u32) -> NonZeroU32 {
 pub const VR_RATE: NonZeroU32 = nonzero(200);
 /// Requests one VR token may make in a burst.
 pub const VR_BURST: NonZeroU32 = nonzero(400);
-/// Requests being served at once, over every caller; more answer 429.
+/// Requests being served at once, over every VR token; more answer 429.
+/// The admin's requests do not count: a tenant cannot lock the operator out.
 pub const MAX_IN_FLIGHT: usize = 256;
+/// Requests one VR token may have being served at once; more answer 429.
+pub const VR_IN_FLIGHT: usize = 8;
 /// Largest bulk body anyone may send (the admin's limit).
 pub const BULK_BODY_LIMIT: usize = 512 << 20;
 /// Bulk body bytes being read at once, over every caller.
@@ -54,6 +57,8 @@ pub struct Limits {
     /// Bulk body budget in KiB.
     bulk_bytes: Arc<Semaphore>,
     bulk_callers: Arc<Mutex<HashSet<String>>>,
+    /// Requests in flight per VR token.
+    per_vr_in_flight: InFlight,
 }
 
 impl Default for Limits {
@@ -63,13 +68,33 @@ impl Default for Limits {
             requests: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             bulk_bytes: Arc::new(Semaphore::new(BULK_BYTES_IN_FLIGHT >> 10)),
             bulk_callers: Arc::default(),
+            per_vr_in_flight: Arc::default(),
         }
     }
 }
 
+/// Requests in flight per VR token.
+type InFlight = Arc<Mutex<HashMap<String, usize>>>;
+
 /// A request's place among those in flight; dropping it frees the place.
 pub struct Admitted {
-    _permit: OwnedSemaphorePermit,
+    _permit: Option<OwnedSemaphorePermit>,
+    /// The VR token's count to give back.
+    vr: Option<(String, InFlight)>,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        if let Some((vr, counts)) = self.vr.take() {
+            let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = counts.get_mut(&vr) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    counts.remove(&vr);
+                }
+            }
+        }
+    }
 }
 
 /// The one bulk load of a caller in flight, and its bytes of the budget.
@@ -98,18 +123,37 @@ impl Limits {
     /// [`MAX_IN_FLIGHT`] in flight, or when a VR token is over its rate.
     /// The admin is not rate-limited.
     pub fn admit(&self, p: &Principal) -> Result<Admitted, ApiError> {
-        if let Principal::Vr(vr) = p {
-            if self.per_vr.check_key(vr).is_err() {
-                return Err(ApiError::TooMany(format!(
-                    "over {VR_RATE} requests a second for this token; retry shortly"
-                )));
-            }
+        let Principal::Vr(vr) = p else {
+            return Ok(Admitted {
+                _permit: None,
+                vr: None,
+            });
+        };
+        if self.per_vr.check_key(vr).is_err() {
+            return Err(ApiError::TooMany(format!(
+                "over {VR_RATE} requests a second for this token; retry shortly"
+            )));
         }
-        self.requests
+        let permit = self
+            .requests
             .clone()
             .try_acquire_owned()
-            .map(|p| Admitted { _permit: p })
-            .map_err(|_| ApiError::TooMany("the API is busy; retry shortly".into()))
+            .map_err(|_| ApiError::TooMany("the API is busy; retry shortly".into()))?;
+        let mut counts = self
+            .per_vr_in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let n = counts.entry(vr.clone()).or_insert(0);
+        if *n >= VR_IN_FLIGHT {
+            return Err(ApiError::TooMany(format!(
+                "this token has {VR_IN_FLIGHT} requests in flight; retry when one ends"
+            )));
+        }
+        *n += 1;
+        Ok(Admitted {
+            _permit: Some(permit),
+            vr: Some((vr.clone(), self.per_vr_in_flight.clone())),
+        })
     }
 
     /// Reserves the one bulk load `p` may have in flight, with `bytes` of
@@ -180,5 +224,24 @@ mod tests {
         );
         assert!(l.admit(&Principal::Vr("blue".into())).is_ok());
         assert!((0..1000).all(|_| l.admit(&Principal::Admin).is_ok()));
+    }
+
+    #[test]
+    fn a_token_holds_few_slots_and_never_the_admins() {
+        let l = Limits::default();
+        let red = Principal::Vr("red".into());
+        let held: Vec<Admitted> = (0..VR_IN_FLIGHT)
+            .map(|_| l.admit(&red).expect("within the cap"))
+            .collect();
+        assert!(matches!(l.admit(&red), Err(ApiError::TooMany(_))));
+        assert!(l.admit(&Principal::Vr("blue".into())).is_ok());
+        // Even with every shared slot taken, the admin gets in.
+        let others: Vec<Admitted> = (0..MAX_IN_FLIGHT)
+            .filter_map(|i| l.admit(&Principal::Vr(format!("t{i}"))).ok())
+            .collect();
+        assert!(l.admit(&Principal::Admin).is_ok());
+        drop(held);
+        drop(others);
+        assert!(l.admit(&red).is_ok(), "slots come back");
     }
 }

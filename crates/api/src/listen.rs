@@ -42,6 +42,8 @@ pub const MAX_CONNECTIONS: usize = 512;
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest wait for the next piece of a request body.
 pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest time a request body may take to arrive in all.
+pub const BODY_TOTAL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// PEM files for TLS on the TCP listener.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,21 +191,29 @@ pub(crate) async fn bind(
     })
 }
 
-/// Gives every request body [`BODY_IDLE_TIMEOUT`] between its pieces; a
-/// body that stalls longer ends in an error the handler reports as a 400.
+/// Gives every request body [`BODY_IDLE_TIMEOUT`] between its pieces and
+/// [`BODY_TOTAL_TIMEOUT`] in all; a body that takes longer ends in an error
+/// the handler reports as a 400.
 pub(crate) async fn body_timeout(req: Request, next: Next) -> Response {
     let (parts, body) = req.into_parts();
     let stream = body.into_data_stream();
-    let timed = futures_util::stream::unfold(Some(stream), |stream| async move {
+    let deadline = tokio::time::Instant::now() + BODY_TOTAL_TIMEOUT;
+    let timed = futures_util::stream::unfold(Some(stream), move |stream| async move {
         let mut stream = stream?;
-        match tokio::time::timeout(BODY_IDLE_TIMEOUT, stream.next()).await {
+        let wait =
+            BODY_IDLE_TIMEOUT.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        match tokio::time::timeout(wait, stream.next()).await {
             Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(stream))),
             Ok(Some(Err(e))) => Some((Err(std::io::Error::other(e)), None)),
             Ok(None) => None,
             Err(_) => Some((
                 Err(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("the body stalled for {} s", BODY_IDLE_TIMEOUT.as_secs()),
+                    format!(
+                        "the body stalled for {} s, or took over {} s in all",
+                        BODY_IDLE_TIMEOUT.as_secs(),
+                        BODY_TOTAL_TIMEOUT.as_secs()
+                    ),
                 )),
                 None,
             )),

@@ -237,6 +237,10 @@ impl IntoResponse for ApiError {
         if self == ApiError::Unauthorized {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            // A client without a valid token gets no kept-alive connection
+            // to hold a slot with.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         resp
     }
@@ -607,7 +611,7 @@ async fn bulk_routes(
         return Err(too_large());
     }
     let reserve = declared.map_or(limit, |n| n as usize);
-    let _slot = st.limits.bulk(&p, reserve)?;
+    let slot = st.limits.bulk(&p, reserve)?;
     let bytes = axum::body::to_bytes(body.into_body(), limit)
         .await
         .map_err(|_| too_large())?;
@@ -616,7 +620,13 @@ async fn bulk_routes(
     for (i, r) in req.add.iter().enumerate() {
         check_addable(r, &format!("add[{i}]"))?;
     }
-    let result = call(&st, move |b| b.bulk_routes(&vr, &req)).await?;
+    // The slot goes with the work: a client that hangs up does not free it
+    // while its bulk load still runs.
+    let result = call(&st, move |b| {
+        let _slot = slot;
+        b.bulk_routes(&vr, &req)
+    })
+    .await?;
     Ok(json(StatusCode::OK, &result))
 }
 

@@ -346,6 +346,9 @@ struct Table {
     routes: BTreeMap<IpPrefix, (RouteTarget, u64)>,
     /// Generation of the newest connection.
     generation: u64,
+    /// Routes the newest session sent (those of older ones await the
+    /// sweep): what counts against `max_routes`.
+    current_count: usize,
     /// The newest connection, to shut it down when superseded.
     current: Option<TcpStream>,
 }
@@ -521,6 +524,7 @@ fn refuse(shared: &Shared, peer: SocketAddr, why: &str) {
 fn promote(shared: &Shared, stream: &TcpStream, peer: SocketAddr) -> u64 {
     let mut t = lock(&shared.table);
     t.generation += 1;
+    t.current_count = 0;
     let clone = stream.try_clone().ok();
     if let Some(old) = std::mem::replace(&mut t.current, clone) {
         tracing::info!(%peer, "FPM connection sent a valid frame; it supersedes the previous session");
@@ -641,14 +645,21 @@ fn apply(shared: &Shared, generation: u64, d: Decoded) -> bool {
         return false;
     }
     for change in d.routes {
+        // Routes an older session sent and this one has not resent yet do
+        // not count: the sweep takes them.
+        let resent =
+            |t: &Table, p: &IpPrefix| t.routes.get(p).is_some_and(|(_, g)| *g == generation);
         let ev = match change {
             Change::Add(prefix, _)
-                if t.routes.len() >= shared.opts.max_routes && !t.routes.contains_key(&prefix) =>
+                if t.current_count >= shared.opts.max_routes && !resent(&t, &prefix) =>
             {
                 c.over_limit.fetch_add(1, Ordering::Relaxed);
                 None
             }
             Change::Add(prefix, target) => {
+                if !resent(&t, &prefix) {
+                    t.current_count += 1;
+                }
                 match t.routes.insert(prefix, (target.clone(), generation)) {
                     Some((old, _)) if old == target => None,
                     _ => Some(CpEvent::Route {
@@ -658,11 +669,16 @@ fn apply(shared: &Shared, generation: u64, d: Decoded) -> bool {
                     }),
                 }
             }
-            Change::Del(prefix) => t.routes.remove(&prefix).map(|(old, _)| CpEvent::Route {
-                op: Op::Del,
-                prefix,
-                target: old,
-            }),
+            Change::Del(prefix) => {
+                if resent(&t, &prefix) {
+                    t.current_count -= 1;
+                }
+                t.routes.remove(&prefix).map(|(old, _)| CpEvent::Route {
+                    op: Op::Del,
+                    prefix,
+                    target: old,
+                })
+            }
         };
         if let Some(ev) = ev {
             c.routes.fetch_add(1, Ordering::Relaxed);

@@ -388,3 +388,44 @@ fn only_allowed_peers_may_connect() {
     assert!(server.routes().is_empty());
     assert_eq!(server.stats().connections, 0);
 }
+
+#[test]
+fn a_reconnect_at_the_route_limit_loses_nothing() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (tx, rx) = vrhost_cp::channel(1 << 20);
+    let opts = FpmOptions {
+        sweep_after: Duration::from_millis(300),
+        max_routes: 3,
+        ..FpmOptions::default()
+    };
+    let server = fpm::serve_listener(listener, tx, opts).unwrap();
+    let addr = server.local_addr();
+    let routes = |from: u8| -> Vec<(Op, String, RouteTarget)> {
+        (from..from + 3)
+            .map(|i| (Op::Add, format!("10.{i}.0.0/16"), via("192.0.2.1")))
+            .collect()
+    };
+    let send = |c: &mut TcpStream, rs: &[(Op, String, RouteTarget)]| {
+        let rs: Vec<(Op, &str, RouteTarget)> = rs
+            .iter()
+            .map(|(o, p, t)| (*o, p.as_str(), t.clone()))
+            .collect();
+        send_routes(c, &rs);
+    };
+    let mut first = TcpStream::connect(addr).unwrap();
+    send(&mut first, &routes(1));
+    wait_for(&rx, 5, |e| is_route(e, Op::Add, p("10.3.0.0/16")).is_some());
+    // zebra comes back with a different full table of 3: all of it is
+    // taken, and the old routes are swept.
+    drop(first);
+    let mut second = TcpStream::connect(addr).unwrap();
+    send(&mut second, &routes(4));
+    wait_for(&rx, 5, |e| is_route(e, Op::Add, p("10.6.0.0/16")).is_some());
+    wait_stats(&server, |s| s.swept == 3);
+    assert_eq!(server.stats().over_limit, 0);
+    let held: Vec<String> = server.routes().iter().map(|(p, _)| p.to_string()).collect();
+    assert_eq!(held, ["10.4.0.0/16", "10.5.0.0/16", "10.6.0.0/16"]);
+    // Past the limit, the session's new prefixes are refused and counted.
+    send_routes(&mut second, &[(Op::Add, "10.7.0.0/16", via("192.0.2.1"))]);
+    wait_stats(&server, |s| s.over_limit == 1);
+}

@@ -58,6 +58,8 @@ pub struct RuntimeBackend {
     /// and created again through the API under a config router's name is
     /// not that router, and never gets its token from a reload.
     from_config: Mutex<HashMap<String, VrId>>,
+    /// Held through a reload: one at a time.
+    reloading: Mutex<()>,
 }
 
 /// The backend over `running` for `cfg`, and the API serving it when the
@@ -127,6 +129,7 @@ impl RuntimeBackend {
             port_macs,
             auth,
             // The config's routers are built first, in order.
+            reloading: Mutex::new(()),
             from_config: Mutex::new(
                 cfg.routers
                     .iter()
@@ -843,43 +846,42 @@ impl Backend for RuntimeBackend {
                     .collect(),
             )
         })?;
-        let mut cfg = self.config();
+        // One reload at a time; the plan is made on a copy of the config in
+        // force, without the control lock. Then the locks in their one
+        // order, as every other call takes them: the writer, then the rest.
+        let _one = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let old = self.config().clone();
+        let plan = crate::reload::plan(&old, &new, |p| {
+            self.port_macs
+                .get(p)
+                .copied()
+                .unwrap_or(crate::runtime::FALLBACK_MAC)
+        })
+        .map_err(|r| {
+            ApiError::Config(vec![vrhost_api::ConfigIssue {
+                key: r.key,
+                reason: r.reason,
+            }])
+        })?;
+        let mut c = lock(&self.writer);
         let mut from_config = self.from_config.lock().unwrap_or_else(|e| e.into_inner());
-        reload_into(
-            &self.writer,
-            &self.auth,
-            &mut from_config,
-            &mut cfg,
-            new,
-            &self.port_macs,
-        )
+        let report = reload_into(&mut c, &self.auth, &mut from_config, &old, &plan, &new)?;
+        *self.config() = new;
+        Ok(report)
     }
 }
 
-/// Applies a validated config to the running tables ([`crate::reload`]):
-/// the plan is made and checked without the lock, then performed under it
-/// with one commit.
+/// Applies `plan` (from `cfg` to `new`) to the running tables `c`: checked
+/// against them first ([`crate::reload::refusal`]), then performed with one
+/// commit, with the tokens and the config routers' identities following.
 fn reload_into(
-    writer: &Mutex<TableWriter>,
+    c: &mut TableWriter,
     auth: &Auth,
     from_config: &mut HashMap<String, VrId>,
-    cfg: &mut Config,
-    new: Config,
-    port_macs: &[[u8; 6]],
+    cfg: &Config,
+    plan: &crate::reload::Plan,
+    new: &Config,
 ) -> Result<ReloadReport, ApiError> {
-    let plan = crate::reload::plan(cfg, &new, |p| {
-        port_macs
-            .get(p)
-            .copied()
-            .unwrap_or(crate::runtime::FALLBACK_MAC)
-    })
-    .map_err(|r| {
-        ApiError::Config(vec![vrhost_api::ConfigIssue {
-            key: r.key,
-            reason: r.reason,
-        }])
-    })?;
-    let mut c = lock(writer);
     // Every router the old or new file names gets the new file's token, or
     // none when the new file gives none or the router will not be running
     // (deleted through the API, and not created again by this reload). VRs
@@ -912,13 +914,14 @@ fn reload_into(
         })
         .collect();
     auth.check(&tokens).map_err(token_refused)?;
-    if let Some(r) = crate::reload::clashes(&plan, c.working()) {
+    let is_config_vr = |name: &str, v: VrId| from_config.get(name) == Some(&v);
+    if let Some(r) = crate::reload::refusal(plan, new, c, is_config_vr) {
         return Err(ApiError::Config(vec![vrhost_api::ConfigIssue {
             key: r.key,
             reason: r.reason,
         }]));
     }
-    if let Err(e) = crate::reload::apply(&plan, &mut c) {
+    if let Err(e) = crate::reload::apply(plan, c) {
         // The plan was built and checked on a copy; failing here leaves the
         // working tables half changed. Stop rather than ever publish that:
         // the panic poisons the control lock, and `vrhost run` aborts.
@@ -948,8 +951,7 @@ fn reload_into(
     }
     *from_config = next;
     auth.update(&tokens).map_err(token_refused)?;
-    *cfg = new;
-    let report = plan.report;
+    let report = plan.report.clone();
     tracing::info!(?report.created, ?report.deleted, ?report.changed, "config reloaded");
     Ok(report)
 }

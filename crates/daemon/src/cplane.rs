@@ -194,6 +194,7 @@ fn spawn_sync(
     std::thread::Builder::new()
         .name(format!("cp-sync-{}", s.router))
         .spawn(move || {
+            let mut last_dropped = 0;
             while !stop.load(Ordering::Relaxed) {
                 let ev = match rx.recv_timeout(Duration::from_millis(100)) {
                     Ok(ev) => ev,
@@ -225,6 +226,19 @@ fn spawn_sync(
                     changed += n;
                 }
                 s.refusals.flush(&s.router, &s.source);
+                let dropped = rx.dropped();
+                if dropped > last_dropped {
+                    // Cannot happen while the producers keep to their
+                    // bounds; said loudly if it does.
+                    tracing::error!(
+                        router = s.router,
+                        source = s.source,
+                        dropped = dropped - last_dropped,
+                        "control plane: the change queue was full and dropped changes; \
+                         the VR may hold stale routes until the next resync"
+                    );
+                    last_dropped = dropped;
+                }
                 if changed > 0 {
                     tracing::info!(
                         router = s.router,

@@ -120,11 +120,6 @@ pub enum Entry<'a> {
         /// Its address.
         address: IpAddr,
     },
-    /// `POST /v1/config/reload` with a config in the body.
-    Reload {
-        /// The config text.
-        config: Cow<'a, str>,
-    },
 }
 
 impl Entry<'_> {
@@ -146,7 +141,6 @@ impl Entry<'_> {
             Entry::BulkRoutes { vr, req } => b.bulk_routes(vr, req).map(drop),
             Entry::AddNeighbor { vr, neighbor } => b.add_neighbor(vr, neighbor).map(drop),
             Entry::DeleteNeighbor { vr, address } => b.delete_neighbor(vr, *address).map(drop),
-            Entry::Reload { config } => b.reload(config).map(drop),
         }
     }
 }
@@ -277,17 +271,30 @@ impl Journal {
 pub struct Journaled<B> {
     inner: Arc<B>,
     journal: Journal,
+    /// Held from a change to its line: the journal's order is the order
+    /// the changes were made in.
+    order: Mutex<()>,
 }
 
 impl<B: Backend> Journaled<B> {
     /// `inner`, journaling to `journal`.
     pub fn new(inner: Arc<B>, journal: Journal) -> Self {
-        Journaled { inner, journal }
+        Journaled {
+            inner,
+            journal,
+            order: Mutex::new(()),
+        }
     }
 
-    /// Journals `e` once `result` says the change was made.
-    fn keep<T>(&self, result: Result<T, ApiError>, e: Entry<'_>) -> Result<T, ApiError> {
-        let value = result?;
+    /// Makes the change with `change` and journals `e` if it was made, both
+    /// under the order lock.
+    fn keep<T>(
+        &self,
+        change: impl FnOnce(&B) -> Result<T, ApiError>,
+        e: Entry<'_>,
+    ) -> Result<T, ApiError> {
+        let _order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+        let value = change(&self.inner)?;
         self.journal.append(&e).map_err(|err| {
             tracing::error!(journal = %self.journal.path.display(), "journal write failed: {err}");
             ApiError::Internal(format!(
@@ -308,23 +315,27 @@ impl<B: Backend> Backend for Journaled<B> {
     }
 
     fn create_vr(&self, spec: &VrSpec) -> Result<VrInfo, ApiError> {
-        let spec = Cow::Borrowed(spec);
-        self.keep(self.inner.create_vr(&spec), Entry::CreateVr { spec })
+        let e = Entry::CreateVr {
+            spec: Cow::Borrowed(spec),
+        };
+        self.keep(|b| b.create_vr(spec), e)
     }
 
     fn delete_vr(&self, vr: &str) -> Result<(), ApiError> {
-        let vr = Cow::Borrowed(vr);
-        self.keep(self.inner.delete_vr(&vr), Entry::DeleteVr { vr })
+        let e = Entry::DeleteVr {
+            vr: Cow::Borrowed(vr),
+        };
+        self.keep(|b| b.delete_vr(vr), e)
     }
 
     fn add_interface(&self, vr: &str, iface: &InterfaceSpec) -> Result<Outcome, ApiError> {
-        let r = self.inner.add_interface(vr, iface);
+        let r = |b: &B| b.add_interface(vr, iface);
         let (vr, iface) = (Cow::Borrowed(vr), Cow::Borrowed(iface));
         self.keep(r, Entry::AddInterface { vr, iface })
     }
 
     fn delete_interface(&self, vr: &str, iface: &str) -> Result<Outcome, ApiError> {
-        let r = self.inner.delete_interface(vr, iface);
+        let r = |b: &B| b.delete_interface(vr, iface);
         let (vr, iface) = (Cow::Borrowed(vr), Cow::Borrowed(iface));
         self.keep(r, Entry::DeleteInterface { vr, iface })
     }
@@ -334,7 +345,7 @@ impl<B: Backend> Backend for Journaled<B> {
     }
 
     fn add_address(&self, vr: &str, iface: &str, address: IfaceAddr) -> Result<Outcome, ApiError> {
-        let r = self.inner.add_address(vr, iface, address);
+        let r = |b: &B| b.add_address(vr, iface, address);
         let (vr, iface) = (Cow::Borrowed(vr), Cow::Borrowed(iface));
         self.keep(r, Entry::AddAddress { vr, iface, address })
     }
@@ -345,7 +356,7 @@ impl<B: Backend> Backend for Journaled<B> {
         iface: &str,
         address: IfaceAddr,
     ) -> Result<Outcome, ApiError> {
-        let r = self.inner.delete_address(vr, iface, address);
+        let r = |b: &B| b.delete_address(vr, iface, address);
         let (vr, iface) = (Cow::Borrowed(vr), Cow::Borrowed(iface));
         self.keep(r, Entry::DeleteAddress { vr, iface, address })
     }
@@ -355,13 +366,13 @@ impl<B: Backend> Backend for Journaled<B> {
     }
 
     fn add_route(&self, vr: &str, route: &Route, replace: bool) -> Result<Outcome, ApiError> {
-        let r = self.inner.add_route(vr, route, replace);
+        let r = |b: &B| b.add_route(vr, route, replace);
         let (vr, route) = (Cow::Borrowed(vr), Cow::Borrowed(route));
         self.keep(r, Entry::AddRoute { vr, route, replace })
     }
 
     fn delete_route(&self, vr: &str, prefix: Prefix) -> Result<Outcome, ApiError> {
-        let r = self.inner.delete_route(vr, prefix);
+        let r = |b: &B| b.delete_route(vr, prefix);
         self.keep(
             r,
             Entry::DeleteRoute {
@@ -372,7 +383,7 @@ impl<B: Backend> Backend for Journaled<B> {
     }
 
     fn bulk_routes(&self, vr: &str, req: &BulkRoutes) -> Result<BulkResult, ApiError> {
-        let r = self.inner.bulk_routes(vr, req);
+        let r = |b: &B| b.bulk_routes(vr, req);
         let (vr, req) = (Cow::Borrowed(vr), Cow::Borrowed(req));
         self.keep(r, Entry::BulkRoutes { vr, req })
     }
@@ -382,13 +393,13 @@ impl<B: Backend> Backend for Journaled<B> {
     }
 
     fn add_neighbor(&self, vr: &str, neighbor: &Neighbor) -> Result<Outcome, ApiError> {
-        let r = self.inner.add_neighbor(vr, neighbor);
+        let r = |b: &B| b.add_neighbor(vr, neighbor);
         let (vr, neighbor) = (Cow::Borrowed(vr), Cow::Borrowed(neighbor));
         self.keep(r, Entry::AddNeighbor { vr, neighbor })
     }
 
     fn delete_neighbor(&self, vr: &str, address: IpAddr) -> Result<Outcome, ApiError> {
-        let r = self.inner.delete_neighbor(vr, address);
+        let r = |b: &B| b.delete_neighbor(vr, address);
         let vr = Cow::Borrowed(vr);
         self.keep(r, Entry::DeleteNeighbor { vr, address })
     }
@@ -405,10 +416,10 @@ impl<B: Backend> Backend for Journaled<B> {
         self.inner.workers()
     }
 
+    /// Not journaled: the config file is read again at start, and a
+    /// journaled config text would override a file edited since.
     fn reload(&self, config_toml: &str) -> Result<ReloadReport, ApiError> {
-        let r = self.inner.reload(config_toml);
-        let config = Cow::Borrowed(config_toml);
-        self.keep(r, Entry::Reload { config })
+        self.inner.reload(config_toml)
     }
 }
 
@@ -431,9 +442,7 @@ mod tests {
                 vr: "red".into(),
                 prefix: "10.9.0.0/16".parse().expect("prefix"),
             },
-            Entry::Reload {
-                config: "[[port]]\nname = \"p0\"\n".into(),
-            },
+            Entry::DeleteVr { vr: "blue".into() },
         ]
     }
 

@@ -302,9 +302,14 @@ pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<Ex
     }
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(SIGHUP, hup.clone()).context("installing the SIGHUP handler")?;
-    let mut notifier = notify::Notifier::from_env();
+    let notifier = notify::Notifier::from_env();
     let mut daemon = Daemon::start(&cfg, path, mode)?;
     notifier.send("READY=1\nSTATUS=forwarding");
+    let counters = daemon.running.counters.clone();
+    let watchdog = notify::Notifier::from_env().watch(
+        move || counters.iter().map(|c| c.heartbeat.get()).collect(),
+        stop.clone(),
+    );
     tracing::info!(
         ports = cfg.ports.len(),
         routers = cfg.routers.len(),
@@ -327,7 +332,6 @@ pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<Ex
                 Err(e) => tracing::error!("SIGHUP: config not reloaded, nothing changed: {e}"),
             }
         }
-        notifier.watchdog(&daemon.heartbeats());
         let compacted = daemon.maintain();
         if compacted > 0 {
             tracing::debug!(routes = compacted, "FIB groups compacted");
@@ -339,6 +343,9 @@ pub fn run_foreground(path: &Path, stats_interval: u64, mode: Mode) -> Result<Ex
     }
     tracing::info!("stopping");
     notifier.send("STOPPING=1");
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
     println!("{}", daemon.stats_table());
     print!("{}", daemon.stop());
     Ok(ExitCode::SUCCESS)

@@ -84,6 +84,29 @@ impl Notifier {
     }
 }
 
+impl Notifier {
+    /// Feeds the watchdog from a thread of its own, every 100 ms, from the
+    /// workers' `heartbeats` alone, until `stop`: a long reload or upkeep on
+    /// the main thread does not starve it, a stuck worker does. `None` when
+    /// no watchdog was asked for.
+    pub fn watch(
+        mut self,
+        heartbeats: impl Fn() -> Vec<u64> + Send + 'static,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<std::thread::JoinHandle<()>> {
+        self.watchdog?;
+        std::thread::Builder::new()
+            .name("vrhost-watchdog".into())
+            .spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    self.watchdog(&heartbeats());
+                }
+            })
+            .ok()
+    }
+}
+
 /// The address in `NOTIFY_SOCKET`: a path, or `@name` for an abstract one.
 fn socket_addr(path: &str) -> Option<std::os::unix::net::SocketAddr> {
     match path.strip_prefix('@') {

@@ -21,7 +21,7 @@ use std::hash::Hash;
 
 use vrhost_api::types::ReloadReport;
 use vrhost_config::Config;
-use vrhost_dataplane::{BuildError, EngineSpec, RouteTarget, RouterSpec, Shared, TableWriter};
+use vrhost_dataplane::{BuildError, EngineSpec, RouteTarget, RouterSpec, TableWriter, VrId};
 use vrhost_fib::{Prefix4, Prefix6};
 
 /// Why a reload cannot be applied: the config key and the reason.
@@ -215,11 +215,27 @@ pub fn plan(
     })
 }
 
-/// What keeps `plan` from applying to the running tables `now`, which may
-/// hold VRs the config does not know (created through the API): a VR the
-/// plan creates whose name, or one of whose ports and VLANs, such a VR has.
-/// Checked before [`apply`], so that `apply` does not fail half-way.
-pub fn clashes(plan: &Plan, now: &Shared) -> Option<Refusal> {
+/// What keeps `plan` (to the config `new`) from applying to the running
+/// tables `w`, which may hold VRs the config does not know (created through
+/// the API) and routes it does not know (from the API and the tenants'
+/// control planes). `is_config_vr(name, vr)`: the running VR `vr` called
+/// `name` is the config's router, not one made through the API. Checked
+/// before [`apply`], so that `apply` cannot fail half-way:
+/// - a VR the plan creates or rebuilds whose name, or one of whose ports
+///   and VLANs, an API-made VR holds;
+/// - a rebuild or route change of a name an API-made VR holds now;
+/// - a rebuild of a VR with a control plane (its TAPs and sync would be
+///   lost: that needs a restart);
+/// - route changes the live table refuses (the route limit, counting
+///   routes the config does not know; a gateway off the live subnets);
+/// - more new interfaces than the run-time headroom left.
+pub fn refusal(
+    plan: &Plan,
+    new: &Config,
+    w: &TableWriter,
+    is_config_vr: impl Fn(&str, VrId) -> bool,
+) -> Option<Refusal> {
+    let now = w.working();
     let replaced: HashSet<&str> = plan
         .changes
         .iter()
@@ -229,34 +245,84 @@ pub fn clashes(plan: &Plan, now: &Shared) -> Option<Refusal> {
             _ => None,
         })
         .collect();
+    let refuse = |name: &str, reason: String| {
+        Some(Refusal {
+            key: format!("router {name:?}"),
+            reason,
+        })
+    };
+    let mut new_ifaces = 0;
     for change in &plan.changes {
         let k = match change {
-            VrChange::Add(k) | VrChange::Rebuild(k) => *k,
-            _ => continue,
+            VrChange::Add(k) | VrChange::Rebuild(k) | VrChange::Routes { k, .. } => *k,
+            VrChange::Remove(_) => continue,
         };
         let r = &plan.spec.routers[k];
-        if matches!(change, VrChange::Add(_)) && now.vr_index(&r.name).is_some() {
-            return Some(Refusal {
-                key: format!("router {:?}", r.name),
-                reason: "a VR of that name was created through the API; delete it first".into(),
-            });
+        let running = now.vr_index(&r.name);
+        match (change, running) {
+            (VrChange::Add(_), Some(_)) => {
+                return refuse(
+                    &r.name,
+                    "a VR of that name was created through the API; delete it first".into(),
+                );
+            }
+            (VrChange::Rebuild(_) | VrChange::Routes { .. }, Some(v))
+                if !is_config_vr(&r.name, v) =>
+            {
+                return refuse(
+                    &r.name,
+                    "the VR of that name now was created through the API, not by the config; delete it first".into(),
+                );
+            }
+            _ => {}
         }
-        for i in &r.interfaces {
-            let Some(owner) = now.demux_owner(i.port, i.vlan) else {
-                continue;
-            };
-            let owner = now.vr_name(owner);
-            if owner != r.name && !replaced.contains(owner) {
-                return Some(Refusal {
-                    key: format!("router {:?}.interface {:?}", r.name, i.name),
-                    reason: format!(
-                        "port #{} VLAN {} is VR {owner:?}'s (created through the API); delete it first",
-                        i.port,
-                        i.vlan.unwrap_or(0)
-                    ),
-                });
+        if matches!(change, VrChange::Rebuild(_))
+            && new
+                .routers
+                .iter()
+                .any(|n| n.name == r.name && n.control.is_some())
+        {
+            return refuse(
+                &r.name,
+                "this change rebuilds a VR with a control plane ([router.control]): its TAPs and \
+                 route sync would be lost; it needs a restart"
+                    .into(),
+            );
+        }
+        if let (VrChange::Routes { diff, .. }, Some(v)) = (change, running) {
+            let removed = (diff.remove4.as_slice(), diff.remove6.as_slice());
+            if let Err(e) = w.check_routes(v, removed, &diff.add4, &diff.add6) {
+                return refuse(&r.name, e.to_string());
             }
         }
+        if matches!(change, VrChange::Add(_) | VrChange::Rebuild(_)) {
+            new_ifaces += r.interfaces.len();
+            for i in &r.interfaces {
+                let Some(owner) = now.demux_owner(i.port, i.vlan) else {
+                    continue;
+                };
+                let owner = now.vr_name(owner);
+                if owner != r.name && !replaced.contains(owner) {
+                    return Some(Refusal {
+                        key: format!("router {:?}.interface {:?}", r.name, i.name),
+                        reason: format!(
+                            "port #{} VLAN {} is VR {owner:?}'s (created through the API); delete it first",
+                            i.port,
+                            i.vlan.unwrap_or(0)
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    if new_ifaces > w.iface_room() {
+        return Some(Refusal {
+            key: "router".into(),
+            reason: format!(
+                "{new_ifaces} interfaces to create, room for {} more without a restart",
+                w.iface_room()
+            ),
+        });
     }
     None
 }
@@ -329,6 +395,53 @@ mod tests {
 
     fn writer(cfg: &Config) -> TableWriter {
         TableWriter::new(&vrhost_config::engine_spec(cfg, mac)).expect("tables")
+    }
+
+    #[test]
+    fn reloads_the_live_tables_would_refuse_are_refused_before_anything() {
+        let all = |_: &str, _: VrId| true;
+        // Routes the config does not know (the API's, FPM's) count against
+        // the limit: a reload adding one more route is refused, not applied.
+        let limits = "  [router.limits]\n  max_routes = 16\n";
+        let old = config(&[], false, limits);
+        let mut w = writer(&old);
+        let red = w.working().vr_index("red").expect("red");
+        let fill: Vec<_> = (0..16u8)
+            .map(|i| {
+                let p: Prefix4 = format!("10.9.{i}.0/24").parse().expect("prefix");
+                (p, RouteTarget::Via("10.0.0.9".parse().expect("gw")))
+            })
+            .collect();
+        let room = 16 - w.routes(red).0;
+        w.add_routes(red, &fill[..room], &[]).expect("fill red");
+        let new = config(&[("10.8.0.0/16", "10.0.0.8")], false, limits);
+        let p = plan(&old, &new, mac).expect("plan");
+        let r = refusal(&p, &new, &w, all).expect("refused");
+        assert!(r.reason.contains("route limit"), "{r:?}");
+        // A gateway the live subnets no longer cover is refused too.
+        w.remove_address(red, "r0", "10.0.0.1".parse().expect("addr"), 24)
+            .expect("address");
+        let r = refusal(&p, &new, &w, all).expect("refused");
+        assert_eq!(r.key, "router \"red\"");
+
+        // A VR made through the API under a config router's name is not
+        // rebuilt or changed by a reload.
+        let old = config(&[], false, "");
+        let w = writer(&old);
+        let new = config(&[("10.8.0.0/16", "10.0.0.8")], false, "");
+        let p = plan(&old, &new, mac).expect("plan");
+        let r = refusal(&p, &new, &w, |_, _| false).expect("refused");
+        assert!(r.reason.contains("created through the API"), "{r:?}");
+        assert!(refusal(&p, &new, &w, all).is_none());
+
+        // Rebuilding a VR with a control plane needs a restart.
+        let control = "  [router.control]\n  netns = \"vr-red\"\n";
+        let old = config(&[], false, control);
+        let w = writer(&old);
+        let new = config(&[], false, &format!("{control}  [router.limits]\n  weight = 3\n"));
+        let p = plan(&old, &new, mac).expect("plan");
+        let r = refusal(&p, &new, &w, all).expect("refused");
+        assert!(r.reason.contains("needs a restart"), "{r:?}");
     }
 
     /// Every route of VR `name`, sorted.

@@ -427,6 +427,13 @@ impl TableWriter {
         Ok(writer)
     }
 
+    /// Interfaces that may still be created (deleted ones keep their slots).
+    pub fn iface_room(&self) -> usize {
+        self.tables
+            .iface_capacity
+            .saturating_sub(self.shared.ifaces.len())
+    }
+
     /// The topology as last published.
     pub fn shared(&self) -> Arc<Shared> {
         self.tables.load()

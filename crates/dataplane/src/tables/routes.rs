@@ -121,6 +121,48 @@ impl TableWriter {
         Ok(())
     }
 
+    /// Whether removing `remove4`/`remove6` and then adding `add4`/`add6`
+    /// would be accepted (every gateway on a subnet of the VR, the route
+    /// limit kept), without changing anything.
+    pub fn check_routes(
+        &self,
+        vr: VrId,
+        remove: (&[Prefix4], &[Prefix6]),
+        add4: &[(Prefix4, RouteTarget)],
+        add6: &[(Prefix6, RouteTarget)],
+    ) -> Result<(), BuildError> {
+        use vrhost_fib::Lpm;
+        let vr = vr.index();
+        self.vr(vr)?;
+        for &(_, t) in add4 {
+            self.gateway_iface(vr, t, true)?;
+        }
+        for &(_, t) in add6 {
+            self.gateway_iface(vr, t, false)?;
+        }
+        let limit = self.shared.vrs[vr].limits.max_routes as usize;
+        let c = &self.vrs[vr];
+        let gone4 = remove
+            .0
+            .iter()
+            .filter(|p| c.fib4.table().get(p).is_some())
+            .count();
+        let gone6 = remove
+            .1
+            .iter()
+            .filter(|p| c.fib6.table().get(p).is_some())
+            .count();
+        let after4 = c.fib4.table().len() - gone4 + new_prefixes(&c.fib4, add4);
+        let after6 = c.fib6.table().len() - gone6 + new_prefixes(&c.fib6, add6);
+        if after4 > limit || after6 > limit {
+            return Err(BuildError::RouteLimit {
+                router: self.shared.vrs[vr].name.clone(),
+                limit: limit as u32,
+            });
+        }
+        Ok(())
+    }
+
     /// Removes many routes at once (missing ones are ignored); returns how
     /// many existed. Visible after [`TableWriter::commit`].
     pub fn remove_routes(&mut self, vr: VrId, routes4: &[Prefix4], routes6: &[Prefix6]) -> usize {
