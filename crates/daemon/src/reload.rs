@@ -438,7 +438,11 @@ mod tests {
         let control = "  [router.control]\n  netns = \"vr-red\"\n";
         let old = config(&[], false, control);
         let w = writer(&old);
-        let new = config(&[], false, &format!("{control}  [router.limits]\n  weight = 3\n"));
+        let new = config(
+            &[],
+            false,
+            &format!("{control}  [router.limits]\n  weight = 3\n"),
+        );
         let p = plan(&old, &new, mac).expect("plan");
         let r = refusal(&p, &new, &w, all).expect("refused");
         assert!(r.reason.contains("needs a restart"), "{r:?}");
