@@ -13,9 +13,10 @@
 //! or body a byte at a time, holds one connection slot for seconds, not
 //! forever.
 
+use std::collections::HashMap;
 use std::fs::Permissions;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,6 +38,9 @@ use tracing::{debug, info, warn};
 
 /// Connections open at once on each listener; more are closed at once.
 pub const MAX_CONNECTIONS: usize = 512;
+/// Connections open at once from one TCP peer address; more are closed at
+/// once, so one client cannot take every slot.
+pub const MAX_PER_PEER: usize = 32;
 /// Time a client has for the TLS handshake, and then for each request's
 /// headers.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -267,10 +271,11 @@ async fn accept_loop<S, F, Fut>(
 ) where
     S: Send + 'static,
     F: FnMut() -> Fut,
-    Fut: Future<Output = std::io::Result<(S, String)>>,
+    Fut: Future<Output = std::io::Result<(S, Option<IpAddr>)>>,
     S: ConnectionStart,
 {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let per_peer: Arc<std::sync::Mutex<HashMap<IpAddr, usize>>> = Arc::default();
     let mut tasks = JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {
@@ -287,13 +292,35 @@ async fn accept_loop<S, F, Fut>(
         // Reap finished tasks so the set stays as large as what is open.
         while tasks.try_join_next().is_some() {}
         let Ok(permit) = slots.clone().try_acquire_owned() else {
-            debug!(listener = what, %peer, "API connection refused: {MAX_CONNECTIONS} open");
+            debug!(
+                listener = what,
+                ?peer,
+                "API connection refused: {MAX_CONNECTIONS} open"
+            );
             continue;
         };
-        let (app, stop) = (app.clone(), stop.clone());
+        if let Some(ip) = peer {
+            let mut open = per_peer.lock().unwrap_or_else(|e| e.into_inner());
+            let n = open.entry(ip).or_insert(0);
+            if *n >= MAX_PER_PEER {
+                debug!(listener = what, %ip, "API connection refused: {MAX_PER_PEER} open from it");
+                continue;
+            }
+            *n += 1;
+        }
+        let (app, stop, per_peer) = (app.clone(), stop.clone(), per_peer.clone());
         tasks.spawn(async move {
             stream.start(app, stop).await;
             drop(permit);
+            if let Some(ip) = peer {
+                let mut open = per_peer.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(n) = open.get_mut(&ip) {
+                    *n -= 1;
+                    if *n == 0 {
+                        open.remove(&ip);
+                    }
+                }
+            }
         });
     }
     while tasks.join_next().await.is_some() {}
@@ -347,7 +374,7 @@ pub(crate) async fn run(
             let unix = unix.clone();
             async move {
                 let (s, _) = unix.accept().await?;
-                Ok((s, "unix".to_string()))
+                Ok((s, None))
             }
         },
         app.clone(),
@@ -361,7 +388,7 @@ pub(crate) async fn run(
                 let (l, tls) = (l.clone(), tls.clone());
                 async move {
                     let (s, peer) = l.accept().await?;
-                    Ok((TcpConn(s, tls), peer.to_string()))
+                    Ok((TcpConn(s, tls), Some(peer.ip())))
                 }
             },
             app,

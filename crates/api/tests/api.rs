@@ -757,9 +757,9 @@ fn slow_and_idle_clients_are_cut_off_and_connections_are_capped() {
         "closed after {took:?}"
     );
 
-    // Past the connection cap, a new connection is closed at once; the API
-    // serves again once the idle ones are gone.
-    let idle: Vec<_> = (0..vrhost_api::listen::MAX_CONNECTIONS)
+    // Past the cap of connections from one address, a new one is closed at
+    // once; the API serves again once the idle ones are gone.
+    let idle: Vec<_> = (0..vrhost_api::listen::MAX_PER_PEER)
         .map(|_| std::net::TcpStream::connect(addr).unwrap())
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(300));
