@@ -86,11 +86,6 @@ impl ControlPlanes {
         }
         names
     }
-
-    /// VRs with running producers.
-    pub fn routers(&self) -> Vec<&str> {
-        self.planes.iter().map(|p| p.router.as_str()).collect()
-    }
 }
 
 /// Starts, for every router with `[router.control]`, the namespace watcher

@@ -201,12 +201,6 @@ impl Daemon {
         lock(&self.running.writer).compact_quiet_fibs(COMPACT_ROUTES_PER_TICK)
     }
 
-    /// The VRs whose control planes (FPM listener, namespace watcher, sync
-    /// threads) are running.
-    pub fn control_planes(&self) -> Vec<&str> {
-        self.planes.as_ref().map_or_else(Vec::new, |p| p.routers())
-    }
-
     /// Reads the config file again and applies it as `vrhost ctl reload`
     /// does: all or nothing, refused by key.
     pub fn reload(&self) -> Result<vrhost_api::types::ReloadReport, vrhost_api::ApiError> {
@@ -218,15 +212,6 @@ impl Daemon {
             }])
         })?;
         self.backend.reload(&text)
-    }
-
-    /// Each worker's heartbeat (turns of its driver loop so far).
-    pub fn heartbeats(&self) -> Vec<u64> {
-        self.running
-            .counters
-            .iter()
-            .map(|c| c.heartbeat.get())
-            .collect()
     }
 
     /// The per-port and per-VR counter table `vrhost run` prints.

@@ -82,9 +82,7 @@ impl Notifier {
             tracing::error!("a worker's loop stopped turning: the watchdog is no longer fed");
         }
     }
-}
 
-impl Notifier {
     /// Feeds the watchdog from a thread of its own, every 100 ms, from the
     /// workers' `heartbeats` alone, until `stop`: a long reload or upkeep on
     /// the main thread does not starve it, a stuck worker does. `None` when

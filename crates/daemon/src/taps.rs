@@ -16,6 +16,8 @@
 
 use std::net::IpAddr;
 
+use std::sync::Arc;
+
 use anyhow::{Context, Result};
 use vrhost_config::Config;
 use vrhost_dataplane::tap::{self, Verdict};
@@ -159,6 +161,8 @@ pub struct WorkerTaps {
     rx: Vec<Mbuf>,
     next_poll: u64,
     warned: Vec<bool>,
+    /// The topology the TAP queues were last checked against.
+    seen: Option<Arc<vrhost_dataplane::Shared>>,
     /// Counters.
     pub stats: CpStats,
 }
@@ -175,6 +179,7 @@ impl WorkerTaps {
             rx: Vec::with_capacity(TAP_BURST),
             next_poll: 0,
             tap_of: tap_index(&taps),
+            seen: None,
             taps,
             stats: CpStats::default(),
         }
@@ -257,8 +262,13 @@ impl WorkerTaps {
         }
         self.next_poll = now + TAP_POLL_NS;
         let shared = w.shared().clone();
-        if self.taps.iter().any(|q| !shared.iface_attached(q.iface)) {
-            self.close_detached(&shared);
+        // Interfaces only go away with a new topology: look then, not at
+        // every poll.
+        if !self.seen.as_ref().is_some_and(|s| Arc::ptr_eq(s, &shared)) {
+            if self.taps.iter().any(|q| !shared.iface_attached(q.iface)) {
+                self.close_detached(&shared);
+            }
+            self.seen = Some(shared.clone());
         }
         for t in 0..self.taps.len() {
             let gi = self.taps[t].iface;

@@ -225,6 +225,18 @@ fn a_worker_sends_tap_frames_tagged_and_counted() {
     assert_eq!(c.ports[1].tx_bytes.get(), d.len() as u64);
 }
 
+/// What red's kernel sends on red1's TAP: an ARP request for the host.
+fn kernel_request() -> Vec<u8> {
+    arp(
+        Operation::Request,
+        EthernetAddress([2, 0xee, 0, 0, 0, 1]),
+        RED1,
+        HOST,
+        EthernetAddress::BROADCAST,
+        None,
+    )
+}
+
 /// Once red is deleted and another VR owns red1's port and VLAN, what red's
 /// kernel still writes on red1's TAP reaches no port: it is `Detached`.
 #[test]
@@ -233,14 +245,7 @@ fn a_deleted_vrs_tap_frames_reach_no_port() {
     let mut w = Worker::create(&mut writer, 1).pop().expect("worker");
     let red = VrId::new(0);
     let red1 = writer.working().vr_ifaces(red)[1];
-    let frame = arp(
-        Operation::Request,
-        EthernetAddress([2, 0xee, 0, 0, 0, 1]),
-        RED1,
-        HOST,
-        EthernetAddress::BROADCAST,
-        None,
-    );
+    let frame = kernel_request();
     writer.remove_vr(red).expect("remove red");
     // green takes p1 VLAN 100, red1's old place.
     let mut green = spec(Limits::default()).routers[0].clone();
@@ -283,14 +288,7 @@ fn tap_frames_pass_the_vrs_rate_ceiling() {
     let mut writer = TableWriter::new(&spec(limits)).expect("tables");
     let mut w = Worker::create(&mut writer, 1).pop().expect("worker");
     let red1 = writer.working().vr_ifaces(VrId::new(0))[1];
-    let frame = arp(
-        Operation::Request,
-        EthernetAddress([2, 0xee, 0, 0, 0, 1]),
-        RED1,
-        HOST,
-        EthernetAddress::BROADCAST,
-        None,
-    );
+    let frame = kernel_request();
     let mut tx = TxBatch::new(3);
     let (mut sent, mut limited) = (0, 0);
     for _ in 0..100 {

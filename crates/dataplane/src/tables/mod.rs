@@ -129,20 +129,23 @@ impl Shared {
         let Some(i) = self.ifaces.get(iface.index()) else {
             return false;
         };
-        let demux = self
-            .ports
-            .get(usize::from(i.port))
-            .and_then(|p| p.demux.get(usize::from(i.vlan.unwrap_or(0))));
-        self.vr_alive(VrId::new(usize::from(i.vr))) && demux == Some(&iface.get())
+        self.vr_alive(VrId::new(usize::from(i.vr)))
+            && self.demux_slot(i.port, i.vlan) == Some(iface.get())
+    }
+
+    /// The interface the demux table gives `port` and `vlan` (`None`:
+    /// untagged), or [`NO_IFACE`].
+    fn demux_slot(&self, port: u16, vlan: Option<u16>) -> Option<u16> {
+        self.ports
+            .get(usize::from(port))?
+            .demux
+            .get(usize::from(vlan.unwrap_or(0)))
+            .copied()
     }
 
     /// The live VR whose interface has `port` and `vlan` (`None`: untagged).
     pub fn demux_owner(&self, port: u16, vlan: Option<u16>) -> Option<VrId> {
-        let gi = *self
-            .ports
-            .get(usize::from(port))?
-            .demux
-            .get(usize::from(vlan.unwrap_or(0)))?;
+        let gi = self.demux_slot(port, vlan)?;
         let vr = VrId::new(usize::from(self.ifaces.get(usize::from(gi))?.vr));
         self.vr_alive(vr).then_some(vr)
     }
