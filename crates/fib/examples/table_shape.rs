@@ -31,6 +31,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let fib = PoptrieLpm::from_routes(routes);
         println!("{path} ({} next hops): {:?}", hops.len(), fib.stats());
+        // A snapshot of a small table carries its flat form as well.
+        let flat = fib.snapshot().memory_bytes() - fib.lookup_bytes();
+        if flat > 0 {
+            println!("flat form in snapshots: {flat} bytes");
+        }
         return Ok(());
     }
     for n in [565_000, 1_000_000] {

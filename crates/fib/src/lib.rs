@@ -29,7 +29,7 @@ mod reference;
 pub use addr::{FibAddr, NextHopId};
 pub use lpm::Lpm;
 pub use multibit::MultibitLpm;
-pub use poptrie::{lookup_batch_each, PREFETCH_MIN_ROUTES};
+pub use poptrie::{lookup_batch_each, FLAT_MAX_ROUTES, PREFETCH_MIN_ROUTES};
 pub use poptrie::{FibSnapshot, PoptrieLpm, PoptrieStats};
 pub use prefix::{IpPrefix, Prefix, Prefix4, Prefix6, PrefixError};
 pub use publish::{FibHandle, FibReader, SnapshotGuard};

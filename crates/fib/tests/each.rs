@@ -1,14 +1,17 @@
 //! `lookup_batch_each`, one batch over many tables (a burst whose frames
 //! belong to many VRs), answers for each address exactly what its own
 //! table's `lookup` and the naive `ReferenceLpm` answer, with and without
-//! prefetching, for tables with routes, tables that never had one, and
-//! tables emptied again.
+//! prefetching, for tables with routes, tables that never had one, tables
+//! emptied again, and, in one batch, small IPv4 tables (read through their
+//! flat form) beside one too big for it.
 
 use std::cell::Cell;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
-use vrhost_fib::{lookup_batch_each, FibAddr, Lpm, NextHopId, PoptrieLpm, Prefix, ReferenceLpm};
+use vrhost_fib::{
+    lookup_batch_each, FibAddr, Lpm, NextHopId, PoptrieLpm, Prefix, ReferenceLpm, FLAT_MAX_ROUTES,
+};
 
 thread_local! {
     static LINES: Cell<usize> = const { Cell::new(0) };
@@ -44,12 +47,34 @@ fn routes_strategy(bits: u8) -> impl Strategy<Value = Vec<(u128, u8, u32)>> {
     )
 }
 
-fn check<A: FibAddr>(tables: &[Vec<(u128, u8, u32)>], probes: &[(usize, u128)], emptied: usize) {
+/// Host routes that make a table too big for the flat form: the first
+/// `FLAT_MAX_ROUTES + 1` addresses of 11.0.0.0/8 (or 0b00::/8), next hops
+/// 40 to 49.
+fn filler<A: FibAddr>() -> impl Iterator<Item = (Prefix<A>, NextHopId)> {
+    let base = 0x0bu128 << (A::BITS - 8);
+    (0..=FLAT_MAX_ROUTES as u128).map(move |i| {
+        let p = Prefix::new_truncating(A::from_u128(base | i), A::BITS)
+            .expect("length within the family");
+        (p, NextHopId(40 + (i % 10) as u32))
+    })
+}
+
+fn check<A: FibAddr>(
+    tables: &[Vec<(u128, u8, u32)>],
+    probes: &[(usize, u128)],
+    emptied: usize,
+    big: bool,
+) {
     let mut fibs = Vec::new();
     let mut oracles = Vec::new();
     for (t, routes) in tables.iter().enumerate() {
-        let mut fib = PoptrieLpm::<A>::new();
-        let mut oracle = ReferenceLpm::<A>::new();
+        let (mut fib, mut oracle) = (PoptrieLpm::<A>::new(), ReferenceLpm::<A>::new());
+        if big && t == 0 {
+            fib = PoptrieLpm::from_routes(filler::<A>());
+            for (p, nh) in filler::<A>() {
+                oracle.insert(p, nh);
+            }
+        }
         for &(addr, len, nh) in routes {
             let p =
                 Prefix::new_truncating(A::from_u128(addr), len).expect("length within the family");
@@ -80,11 +105,25 @@ fn check<A: FibAddr>(tables: &[Vec<(u128, u8, u32)>], probes: &[(usize, u128)], 
             assert_eq!(*got, oracles[t].lookup(addr), "table {t}, {addr}");
             assert_eq!(*got, fibs[t].lookup(addr), "table {t}, {addr}");
         }
-        // Five levels prefetched for every address when asked, none when not.
-        let want = if prefetch.is_some() {
-            5 * addrs.len()
-        } else {
-            0
+        // Every level prefetched for every address when asked, none when
+        // not: five for a Poptrie (table, slot, group, direct entry, block),
+        // three for a flat table (table, index, entries), two for an empty
+        // one (table, and where its top slot would be).
+        let levels = |t: usize| {
+            let routes = fibs[t].len();
+            if routes == 0 {
+                2
+            } else if A::BITS == 32 && routes > 0 && routes <= FLAT_MAX_ROUTES {
+                3
+            } else {
+                5
+            }
+        };
+        let want: usize = match prefetch {
+            Some(_) => (0..addrs.len())
+                .map(|i| levels(probes[i].0 % fibs.len()))
+                .sum(),
+            None => 0,
         };
         assert_eq!(lines, want);
     }
@@ -100,6 +139,7 @@ fn probes_strategy(bits: u8) -> impl Strategy<Value = Vec<(usize, u128)>> {
                 Just(0u128),
                 Just(0x0a << (bits - 8)),
                 Just(0xc6 << (bits - 8)),
+                Just(0x0b << (bits - 8)),
                 any::<u128>()
             ],
             any::<u16>(),
@@ -117,8 +157,9 @@ proptest! {
         tables in proptest::collection::vec(routes_strategy(32), 1..8),
         probes in probes_strategy(32),
         emptied in 0usize..10,
+        big in proptest::bool::weighted(0.25),
     ) {
-        check::<Ipv4Addr>(&tables, &probes, emptied);
+        check::<Ipv4Addr>(&tables, &probes, emptied, big);
     }
 
     #[test]
@@ -126,7 +167,8 @@ proptest! {
         tables in proptest::collection::vec(routes_strategy(128), 1..8),
         probes in probes_strategy(128),
         emptied in 0usize..10,
+        big in proptest::bool::weighted(0.25),
     ) {
-        check::<Ipv6Addr>(&tables, &probes, emptied);
+        check::<Ipv6Addr>(&tables, &probes, emptied, big);
     }
 }

@@ -26,6 +26,7 @@
 //! a published [`FibSnapshot`] is copied first (O(group), never O(table)),
 //! and the snapshot keeps answering as of its time.
 
+mod flat;
 mod group;
 mod node;
 mod snapshot;
@@ -34,9 +35,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+pub use flat::FLAT_MAX_ROUTES;
 pub use snapshot::{lookup_batch_each, FibSnapshot, PREFETCH_MIN_ROUTES};
 
 use crate::{FibAddr, Lpm, NextHopId, Prefix};
+use flat::Flat;
 use group::{bits128, BuildRoute, Group};
 use node::{TOP_BITS, TOP_SLOTS};
 use snapshot::Slot;
@@ -241,8 +244,21 @@ impl<A: FibAddr> PoptrieLpm<A> {
     /// An immutable copy of the lookup structure as it is now, for readers on
     /// other threads. Cheap: 256 reference-count increments; groups are
     /// shared until this table next changes them (then it copies just those).
+    ///
+    /// An IPv4 table of at most [`FLAT_MAX_ROUTES`] routes also gets its
+    /// routes as address intervals (`flat.rs`), built here in O(routes),
+    /// which its readers look up instead of the 256 slots and their groups:
+    /// what a lookup touches then grows with the routes.
     pub fn snapshot(&self) -> Arc<FibSnapshot<A>> {
-        Arc::new(self.table.clone())
+        let mut table = self.table.clone();
+        if A::BITS == 32 && !self.routes.is_empty() && self.routes.len() <= FLAT_MAX_ROUTES {
+            table.flat = Flat::build(
+                self.routes
+                    .iter()
+                    .map(|(p, nh)| (p.addr().to_u128() as u32, p.len(), nh.0 + 1)),
+            );
+        }
+        Arc::new(table)
     }
 
     /// The lookup structure, for reading without taking a snapshot.

@@ -191,6 +191,8 @@ impl Packing {
 pub(crate) trait Key: Copy + Default {
     /// `n` bits (1..=16) starting `off` bits from the left, as an index.
     fn bits(self, off: u32, n: u32) -> usize;
+    /// The top 32 bits: an IPv4 address (for the flat form of small tables).
+    fn v4(self) -> u32;
 }
 
 impl Key for u64 {
@@ -198,12 +200,20 @@ impl Key for u64 {
     fn bits(self, off: u32, n: u32) -> usize {
         ((self << off) >> (64 - n)) as usize
     }
+    #[inline(always)]
+    fn v4(self) -> u32 {
+        (self >> 32) as u32
+    }
 }
 
 impl Key for u128 {
     #[inline(always)]
     fn bits(self, off: u32, n: u32) -> usize {
         ((self << off) >> (128 - n)) as usize
+    }
+    #[inline(always)]
+    fn v4(self) -> u32 {
+        (self >> 96) as u32
     }
 }
 

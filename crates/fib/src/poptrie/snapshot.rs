@@ -4,6 +4,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use super::flat::Flat;
 use super::group::Group;
 use super::node::{Key, TOP_BITS};
 use crate::{FibAddr, NextHopId, Prefetch};
@@ -45,6 +46,9 @@ pub struct FibSnapshot<A> {
     /// Empty (no route) or [`super::node::TOP_SLOTS`] long; shared between
     /// the table and its snapshots until the table changes.
     pub(crate) slots: Arc<[Slot]>,
+    /// The same routes as address intervals, for small IPv4 tables (see
+    /// [`Flat`]); lookups read it instead of `slots` when present.
+    pub(crate) flat: Option<Flat>,
     /// Routes in the table when the snapshot was taken.
     pub(crate) len: usize,
     pub(crate) family: PhantomData<fn() -> A>,
@@ -54,6 +58,7 @@ impl<A> Clone for FibSnapshot<A> {
     fn clone(&self) -> Self {
         Self {
             slots: self.slots.clone(),
+            flat: self.flat.clone(),
             len: self.len,
             family: PhantomData,
         }
@@ -171,7 +176,9 @@ pub fn lookup_batch_each<'t, A: FibAddr>(
 }
 
 /// One pass of [`lookup_batch_each`]: `keys` yields `out.len()` ≤
-/// [`PREFETCH_BATCH`] keys, key `i` for `table(i)`.
+/// [`PREFETCH_BATCH`] keys, key `i` for `table(i)`. Lanes whose table has a
+/// flat form ([`Flat`]) are answered from it (two levels: index, entries);
+/// the others walk their Poptrie (top slot, group, direct entry, block).
 #[inline(always)]
 fn each_pass<'t, A: FibAddr, K: Key>(
     table: impl Fn(usize) -> &'t FibSnapshot<A>,
@@ -185,7 +192,9 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         key[i] = k;
         m = i + 1;
     }
+    // The lines to prefetch at each level, gathered without gaps.
     let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
+    let mut lines = 0;
     let hint = |line: &[*const u8]| {
         if let Some(p) = prefetch {
             p(line)
@@ -196,41 +205,81 @@ fn each_pass<'t, A: FibAddr, K: Key>(
             *l = core::ptr::from_ref(table(i)).cast();
         }
         hint(&line[..m]);
-        for (i, l) in line[..m].iter_mut().enumerate() {
-            *l = table(i)
+    }
+    let mut flat: [Option<&Flat>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
+    let mut bucket = [0usize; PREFETCH_BATCH];
+    for i in 0..m {
+        let t = table(i);
+        line[lines] = match &t.flat {
+            Some(f) => {
+                bucket[i] = f.bucket(key[i].v4());
+                flat[i] = Some(f);
+                f.index_line(bucket[i])
+            }
+            None => t
                 .slots
                 .as_ptr()
                 .wrapping_add(key[i].bits(0, TOP_BITS))
-                .cast();
-        }
-        hint(&line[..m]);
+                .cast(),
+        };
+        lines += 1;
     }
-    // An empty table has no slots: its lanes are answered here.
+    if prefetch.is_some() {
+        hint(&line[..lines]);
+    }
+    lines = 0;
+    // Flat lanes: their first entry; Poptrie lanes: their slot (none for an
+    // empty table, answered in `each_lanes`).
+    let mut first = [0usize; PREFETCH_BATCH];
     let mut slot: [Option<&Slot>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
     for i in 0..m {
-        slot[i] = table(i).slots.get(key[i].bits(0, TOP_BITS));
-        line[i] = slot[i].map_or(core::ptr::null(), |s| Arc::as_ptr(&s.group).cast());
+        line[lines] = match flat[i] {
+            Some(f) => {
+                first[i] = f.first(bucket[i]);
+                f.entry_line(first[i])
+            }
+            None => match table(i).slots.get(key[i].bits(0, TOP_BITS)) {
+                Some(s) => {
+                    slot[i] = Some(s);
+                    Arc::as_ptr(&s.group).cast()
+                }
+                None => continue,
+            },
+        };
+        lines += 1;
     }
+    let finish_flat = |out: &mut [Option<NextHopId>]| {
+        for i in 0..m {
+            if let Some(f) = flat[i] {
+                out[i] = leaf(f.finish(key[i].v4(), bucket[i], first[i]));
+            }
+        }
+    };
     if prefetch.is_none() {
-        return each_lanes(&key[..m], &slot[..m], out);
+        each_lanes(&key[..m], &slot[..m], out);
+        return finish_flat(out);
     }
-    hint(&line[..m]);
+    hint(&line[..lines]);
+    lines = 0;
     let mut direct = [0usize; PREFETCH_BATCH];
     for i in 0..m {
         if let Some(s) = slot[i] {
             direct[i] = s.group.direct_index(key[i]);
-            line[i] = s.group.direct_line(direct[i]);
+            line[lines] = s.group.direct_line(direct[i]);
+            lines += 1;
         }
     }
-    hint(&line[..m]);
+    hint(&line[..lines]);
+    lines = 0;
     let mut state = [0u32; PREFETCH_BATCH];
     for i in 0..m {
         if let Some(s) = slot[i] {
             state[i] = s.group.direct_at(direct[i]);
-            line[i] = s.group.block_line(state[i]);
+            line[lines] = s.group.block_line(state[i]);
+            lines += 1;
         }
     }
-    hint(&line[..m]);
+    hint(&line[..lines]);
     for i in 0..m {
         out[i] = slot[i].and_then(|s| {
             s.answer(
@@ -239,6 +288,19 @@ fn each_pass<'t, A: FibAddr, K: Key>(
             )
         });
     }
+    finish_flat(out);
+}
+
+/// The next hop of a leaf value (next hop + 1, 0 for none).
+#[inline(always)]
+fn leaf(value: u32) -> Option<NextHopId> {
+    value.checked_sub(1).map(NextHopId)
+}
+
+/// The IPv4 address of `addr` (flat tables are IPv4 only).
+#[inline(always)]
+fn v4<A: FibAddr>(addr: A) -> u32 {
+    addr.to_u128() as u32
 }
 
 /// The lanes of [`lookup_batch_each`] without prefetching: 8 at a time
@@ -276,11 +338,40 @@ fn each_lanes<K: Key>(key: &[K], slot: &[Option<&Slot>], out: &mut [Option<NextH
     }
 }
 
+/// [`FibSnapshot::lookup_batch_prefetch`] on a flat table: every
+/// address's index entry, then its first interval, prefetched for the pass
+/// before any is read.
+fn flat_pass<A: FibAddr>(
+    flat: &Flat,
+    addrs: &[A],
+    out: &mut [Option<NextHopId>],
+    prefetch: Prefetch,
+) {
+    let m = addrs.len().min(out.len()).min(PREFETCH_BATCH);
+    let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
+    let mut bucket = [0usize; PREFETCH_BATCH];
+    for i in 0..m {
+        bucket[i] = flat.bucket(v4(addrs[i]));
+        line[i] = flat.index_line(bucket[i]);
+    }
+    prefetch(&line[..m]);
+    let mut first = [0usize; PREFETCH_BATCH];
+    for i in 0..m {
+        first[i] = flat.first(bucket[i]);
+        line[i] = flat.entry_line(first[i]);
+    }
+    prefetch(&line[..m]);
+    for i in 0..m {
+        out[i] = leaf(flat.finish(v4(addrs[i]), bucket[i], first[i]));
+    }
+}
+
 impl<A: FibAddr> FibSnapshot<A> {
     /// A snapshot with no route.
     pub(crate) fn empty() -> Self {
         Self {
             slots: Arc::from([]),
+            flat: None,
             len: 0,
             family: PhantomData,
         }
@@ -303,6 +394,12 @@ impl<A: FibAddr> FibSnapshot<A> {
     pub fn lookup_batch(&self, addrs: &[A], out: &mut [Option<NextHopId>]) {
         debug_assert_eq!(addrs.len(), out.len(), "lookup_batch slice lengths differ");
         let n = addrs.len().min(out.len());
+        if let Some(flat) = &self.flat {
+            for (a, o) in addrs[..n].iter().zip(&mut out[..n]) {
+                *o = leaf(flat.lookup(v4(*a)));
+            }
+            return;
+        }
         if self.slots.is_empty() {
             out[..n].fill(None);
             return;
@@ -350,6 +447,15 @@ impl<A: FibAddr> FibSnapshot<A> {
     ) {
         debug_assert_eq!(addrs.len(), out.len(), "lookup_batch slice lengths differ");
         let n = addrs.len().min(out.len());
+        if let Some(flat) = &self.flat {
+            for (a, o) in addrs[..n]
+                .chunks(PREFETCH_BATCH)
+                .zip(out[..n].chunks_mut(PREFETCH_BATCH))
+            {
+                flat_pass(flat, a, o, prefetch);
+            }
+            return;
+        }
         if self.slots.is_empty() {
             out[..n].fill(None);
             return;
@@ -425,6 +531,9 @@ impl<A: FibAddr> FibSnapshot<A> {
 
     #[inline(always)]
     fn answer<K: Key>(&self, key: K) -> Option<NextHopId> {
+        if let Some(flat) = &self.flat {
+            return leaf(flat.lookup(key.v4()));
+        }
         let slot = self.slots.get(key.bits(0, TOP_BITS))?;
         slot.answer(slot.group.lookup(key))
     }
@@ -446,7 +555,8 @@ impl<A: FibAddr> FibSnapshot<A> {
         let mut groups: Vec<&Arc<Group>> = self.slots.iter().map(|s| &s.group).collect();
         groups.sort_unstable_by_key(|g| Arc::as_ptr(g));
         groups.dedup_by(|a, b| Arc::ptr_eq(a, b));
-        self.slots.len() * size_of::<Slot>()
+        self.flat.as_ref().map_or(0, Flat::memory_bytes)
+            + self.slots.len() * size_of::<Slot>()
             + groups.iter().map(|g| g.memory_bytes()).sum::<usize>()
     }
 }
