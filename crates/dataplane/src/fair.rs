@@ -87,6 +87,9 @@ pub struct Fair {
     port_capped: Vec<u32>,
     /// Consecutive bursts whose every frame was refused.
     refused_bursts: u32,
+    /// While a burst runs in several parts ([`Fair::defer_burst`]): whether
+    /// every part noted so far was refused whole (`None`: none noted yet).
+    deferred: Option<Option<bool>>,
     /// Rounds so far that enforced budgets (for tests and reports).
     pub rounds_enforced: u64,
     /// Busy fraction of the last round, in thousandths.
@@ -132,6 +135,7 @@ impl Fair {
             enforcing: false,
             enforce: true,
             refused_bursts: 0,
+            deferred: None,
             vrs,
             port_capped: vec![0; n_ports],
             port_vrs,
@@ -367,6 +371,10 @@ impl Fair {
     /// refill the budgets, so sharing a port stays work-conserving.
     #[inline]
     pub fn note_refused_burst(&mut self, refused_only: bool) {
+        if let Some(seen) = &mut self.deferred {
+            *seen = Some(seen.unwrap_or(true) & refused_only);
+            return;
+        }
         if !refused_only {
             self.refused_bursts = 0;
             return;
@@ -375,6 +383,21 @@ impl Fair {
         if self.refused_bursts >= 2 {
             self.refused_bursts = 0;
             self.replenish();
+        }
+    }
+
+    /// One receive burst is about to run in several parts, each noting
+    /// itself ([`Fair::note_refused_burst`]): until
+    /// [`Fair::end_deferred_burst`], they count as one burst, refused only
+    /// if every part was.
+    pub fn defer_burst(&mut self) {
+        self.deferred = Some(None);
+    }
+
+    /// The parts of a deferred burst are done: notes the burst as a whole.
+    pub fn end_deferred_burst(&mut self) {
+        if let Some(Some(refused_only)) = self.deferred.take() {
+            self.note_refused_burst(refused_only);
         }
     }
 
@@ -458,6 +481,43 @@ mod tests {
             f.new_round(0, per_round);
         }
         served
+    }
+
+    #[test]
+    fn a_split_burst_is_noted_once_refused_only_if_every_part_was() {
+        let mut f = Fair::new(&[1, 1], &[vec![0], vec![0]], 1);
+        f.enforcing = true;
+        for s in &mut f.vrs {
+            s.budget = 10;
+            s.used = 25;
+        }
+        // Two parts refused, one admitted: not a refused burst, twice over.
+        for _ in 0..2 {
+            f.defer_burst();
+            f.note_refused_burst(true);
+            f.note_refused_burst(true);
+            f.note_refused_burst(false);
+            f.end_deferred_burst();
+        }
+        assert_eq!(f.vrs[0].used, 25, "no refill");
+        // A burst whose every part was refused counts once: the second one
+        // refills the budgets (two in a row), not the first one's parts.
+        f.defer_burst();
+        f.note_refused_burst(true);
+        f.note_refused_burst(true);
+        f.end_deferred_burst();
+        assert_eq!(f.vrs[0].used, 25, "one refused burst so far");
+        f.defer_burst();
+        f.note_refused_burst(true);
+        f.end_deferred_burst();
+        assert_eq!(f.vrs[0].used, 15, "refilled after two refused bursts");
+        // A deferred burst with no part noted notes nothing.
+        f.defer_burst();
+        f.end_deferred_burst();
+        f.note_refused_burst(true);
+        assert_eq!(f.vrs[0].used, 15);
+        f.note_refused_burst(true);
+        assert_eq!(f.vrs[0].used, 5);
     }
 
     #[test]

@@ -341,6 +341,14 @@ pub struct Worker {
     pub(crate) fair: Fair,
     /// A burst at least this long means its queue had more waiting (0: never).
     pub(crate) full_burst: usize,
+    /// Frames in the receive burst being processed (a burst split by
+    /// interface is full or not as a whole).
+    pub(crate) burst_len: usize,
+    /// A burst split by (port, VLAN): each frame's part, the parts' keys,
+    /// and the parts (reused; see `Worker::split_burst`).
+    pub(crate) part_of: Vec<u8>,
+    pub(crate) part_keys: Vec<u32>,
+    pub(crate) parts: Vec<Vec<Mbuf>>,
     /// One mixed burst, demuxed (reused; never shrinks).
     pub(crate) staged: Vec<Staged>,
     /// A burst's IPv4 destinations and their FIB answers, frame by frame (reused).
@@ -448,6 +456,10 @@ impl Worker {
             punt_dirty: Vec::with_capacity(shared_vr_count),
             fair,
             full_burst: 0,
+            burst_len: 0,
+            part_of: Vec::with_capacity(256),
+            part_keys: Vec::with_capacity(64),
+            parts: Vec::new(),
             staged: Vec::with_capacity(256),
             dsts: Vec::with_capacity(256),
             dsts6: Vec::with_capacity(256),

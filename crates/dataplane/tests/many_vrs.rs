@@ -12,7 +12,10 @@
 //!   its host 10.0.0.2 behind VLAN 10+i.
 //!
 //! The same bursts also go through an engine without the fast path: the
-//! same frames must leave, with the same counters.
+//! same frames must leave, with the same counters. A burst of few VRs with
+//! many frames each is split by interface and each part run as a burst of
+//! its own: what leaves, and every counter, must be what the same frames
+//! give one by one.
 
 mod common;
 
@@ -245,4 +248,52 @@ proptest! {
             prop_assert_eq!(fast.vr_counters(VrId::new(vr)).forwarded, slow.vr_counters(VrId::new(vr)).forwarded);
         }
     }
+}
+
+/// Every counter of every interface and port of `e`.
+fn counters(e: &Engine) -> Vec<vrhost_dataplane::Counters> {
+    let mut c: Vec<_> = (0..VRS).map(|vr| e.vr_counters(VrId::new(vr))).collect();
+    c.extend((0..2).map(|p| e.port_counters(vrhost_dataplane::PortId::new(p))));
+    c
+}
+
+/// Frames of a few VRs, each VR's many: the burst is split by interface
+/// (at most a quarter as many interfaces as frames), every part runs as a
+/// burst of its own, and the result is that of the frames one by one.
+#[test]
+fn a_burst_of_few_interfaces_is_split_and_changes_nothing() {
+    let mut split = Engine::new(&spec()).expect("spec builds");
+    let mut one_by_one = Engine::new(&spec()).expect("spec builds");
+    // 48 frames of 4 VRs, interleaved, with some of every kind.
+    let frames: Vec<_> = (0..48usize)
+        .map(|i| frame(i % 4 * 3, [0, 0, 0, 4, 1, 2, 3, 5][i % 8], i as u8 + 1))
+        .collect();
+    let refs: Vec<(u16, &[u8])> = frames.iter().map(|(p, f)| (*p, f.as_slice())).collect();
+    let a = send_burst(&mut split, &refs, SEC);
+    let mut b = Vec::new();
+    for r in &refs {
+        b.extend(send_burst(&mut one_by_one, std::slice::from_ref(r), SEC));
+    }
+    // Each VR's frames leave in the order they came (per port and VLAN).
+    let per_vlan = |o: &[Out]| {
+        let mut by: std::collections::BTreeMap<(u16, Option<u16>), Vec<Vec<u8>>> =
+            Default::default();
+        for o in o {
+            by.entry((o.port, o.vlan()))
+                .or_default()
+                .push(o.frame.clone());
+        }
+        by
+    };
+    assert_eq!(per_vlan(&a), per_vlan(&b));
+    assert!(
+        a.len() >= 24,
+        "forwards, errors, replies and ARP left: {}",
+        a.len()
+    );
+    assert_eq!(counters(&split), counters(&one_by_one));
+    let fast: u64 = (0..VRS)
+        .map(|vr| split.vr_counters(VrId::new(vr)).fast_path)
+        .sum();
+    assert_eq!(fast, 24, "the IPv4 and IPv6 forwards took the fast path");
 }
