@@ -2,8 +2,8 @@
 //! belong to many VRs), answers for each address exactly what its own
 //! table's `lookup` and the naive `ReferenceLpm` answer, with and without
 //! prefetching, for tables with routes, tables that never had one, tables
-//! emptied again, and, in one batch, small IPv4 tables (read through their
-//! flat form) beside one too big for it.
+//! emptied again, and, in one batch, small tables (read through their flat
+//! form) beside one too big for it.
 
 use std::cell::Cell;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -113,7 +113,7 @@ fn check<A: FibAddr>(
             let routes = fibs[t].len();
             if routes == 0 {
                 2
-            } else if A::BITS == 32 && routes > 0 && routes <= FLAT_MAX_ROUTES {
+            } else if routes <= FLAT_MAX_ROUTES {
                 3
             } else {
                 5

@@ -1,24 +1,31 @@
-//! A small IPv4 table as sorted address intervals: the form a snapshot of a
+//! A small table as sorted address intervals: the form a snapshot of a
 //! table with few routes hands its readers, so that what a lookup touches
 //! grows with the routes, not with the 256 top slots and a group per /8.
+//! IPv4 (`Flat<u32>`) and IPv6 (`Flat<u128>`) alike.
 //!
 //! ```text
-//!   address    [ k bits ][ 32 - k bits ]
-//!                  │
-//!   index[2^k + 1] │  u16: the last interval starting at or before the
-//!                  ▼       bucket's first address ──┐
-//!   entries[n]   start << 32 | value                ▼
-//!                [0, v0] [s1, v1] [s2, v2] … scan the bucket's few entries
-//!                                                 for the last start ≤ address
+//!   address - base    [ k bits ][ the rest ]   (clamped to the last bucket)
+//!                         │
+//!   index[buckets + 1]    │  u16: the last interval starting at or before
+//!                         ▼       the bucket's first address ──┐
+//!   entries[n]   (start, value)                                ▼
+//!                [0, v0] [base, v1] [s2, v2] …  scan the bucket's few entries
+//!                                               for the last start ≤ address
 //! ```
 //!
-//! A poptrie of 1,000 scattered routes spreads over ~220 groups (a header, a
-//! direct array, nodes and leaf blocks each: ~83 bytes a route, and 4 to 6
-//! dependent loads below the snapshot). The same routes as intervals are at
-//! most 2,001 entries of 8 bytes and an index of ~1,000 `u16`s: ~18 bytes a
-//! route, and two dependent loads (the index entry, then one or two cache
-//! lines of entries). With a thousand VRs, that is what decides whether their
-//! tables stay in the last-level cache.
+//! A poptrie of 1,000 scattered IPv4 routes spreads over ~220 groups (a
+//! header, a direct array, nodes and leaf blocks each: ~83 bytes a route, and
+//! 4 to 6 dependent loads below the snapshot). The same routes as intervals
+//! are at most 2,001 entries of 8 bytes and an index of ~1,000 `u16`s: ~18
+//! bytes a route, and two dependent loads (the index entry, then one or two
+//! cache lines of entries). With a thousand VRs, that is what decides whether
+//! their tables stay in the caches. An IPv6 /48 in a sparse table sits six
+//! node steps below its group's direct entry; here it is the same two loads.
+//!
+//! The buckets cover the addresses from the second interval's start (`base`:
+//! everything before it is in the first interval) to the last interval's,
+//! `2^shift` addresses each, so that an IPv6 table inside 2000::/3 spends no
+//! bucket on the rest of the space.
 //!
 //! Built whole from the route map at each snapshot (`PoptrieLpm::snapshot`),
 //! which costs O(routes): hence only for tables of at most
@@ -26,8 +33,8 @@
 
 use std::sync::Arc;
 
-/// IPv4 tables of at most this many routes get a flat form in their
-/// snapshots; larger ones are read through the Poptrie alone.
+/// Tables of at most this many routes get a flat form in their snapshots;
+/// larger ones are read through the Poptrie alone.
 pub const FLAT_MAX_ROUTES: usize = 4_096;
 
 /// Above this many entries in one bucket, a lookup binary-searches the
@@ -35,97 +42,235 @@ pub const FLAT_MAX_ROUTES: usize = 4_096;
 /// small range).
 const SCAN_MAX: usize = 8;
 
-/// The interval form of a small IPv4 table. See the module documentation.
+/// An address the flat form is built over: `u32` (IPv4) or `u128` (IPv6).
+pub(crate) trait FlatKey: Copy + Ord + Default + core::fmt::Debug {
+    /// Bits of the address.
+    const BITS: u32;
+    /// One interval: its start and leaf value.
+    type Entry: Copy + core::fmt::Debug;
+    /// The address of a value of at most [`FlatKey::BITS`] bits.
+    fn from_u128(v: u128) -> Self;
+    fn entry(start: Self, value: u32) -> Self::Entry;
+    /// Whether `e` starts at or before `self`.
+    fn after(self, e: &Self::Entry) -> bool;
+    fn value(e: Self::Entry) -> u32;
+    /// `(self - base) >> shift`, 0 below `base`, at most `last`.
+    fn bucket(self, base: Self, shift: u32, last: usize) -> usize;
+    /// This family's flat form in `any`, if `any` is of this family.
+    fn of(any: &FlatAny) -> Option<&Flat<Self>>;
+}
+
+impl FlatKey for u32 {
+    const BITS: u32 = 32;
+    /// `start << 32 | value`.
+    type Entry = u64;
+
+    fn from_u128(v: u128) -> Self {
+        v as u32
+    }
+
+    #[inline(always)]
+    fn entry(start: Self, value: u32) -> u64 {
+        u64::from(start) << 32 | u64::from(value)
+    }
+
+    /// One comparison: `e` is at most the largest entry starting at `self`.
+    #[inline(always)]
+    fn after(self, e: &u64) -> bool {
+        *e <= Self::entry(self, u32::MAX)
+    }
+
+    #[inline(always)]
+    fn value(e: u64) -> u32 {
+        e as u32
+    }
+
+    #[inline(always)]
+    fn bucket(self, base: Self, shift: u32, last: usize) -> usize {
+        // `shift` ≤ 32: a u64 shift never overflows.
+        ((u64::from(self.saturating_sub(base)) >> shift) as usize).min(last)
+    }
+
+    #[inline(always)]
+    fn of(any: &FlatAny) -> Option<&Flat<Self>> {
+        match any {
+            FlatAny::V4(f) => Some(f),
+            FlatAny::V6(_) => None,
+        }
+    }
+}
+
+impl FlatKey for u128 {
+    const BITS: u32 = 128;
+    /// `(start, value)`.
+    type Entry = (u128, u32);
+
+    fn from_u128(v: u128) -> Self {
+        v
+    }
+
+    #[inline(always)]
+    fn entry(start: Self, value: u32) -> (u128, u32) {
+        (start, value)
+    }
+
+    #[inline(always)]
+    fn after(self, e: &(u128, u32)) -> bool {
+        e.0 <= self
+    }
+
+    #[inline(always)]
+    fn value(e: (u128, u32)) -> u32 {
+        e.1
+    }
+
+    #[inline(always)]
+    fn bucket(self, base: Self, shift: u32, last: usize) -> usize {
+        // `shift` < 128 (a table of two intervals or more has `k` ≥ 1).
+        let b = self.saturating_sub(base).wrapping_shr(shift);
+        b.min(last as u128) as usize
+    }
+
+    #[inline(always)]
+    fn of(any: &FlatAny) -> Option<&Flat<Self>> {
+        match any {
+            FlatAny::V6(f) => Some(f),
+            FlatAny::V4(_) => None,
+        }
+    }
+}
+
+/// The interval form of a small table. See the module documentation.
 #[derive(Clone, Debug)]
-pub(crate) struct Flat {
-    /// Index bits `k`: the bucket of an address is its top `k` bits.
-    bits: u32,
+pub(crate) struct Flat<K: FlatKey> {
+    /// The first address of bucket 0 (the second interval's start).
+    base: K,
+    /// A bucket is `2^shift` addresses.
+    shift: u32,
+    /// The last bucket: addresses past it are in it.
+    last: usize,
     /// Per bucket, and one past the last: the position in `entries` of the
-    /// last interval starting at or before the bucket's first address.
+    /// last interval starting at or before the bucket's first address (0
+    /// for bucket 0, so that addresses before `base` find the first).
     index: Arc<[u16]>,
-    /// Intervals in address order, `start << 32 | value`, where `value` is
-    /// the next hop + 1 (0: no route). `entries[0]` starts at 0; neighbours
-    /// never share a value.
-    entries: Arc<[u64]>,
+    /// Intervals in address order, each with its leaf value (next hop + 1;
+    /// 0: no route). `entries[0]` starts at 0; neighbours never share a
+    /// value.
+    entries: Arc<[K::Entry]>,
+}
+
+/// The flat form of either family, as a snapshot holds it.
+#[derive(Clone, Debug)]
+pub(crate) enum FlatAny {
+    V4(Flat<u32>),
+    V6(Flat<u128>),
+}
+
+impl FlatAny {
+    /// Heap bytes of the index and the entries.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        match self {
+            FlatAny::V4(f) => f.memory_bytes(),
+            FlatAny::V6(f) => f.memory_bytes(),
+        }
+    }
 }
 
 /// Appends the interval starting at `pos` with `value`, merging it into its
 /// neighbours; positions arrive in non-decreasing order.
-fn emit(out: &mut Vec<u64>, pos: u64, value: u32) {
-    if pos >= 1 << 32 {
-        return;
-    }
-    let entry = pos << 32 | u64::from(value);
+fn emit(out: &mut Vec<(u128, u32)>, pos: u128, value: u32) {
     let n = out.len();
     match out.last_mut() {
-        Some(last) if *last >> 32 == pos => {
-            *last = entry;
-            if n >= 2 && out[n - 2] as u32 == value {
+        Some(last) if last.0 == pos => {
+            last.1 = value;
+            if n >= 2 && out[n - 2].1 == value {
                 out.pop();
             }
         }
-        Some(last) if *last as u32 == value => {}
-        _ => out.push(entry),
+        Some(last) if last.1 == value => {}
+        _ => out.push((pos, value)),
     }
 }
 
-impl Flat {
+impl<K: FlatKey> Flat<K> {
     /// The intervals of `routes`: (address, length, next hop + 1), in
     /// (address, length) order, so that a route follows every route
     /// covering it. `None` if the table has more intervals than a `u16`
     /// index can point at (never for [`FLAT_MAX_ROUTES`] routes: at most
     /// 2 × routes + 1).
-    pub(crate) fn build(routes: impl Iterator<Item = (u32, u8, u32)>) -> Option<Flat> {
-        let mut out: Vec<u64> = vec![0];
+    pub(crate) fn build(routes: impl Iterator<Item = (u128, u8, u32)>) -> Option<Flat<K>> {
+        // The end of a route, `None` for the end of the address space.
+        let end_of = |start: u128, len: u8| {
+            1u128
+                .checked_shl(K::BITS - u32::from(len).min(K::BITS))
+                .and_then(|size| start.checked_add(size))
+                .filter(|&end| K::BITS == 128 || end >> K::BITS == 0)
+        };
+        let mut out: Vec<(u128, u32)> = vec![(0, 0)];
         // Routes covering the current position: (end, value); the bottom is
         // the whole space with no route.
-        let mut stack: Vec<(u64, u32)> = vec![(1 << 32, 0)];
-        for (addr, len, value) in routes {
-            let start = u64::from(addr);
-            let end = start + (1u64 << (32 - u32::from(len.min(32))));
-            while let Some(&(top_end, _)) = stack.last() {
-                if top_end > start || stack.len() == 1 {
+        let mut stack: Vec<(Option<u128>, u32)> = vec![(None, 0)];
+        for (start, len, value) in routes {
+            while let Some(&(Some(end), _)) = stack.last() {
+                if end > start {
                     break;
                 }
                 stack.pop();
                 let under = stack.last().map_or(0, |&(_, v)| v);
-                emit(&mut out, top_end, under);
+                emit(&mut out, end, under);
             }
             emit(&mut out, start, value);
-            stack.push((end, value));
+            stack.push((end_of(start, len), value));
         }
         while stack.len() > 1 {
             let Some((end, _)) = stack.pop() else { break };
             let under = stack.last().map_or(0, |&(_, v)| v);
-            emit(&mut out, end, under);
+            if let Some(end) = end {
+                emit(&mut out, end, under);
+            }
         }
         let n = out.len();
         if n > usize::from(u16::MAX) {
             return None;
         }
-        // About two entries a bucket.
-        let bits = (usize::BITS - (n / 2).leading_zeros()).min(16);
-        let buckets = 1usize << bits;
+        // About two entries a bucket, over [base, last start].
+        let bits = usize::BITS - (n / 2).leading_zeros();
+        let base = out.get(1).map_or(0, |e| e.0);
+        // Sorted: `base` is at most the last start.
+        let span = out[n - 1].0 - base;
+        let shift = (u128::BITS - span.leading_zeros()).saturating_sub(bits);
+        let buckets = usize::try_from(span.checked_shr(shift).unwrap_or(0)).ok()? + 1;
         let mut index = Vec::with_capacity(buckets + 1);
+        index.push(0u16);
         let mut last = 0usize;
-        for b in 0..=buckets as u64 {
-            let first = b << (32 - bits);
-            while last + 1 < n && out[last + 1] >> 32 <= first {
+        for b in 1..=buckets as u128 {
+            // `None` past the end of the space (`checked_shl` would drop
+            // the bits shifted out).
+            let first = 1u128
+                .checked_shl(shift)
+                .and_then(|width| b.checked_mul(width))
+                .and_then(|o| base.checked_add(o));
+            while last + 1 < n && first.is_none_or(|f| out[last + 1].0 <= f) {
                 last += 1;
             }
             index.push(u16::try_from(last).ok()?);
         }
         Some(Flat {
-            bits,
+            base: K::from_u128(base),
+            shift,
+            last: buckets - 1,
             index: index.into(),
-            entries: out.into(),
+            entries: out
+                .into_iter()
+                .map(|(pos, value)| K::entry(K::from_u128(pos), value))
+                .collect(),
         })
     }
 
     /// The bucket of `addr`.
     #[inline(always)]
-    pub(crate) fn bucket(&self, addr: u32) -> usize {
-        ((u64::from(addr) << self.bits) >> 32) as usize
+    pub(crate) fn bucket(&self, addr: K) -> usize {
+        addr.bucket(self.base, self.shift, self.last)
     }
 
     /// Where the index entry of bucket `b` lies: a cache line to prefetch.
@@ -149,29 +294,27 @@ impl Flat {
     /// The leaf value (next hop + 1, 0 for none) of `addr`, in bucket `b`
     /// whose first candidate is `lo` ([`Flat::first`]).
     #[inline(always)]
-    pub(crate) fn finish(&self, addr: u32, b: usize, lo: usize) -> u32 {
+    pub(crate) fn finish(&self, addr: K, b: usize, lo: usize) -> u32 {
         let hi = usize::from(self.index[b + 1]);
-        // An entry is at or before `addr` iff it is ≤ this, whatever its value.
-        let probe = u64::from(addr) << 32 | u64::from(u32::MAX);
         // The bucket's entries after the first, in one bounds check.
         let found = match self.entries.get(lo + 1..=hi) {
-            Some(s) if s.len() <= SCAN_MAX => lo + s.iter().take_while(|&&e| e <= probe).count(),
-            Some(s) => lo + s.partition_point(|&e| e <= probe),
+            Some(s) if s.len() <= SCAN_MAX => lo + s.iter().take_while(|e| addr.after(e)).count(),
+            Some(s) => lo + s.partition_point(|e| addr.after(e)),
             None => lo,
         };
-        self.entries[found] as u32
+        K::value(self.entries[found])
     }
 
     /// The leaf value of `addr`.
     #[inline(always)]
-    pub(crate) fn lookup(&self, addr: u32) -> u32 {
+    pub(crate) fn lookup(&self, addr: K) -> u32 {
         let b = self.bucket(addr);
         self.finish(addr, b, self.first(b))
     }
 
     /// Heap bytes of the index and the entries.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.index.len() * 2 + self.entries.len() * 8
+        self.index.len() * 2 + self.entries.len() * size_of::<K::Entry>()
     }
 }
 
@@ -179,68 +322,94 @@ impl Flat {
 mod tests {
     use super::*;
 
-    fn value(flat: &Flat, addr: u32) -> u32 {
-        flat.lookup(addr)
+    fn flat4(routes: &[(u32, u8, u32)]) -> Flat<u32> {
+        Flat::build(routes.iter().map(|&(a, l, v)| (u128::from(a), l, v))).expect("small")
     }
 
     #[test]
     fn nested_routes_become_intervals() {
-        // 10.0.0.0/8 → 1, 10.1.0.0/16 → 2, 10.1.2.0/24 → 3, 0.0.0.0/0 → 4
-        let routes = [
-            (0u32, 0u8, 4u32),
+        // 0.0.0.0/0 → 4, 10.0.0.0/8 → 1, 10.1.0.0/16 → 2, 10.1.2.0/24 → 3
+        let flat = flat4(&[
+            (0, 0, 4),
             (0x0a00_0000, 8, 1),
             (0x0a01_0000, 16, 2),
             (0x0a01_0200, 24, 3),
-        ];
-        let flat = Flat::build(routes.into_iter()).expect("small");
-        assert_eq!(value(&flat, 0), 4);
-        assert_eq!(value(&flat, 0x09ff_ffff), 4);
-        assert_eq!(value(&flat, 0x0a00_0000), 1);
-        assert_eq!(value(&flat, 0x0a01_0000), 2);
-        assert_eq!(value(&flat, 0x0a01_0200), 3);
-        assert_eq!(value(&flat, 0x0a01_02ff), 3);
-        assert_eq!(value(&flat, 0x0a01_0300), 2);
-        assert_eq!(value(&flat, 0x0a02_0000), 1);
-        assert_eq!(value(&flat, 0x0b00_0000), 4);
-        assert_eq!(value(&flat, u32::MAX), 4);
+        ]);
+        for (addr, want) in [
+            (0, 4),
+            (0x09ff_ffff, 4),
+            (0x0a00_0000, 1),
+            (0x0a01_0000, 2),
+            (0x0a01_0200, 3),
+            (0x0a01_02ff, 3),
+            (0x0a01_0300, 2),
+            (0x0a02_0000, 1),
+            (0x0b00_0000, 4),
+            (u32::MAX, 4),
+        ] {
+            assert_eq!(flat.lookup(addr), want, "{addr:#x}");
+        }
         // 0/0, 10/8, 10.1/16, 10.1.2/24, back to 10.1/16, 10/8, 0/0.
         assert_eq!(flat.entries.len(), 7);
     }
 
     #[test]
     fn equal_neighbours_merge_and_host_routes_end_the_space() {
-        let routes = [
-            (0x0a00_0000u32, 8u8, 1u32),
-            (0x0a80_0000, 9, 1),
-            (u32::MAX, 32, 2),
-        ];
-        let flat = Flat::build(routes.into_iter()).expect("small");
-        assert_eq!(value(&flat, 0x0a7f_ffff), 1);
-        assert_eq!(value(&flat, 0x0aff_ffff), 1);
-        assert_eq!(value(&flat, 0x0b00_0000), 0);
-        assert_eq!(value(&flat, u32::MAX - 1), 0);
-        assert_eq!(value(&flat, u32::MAX), 2);
+        let flat = flat4(&[(0x0a00_0000, 8, 1), (0x0a80_0000, 9, 1), (u32::MAX, 32, 2)]);
+        assert_eq!(flat.lookup(0x0a7f_ffff), 1);
+        assert_eq!(flat.lookup(0x0aff_ffff), 1);
+        assert_eq!(flat.lookup(0x0b00_0000), 0);
+        assert_eq!(flat.lookup(u32::MAX - 1), 0);
+        assert_eq!(flat.lookup(u32::MAX), 2);
+        assert_eq!(flat.lookup(0x09ff_ffff), 0);
         // [0, none) [10/8, 1) [11/8, none) [255.255.255.255, 2)
         assert_eq!(flat.entries.len(), 4);
     }
 
     #[test]
     fn a_crowded_bucket_is_searched() {
-        // 300 host routes in one /24: one bucket holds them all.
-        let routes = (0..300u32).map(|i| (0xc000_0200 + i * 2, 32u8, i + 1));
-        let flat = Flat::build(routes).expect("small");
+        // 300 host routes close together: few buckets hold them all.
+        let routes: Vec<_> = (0..300u32)
+            .map(|i| (0xc000_0200 + i * 2, 32, i + 1))
+            .collect();
+        let flat = flat4(&routes);
         for i in 0..300u32 {
-            assert_eq!(value(&flat, 0xc000_0200 + i * 2), i + 1);
-            assert_eq!(value(&flat, 0xc000_0200 + i * 2 + 1), 0);
+            assert_eq!(flat.lookup(0xc000_0200 + i * 2), i + 1);
+            assert_eq!(flat.lookup(0xc000_0200 + i * 2 + 1), 0);
         }
-        assert_eq!(value(&flat, 0), 0);
+        assert_eq!(flat.lookup(0), 0);
+        assert_eq!(flat.lookup(u32::MAX), 0);
     }
 
     #[test]
     fn an_empty_table_has_one_interval() {
-        let flat = Flat::build(core::iter::empty()).expect("small");
-        assert_eq!(value(&flat, 0), 0);
-        assert_eq!(value(&flat, u32::MAX), 0);
+        let flat = flat4(&[]);
+        assert_eq!(flat.lookup(0), 0);
+        assert_eq!(flat.lookup(u32::MAX), 0);
         assert_eq!(flat.memory_bytes(), 2 * 2 + 8);
+    }
+
+    #[test]
+    fn ipv6_buckets_cover_only_the_routes_span() {
+        // Three /48s inside 2001:db8::/32, a /0, and a /128 at the very end.
+        let p = |hi: u128| hi << 80;
+        let routes = [
+            (0u128, 0u8, 9u32),
+            (p(0x2001_0db8_0001), 48, 1),
+            (p(0x2001_0db8_0002), 48, 2),
+            (p(0x2001_0db8_ffff), 48, 3),
+            (u128::MAX, 128, 4),
+        ];
+        let flat: Flat<u128> = Flat::build(routes.into_iter()).expect("small");
+        assert_eq!(flat.lookup(0), 9);
+        assert_eq!(flat.lookup(p(0x2001_0db8_0001)), 1);
+        assert_eq!(flat.lookup(p(0x2001_0db8_0001) | 0xffff), 1);
+        assert_eq!(flat.lookup(p(0x2001_0db8_0002) - 1), 1);
+        assert_eq!(flat.lookup(p(0x2001_0db8_0002)), 2);
+        assert_eq!(flat.lookup(p(0x2001_0db8_0003)), 9);
+        assert_eq!(flat.lookup(p(0x2001_0db8_ffff) + 5), 3);
+        assert_eq!(flat.lookup(u128::MAX - 1), 9);
+        assert_eq!(flat.lookup(u128::MAX), 4);
+        assert_eq!(flat.base, p(0x2001_0db8_0001));
     }
 }

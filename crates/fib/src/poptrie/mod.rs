@@ -39,7 +39,7 @@ pub use flat::FLAT_MAX_ROUTES;
 pub use snapshot::{lookup_batch_each, FibSnapshot, PREFETCH_MIN_ROUTES};
 
 use crate::{FibAddr, Lpm, NextHopId, Prefix};
-use flat::Flat;
+use flat::{Flat, FlatAny};
 use group::{bits128, BuildRoute, Group};
 use node::{TOP_BITS, TOP_SLOTS};
 use snapshot::Slot;
@@ -245,18 +245,23 @@ impl<A: FibAddr> PoptrieLpm<A> {
     /// other threads. Cheap: 256 reference-count increments; groups are
     /// shared until this table next changes them (then it copies just those).
     ///
-    /// An IPv4 table of at most [`FLAT_MAX_ROUTES`] routes also gets its
+    /// A table of at most [`FLAT_MAX_ROUTES`] routes also gets its
     /// routes as address intervals (`flat.rs`), built here in O(routes),
     /// which its readers look up instead of the 256 slots and their groups:
     /// what a lookup touches then grows with the routes.
     pub fn snapshot(&self) -> Arc<FibSnapshot<A>> {
         let mut table = self.table.clone();
-        if A::BITS == 32 && !self.routes.is_empty() && self.routes.len() <= FLAT_MAX_ROUTES {
-            table.flat = Flat::build(
+        if !self.routes.is_empty() && self.routes.len() <= FLAT_MAX_ROUTES {
+            let routes = || {
                 self.routes
                     .iter()
-                    .map(|(p, nh)| (p.addr().to_u128() as u32, p.len(), nh.0 + 1)),
-            );
+                    .map(|(p, nh)| (p.addr().to_u128(), p.len(), nh.0 + 1))
+            };
+            table.flat = if A::BITS == 32 {
+                Flat::<u32>::build(routes()).map(FlatAny::V4)
+            } else {
+                Flat::<u128>::build(routes()).map(FlatAny::V6)
+            };
         }
         Arc::new(table)
     }

@@ -191,8 +191,9 @@ impl Packing {
 pub(crate) trait Key: Copy + Default {
     /// `n` bits (1..=16) starting `off` bits from the left, as an index.
     fn bits(self, off: u32, n: u32) -> usize;
-    /// The top 32 bits: an IPv4 address (for the flat form of small tables).
-    fn v4(self) -> u32;
+    /// The address as the flat form of small tables keys it.
+    type Flat: super::flat::FlatKey;
+    fn flat(self) -> Self::Flat;
 }
 
 impl Key for u64 {
@@ -200,8 +201,10 @@ impl Key for u64 {
     fn bits(self, off: u32, n: u32) -> usize {
         ((self << off) >> (64 - n)) as usize
     }
+    /// The IPv4 address: the top 32 bits.
+    type Flat = u32;
     #[inline(always)]
-    fn v4(self) -> u32 {
+    fn flat(self) -> u32 {
         (self >> 32) as u32
     }
 }
@@ -211,9 +214,10 @@ impl Key for u128 {
     fn bits(self, off: u32, n: u32) -> usize {
         ((self << off) >> (128 - n)) as usize
     }
+    type Flat = u128;
     #[inline(always)]
-    fn v4(self) -> u32 {
-        (self >> 96) as u32
+    fn flat(self) -> u128 {
+        self
     }
 }
 
