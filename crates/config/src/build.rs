@@ -42,6 +42,7 @@ pub fn engine_spec(cfg: &Config, fallback_mac: impl Fn(usize) -> [u8; 6]) -> Eng
                         }
                     }
                     InterfaceSpec {
+                        urpf: i.urpf,
                         name: i.name.clone(),
                         port: i.port as u16,
                         vlan: i.vlan,

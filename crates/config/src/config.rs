@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::addr::{IfAddr, IpPrefix};
-pub use vrhost_dataplane::RouteTarget;
+pub use vrhost_dataplane::{RouteTarget, Urpf};
 
 /// A complete, validated configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,6 +176,8 @@ pub struct Interface {
     pub mtu: u16,
     /// Addresses with their subnets, in file order.
     pub addresses: Vec<IfAddr>,
+    /// Reverse-path check of what arrives here (RFC 3704); `off` by default.
+    pub urpf: Urpf,
 }
 
 /// A static route.

@@ -157,6 +157,8 @@ pub struct RawInterface {
     pub mtu: Option<i64>,
     /// MAC address; the port's when absent.
     pub mac: Option<String>,
+    /// Reverse-path check: `off` (when absent), `loose` or `strict`.
+    pub urpf: Option<String>,
 }
 
 /// `[[router.route]]`.

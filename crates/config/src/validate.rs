@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, parse_prefix, IfAddr};
 use crate::config::{
     Api, Config, ControlPlane, Dataplane, Driver, FpmIn, Interface, Limits, Neighbor, Port, Route,
-    RouteTarget, Router,
+    RouteTarget, Router, Urpf,
 };
 use crate::error::ConfigErrors;
 use crate::names::{linux_ifname_problem, name_problem, netns_problem, MAX_IFNAME, MAX_NAME};
@@ -967,6 +967,22 @@ impl Validator<'_, '_> {
             }
         }
 
+        let urpf = match raw.urpf.as_deref().map(str::parse::<Urpf>) {
+            None => Urpf::Off,
+            Some(Ok(u)) => u,
+            Some(Err(problem)) => {
+                self.err(
+                    item.key("urpf"),
+                    format!(
+                        "{problem}: the reverse-path check (RFC 3704) of what arrives on the \
+                         interface; strict: the source's route leaves by this interface, \
+                         loose: the source has a route"
+                    ),
+                );
+                Urpf::Off
+            }
+        };
+
         Interface {
             name: raw.name.clone().unwrap_or_default(),
             port: port.unwrap_or(0),
@@ -974,6 +990,7 @@ impl Validator<'_, '_> {
             mac,
             mtu: mtu_known.unwrap_or(DEFAULT_MTU),
             addresses,
+            urpf,
         }
     }
 

@@ -209,6 +209,7 @@ impl RuntimeBackend {
                 }
             }
             interfaces.push(InterfaceSpec {
+                urpf: Default::default(),
                 name: i.name.clone(),
                 port: port.get(),
                 vlan: i.vlan,

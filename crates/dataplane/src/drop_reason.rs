@@ -105,6 +105,8 @@ drop_reasons! {
     RateCeiling = "rate-ceiling",
     /// Packet for the router beyond the VR's punt rate (`punt_rate`).
     PuntRateLimit = "punt-rate-limit",
+    /// The source fails the ingress interface's reverse-path check (`urpf`): no usable route back (loose), or not back out of that interface (strict) (RFC 3704).
+    Urpf = "urpf",
 }
 
 #[cfg(test)]

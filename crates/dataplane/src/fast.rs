@@ -8,6 +8,7 @@
 //!   untagged or one 802.1Q tag, IPv4 with IHL 5 (no options), checksum good,
 //!   total length within the frame, no martian source or destination,
 //!   destination below 224/4 (no multicast, class E or broadcast),
+//!   source passes the ingress interface's uRPF check if it has one,
 //!   FIB answer: gateway or attached host, TTL > 1, fits the egress MTU,
 //!   neighbor static or reachable (no probe due)
 //!       │ yes                                        │ any no
@@ -31,6 +32,8 @@ use crate::iface::Iface;
 use crate::ipv4_input::martian_octet;
 use crate::mbuf::Mbuf;
 use crate::output::Ctx;
+use crate::spec::Urpf;
+use crate::urpf;
 use crate::worker::{NextHop, Vr};
 
 /// Forwards `m` (demuxed as IPv4, `id` its FIB answer) if it qualifies:
@@ -43,10 +46,16 @@ use crate::worker::{NextHop, Vr};
 /// has its own out-of-line copy ([`v4_at`], which the plain burst calls
 /// directly), with its header offsets constant.
 #[inline]
-pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16> {
+pub(crate) fn v4(
+    ctx: &mut Ctx<'_>,
+    vr: &mut Vr,
+    m: &mut Mbuf,
+    id: NextHopId,
+    urpf: Urpf,
+) -> Option<u16> {
     match m.l3_off {
-        14 => v4_at::<14>(ctx, vr, m, id),
-        18 => v4_at::<18>(ctx, vr, m, id),
+        14 => v4_at::<14>(ctx, vr, m, id, urpf),
+        18 => v4_at::<18>(ctx, vr, m, id, urpf),
         _ => None,
     }
 }
@@ -67,10 +76,11 @@ pub(crate) fn v4_at<const L2: usize>(
     vr: &mut Vr,
     m: &mut Mbuf,
     id: NextHopId,
+    urpf: Urpf,
 ) -> Option<u16> {
     // One length test for both headers: `l3_len` cannot underflow below,
     // and with `L2` a constant the split and the IPv4 view are free.
-    let (len, room) = (m.len(), m.headroom());
+    let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
     let (l2, ip) = m.data_mut().first_chunk_mut::<38>()?.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<20>()?;
     let l3_len = len - L2;
@@ -90,6 +100,14 @@ pub(crate) fn v4_at<const L2: usize>(
         return None;
     }
     let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+    // RFC 3704 on an interface that asks for it: a source that fails is
+    // left to the full stages, which drop and count it.
+    if urpf != Urpf::Off {
+        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+        if !urpf::passes(urpf, vr.source_route4(src), m_iface) {
+            return None;
+        }
+    }
     let (egress, neigh) = match vr.resolve(id.0) {
         Some(NextHop::Gateway { iface, neigh }) => (iface, neigh),
         Some(NextHop::Connected { iface }) => match vr.neighbors.find(iface, IpAddr::V4(dst)) {
@@ -129,10 +147,16 @@ pub(crate) fn v4_at<const L2: usize>(
 ///   MACs and tag, counters, egress queue       (ipv6_input, ip_forward, output)
 /// ```
 #[inline]
-pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, m: &mut Mbuf, id: NextHopId) -> Option<u16> {
+pub(crate) fn v6(
+    ctx: &mut Ctx<'_>,
+    vr: &mut Vr,
+    m: &mut Mbuf,
+    id: NextHopId,
+    urpf: Urpf,
+) -> Option<u16> {
     match m.l3_off {
-        14 => v6_at::<14>(ctx, vr, m, id),
-        18 => v6_at::<18>(ctx, vr, m, id),
+        14 => v6_at::<14>(ctx, vr, m, id, urpf),
+        18 => v6_at::<18>(ctx, vr, m, id, urpf),
         _ => None,
     }
 }
@@ -145,8 +169,9 @@ pub(crate) fn v6_at<const L2: usize>(
     vr: &mut Vr,
     m: &mut Mbuf,
     id: NextHopId,
+    urpf: Urpf,
 ) -> Option<u16> {
-    let (len, room) = (m.len(), m.headroom());
+    let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
     let (l2, ip) = m.data_mut().first_chunk_mut::<58>()?.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<40>()?;
     let l3_len = len - L2;
@@ -162,6 +187,14 @@ pub(crate) fn v6_at<const L2: usize>(
         || hop_limit <= 1
     {
         return None;
+    }
+    // RFC 3704, as for IPv4 (the test above left link-local and unspecified
+    // sources to the full stages, which do not check them).
+    if urpf != Urpf::Off {
+        let src: [u8; 16] = *ip[8..].first_chunk::<16>()?;
+        if !urpf::passes(urpf, vr.source_route6(Ipv6Addr::from(src)), m_iface) {
+            return None;
+        }
     }
     let (egress, neigh) = match vr.resolve(id.0) {
         Some(NextHop::Gateway { iface, neigh }) => (iface, neigh),

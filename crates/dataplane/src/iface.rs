@@ -3,6 +3,8 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vrhost_wire::ethernet::EthernetAddress;
+
+use crate::spec::Urpf;
 use vrhost_wire::ipv6 as wire6;
 
 /// An interface at run time.
@@ -29,6 +31,8 @@ pub struct Iface {
     /// The VR has a control plane: also accept the link-local control groups
     /// (224.0.0.0/24 and ff02::/112: OSPF, RIP, VRRP, PIM, MLD), which are punted to it.
     pub control_mcast: bool,
+    /// Reverse-path check of what arrives here ([`crate::urpf`]).
+    pub urpf: Urpf,
 }
 
 /// A MAC of a link-local control group: 01:00:5e:00:00:xx (224.0.0.0/24,

@@ -12,6 +12,8 @@ use vrhost_wire::Error as WireError;
 use crate::drop_reason::DropReason;
 use crate::icmp_error::Icmp4;
 use crate::mbuf::Mbuf;
+use crate::spec::Urpf;
+use crate::urpf;
 use crate::worker::{NextHop, Vr};
 
 /// Where an IPv4 packet goes after input.
@@ -58,9 +60,15 @@ static MARTIAN_OCTET: [bool; 256] = {
 };
 
 /// `route` is the FIB's answer for the destination when the burst's batch
-/// lookup already has it (`Worker::routes`).
+/// lookup already has it (`Worker::routes`); `urpf` is the ingress
+/// interface's reverse-path check ([`crate::urpf`]).
 #[inline]
-pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: Option<Option<NextHopId>>) -> Next {
+pub(crate) fn process(
+    vr: &mut Vr,
+    m: &mut Mbuf,
+    route: Option<Option<NextHopId>>,
+    urpf: Urpf,
+) -> Next {
     let l3_off = m.l3_off as usize;
     let pkt = match Ipv4Packet::new_checked(m.l3()) {
         Ok(p) => p,
@@ -85,6 +93,10 @@ pub(crate) fn process(vr: &mut Vr, m: &mut Mbuf, route: Option<Option<NextHopId>
     let d = dst.octets()[0];
     if d == 0 || d == 127 || (d >= 240 && !dst.is_broadcast()) {
         return Next::Drop(DropReason::MartianDestination);
+    }
+    // RFC 3704: the source's route, back through the ingress interface.
+    if urpf != Urpf::Off && !urpf::passes(urpf, vr.source_route4(src), m.iface) {
+        return Next::Drop(DropReason::Urpf);
     }
     // RFC 1812 §5.2.4: options are processed, not ignored. Source routes are
     // dropped, as RFC 7126 §4.3/§4.4 recommends for routers by default.

@@ -9,6 +9,8 @@ use crate::drop_reason::DropReason;
 use crate::icmp_error::Icmp6;
 use crate::iface::Iface;
 use crate::mbuf::Mbuf;
+use crate::spec::Urpf;
+use crate::urpf;
 use crate::worker::{NextHop, Vr};
 
 /// Where an IPv6 packet goes after input.
@@ -47,6 +49,15 @@ pub(crate) fn process(vr: &mut Vr, iface: &Iface, m: &mut Mbuf) -> Next {
     // never to loopback or the unspecified address.
     if src.is_multicast() || src.is_loopback() || dst.is_loopback() || dst.is_unspecified() {
         return Next::Drop(DropReason::Ipv6MartianAddress);
+    }
+    // RFC 3704, for sources that can be routed: link-local and unspecified
+    // ones (neighbor discovery, DAD) stay on their link and are not checked.
+    if iface.urpf != Urpf::Off
+        && !src.is_unspecified()
+        && !wire6::is_link_local(&src)
+        && !urpf::passes(iface.urpf, vr.source_route6(src), m.iface)
+    {
+        return Next::Drop(DropReason::Urpf);
     }
     m.truncate(l3_off + 40 + payload_len);
     if dst.is_multicast() {

@@ -37,6 +37,7 @@ mod local;
 mod ndp;
 mod output;
 mod pipeline;
+mod urpf;
 
 pub use counters::{CounterCells, Counters};
 pub use drop_reason::DropReason;
@@ -46,7 +47,8 @@ pub use iface::{link_local_from_mac, Iface};
 pub use mbuf::{Mbuf, MbufPool};
 pub use neighbor::Event;
 pub use spec::{
-    EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, PortSpec, RouteTarget, RouterSpec, VrId,
+    EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, PortSpec, RouteTarget, RouterSpec, Urpf,
+    VrId,
 };
 pub use tables::{BuildError, RouteHop, Shared, TableWriter};
 pub use worker::{NextHop, TxBatch, Vr, Worker, WorkerCounters};

@@ -43,7 +43,7 @@ use crate::local;
 use crate::mbuf::Mbuf;
 use crate::neighbor::Event;
 use crate::output::Ctx;
-use crate::spec::IfaceId;
+use crate::spec::{IfaceId, Urpf};
 use crate::worker::{Staged, TxBatch, Vr, Worker};
 use crate::{arp_input, icmp_error, tap};
 
@@ -170,11 +170,11 @@ impl Worker {
         else {
             return false;
         };
-        let Some((vr, mac)) = self
+        let Some((vr, mac, urpf)) = self
             .shared
             .ifaces
             .get(usize::from(iface))
-            .map(|i| (i.vr, i.mac.0))
+            .map(|i| (i.vr, i.mac.0, i.urpf))
         else {
             return false;
         };
@@ -233,7 +233,8 @@ impl Worker {
         let mut one_port = true;
         if self.fast_path {
             for (m, &route) in rx.iter_mut().zip(&self.routes) {
-                let Some(port) = route.and_then(|id| A::fast_at::<L2>(&mut ctx, v, m, id)) else {
+                let Some(port) = route.and_then(|id| A::fast_at::<L2>(&mut ctx, v, m, id, urpf))
+                else {
                     break;
                 };
                 one_port &= *to.get_or_insert(port) == port;
@@ -256,7 +257,7 @@ impl Worker {
             A::stages(&mut ctx, v, m, route);
         }
         for (m, &route) in rest {
-            forward::<A, L2>(&mut ctx, v, self.fast_path, m, route);
+            forward::<A, L2>(&mut ctx, v, self.fast_path, m, route, urpf);
         }
         if fair_share {
             let t = fair.now();
@@ -407,9 +408,10 @@ impl Worker {
                 _ => None,
             };
             if let Some(id) = fast_id {
+                let urpf = ctx.ifaces[usize::from(m.iface)].urpf;
                 let fast = match s.next {
-                    demux::Next::Ipv6 => fast::v6(&mut ctx, v, &mut m, id),
-                    _ => fast::v4(&mut ctx, v, &mut m, id),
+                    demux::Next::Ipv6 => fast::v6(&mut ctx, v, &mut m, id, urpf),
+                    _ => fast::v4(&mut ctx, v, &mut m, id, urpf),
                 };
                 if fast.is_some() {
                     ctx.push_tx(m);
@@ -676,11 +678,13 @@ trait Family: Copy {
     );
     /// The fast path ([`fast::v4_at`], [`fast::v6_at`]) for a frame whose
     /// L3 header is `L2` bytes in.
+    /// `urpf` is the ingress interface's reverse-path check.
     fn fast_at<const L2: usize>(
         ctx: &mut Ctx<'_>,
         vr: &mut Vr,
         m: &mut Mbuf,
         id: NextHopId,
+        urpf: Urpf,
     ) -> Option<u16>;
     /// The full stages, for a frame whose FIB answer is `route`.
     fn stages(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, route: Option<NextHopId>);
@@ -717,8 +721,9 @@ impl Family for Ipv4Addr {
         vr: &mut Vr,
         m: &mut Mbuf,
         id: NextHopId,
+        urpf: Urpf,
     ) -> Option<u16> {
-        fast::v4_at::<L2>(ctx, vr, m, id)
+        fast::v4_at::<L2>(ctx, vr, m, id, urpf)
     }
 
     #[inline]
@@ -758,8 +763,9 @@ impl Family for Ipv6Addr {
         vr: &mut Vr,
         m: &mut Mbuf,
         id: NextHopId,
+        urpf: Urpf,
     ) -> Option<u16> {
-        fast::v6_at::<L2>(ctx, vr, m, id)
+        fast::v6_at::<L2>(ctx, vr, m, id, urpf)
     }
 
     /// IPv6 input looks the destination up itself.
@@ -799,8 +805,9 @@ fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Ne
     Some((next, vr, m))
 }
 
-/// A frame of `vr` of the family of `A` whose FIB answer is `route`: the
-/// fast path when it is on and takes the frame, else the full stages.
+/// A frame of `vr` of the family of `A` whose FIB answer is `route`, that
+/// came in on an interface with reverse-path check `urpf`: the fast path
+/// when it is on and takes the frame, else the full stages.
 #[inline(always)]
 fn forward<A: Family, const L2: usize>(
     ctx: &mut Ctx<'_>,
@@ -808,9 +815,10 @@ fn forward<A: Family, const L2: usize>(
     fast_path: bool,
     mut m: Mbuf,
     route: Option<NextHopId>,
+    urpf: Urpf,
 ) {
     if let (true, Some(id)) = (fast_path, route) {
-        if A::fast_at::<L2>(ctx, vr, &mut m, id).is_some() {
+        if A::fast_at::<L2>(ctx, vr, &mut m, id, urpf).is_some() {
             return ctx.push_tx(m);
         }
     }
@@ -829,7 +837,7 @@ fn stages(
     let iface = &ctx.ifaces[m.iface as usize];
     match next {
         demux::Next::Arp => arp_input::process(ctx, vr, m),
-        demux::Next::Ipv4 => match ipv4_input::process(vr, &mut m, route) {
+        demux::Next::Ipv4 => match ipv4_input::process(vr, &mut m, route, iface.urpf) {
             ipv4_input::Next::Forward(nh) => ip_forward::v4(ctx, vr, m, nh),
             ipv4_input::Next::Local => local::v4(ctx, vr, m),
             ipv4_input::Next::Punt => ctx.punt(vr, m),

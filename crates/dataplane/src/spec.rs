@@ -160,6 +160,49 @@ pub struct InterfaceSpec {
     /// IPv6 addresses with prefix lengths. A link-local address derived
     /// from the MAC (RFC 4291 §2.5.1) is added when any is present.
     pub addrs6: Vec<(Ipv6Addr, u8)>,
+    /// Reverse-path check of the sources of what arrives here.
+    pub urpf: Urpf,
+}
+
+/// Unicast reverse-path forwarding on an interface (RFC 3704): whether the
+/// source of a packet arriving there must be reachable, and back through
+/// that interface. Either family; a source in fe80::/10 or :: (link-local
+/// and address-resolution traffic, never forwarded) is not checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Urpf {
+    /// No check (the default).
+    #[default]
+    Off,
+    /// The source has a route that is not a blackhole or unreachable one,
+    /// nor one of the VR's own or broadcast addresses (RFC 3704 §2.4).
+    Loose,
+    /// The source's route leaves by the interface the packet came in on
+    /// (RFC 3704 §2.2).
+    Strict,
+}
+
+impl Urpf {
+    /// The config's word for it: `off`, `loose` or `strict`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Urpf::Off => "off",
+            Urpf::Loose => "loose",
+            Urpf::Strict => "strict",
+        }
+    }
+}
+
+impl core::str::FromStr for Urpf {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Urpf, String> {
+        match s {
+            "off" => Ok(Urpf::Off),
+            "loose" => Ok(Urpf::Loose),
+            "strict" => Ok(Urpf::Strict),
+            _ => Err(format!("`{s}` is not one of off, loose, strict")),
+        }
+    }
 }
 
 /// Per-VR limits.

@@ -240,6 +240,19 @@ impl Vr {
         })
     }
 
+    /// The route of IPv4 source `src` as the FIB holds it, for a
+    /// reverse-path check ([`crate::urpf`]): no neighbor entry is made.
+    #[inline]
+    pub(crate) fn source_route4(&self, src: Ipv4Addr) -> Option<&RouteHop> {
+        self.nexthops.get(self.fib4.lookup(src)?.0 as usize)
+    }
+
+    /// [`Vr::source_route4`] for IPv6.
+    #[inline]
+    pub(crate) fn source_route6(&self, src: Ipv6Addr) -> Option<&RouteHop> {
+        self.nexthops.get(self.fib6.lookup(src)?.0 as usize)
+    }
+
     /// Longest-prefix match for IPv4.
     #[inline]
     pub fn lookup4(&mut self, dst: Ipv4Addr) -> Option<NextHop> {

@@ -35,6 +35,7 @@ fn churning(i: u32) -> Prefix4 {
 
 fn spec() -> EngineSpec {
     let iface = |name: &str, port, mac, addr| InterfaceSpec {
+        urpf: Default::default(),
         name: name.into(),
         port,
         vlan: None,

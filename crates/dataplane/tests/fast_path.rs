@@ -46,6 +46,7 @@ fn iface(
     a: [u8; 4],
 ) -> InterfaceSpec {
     InterfaceSpec {
+        urpf: Default::default(),
         name: name.into(),
         port,
         vlan,

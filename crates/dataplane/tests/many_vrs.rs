@@ -44,6 +44,7 @@ fn gw_mac(vr: usize) -> EthernetAddress {
 
 fn spec() -> EngineSpec {
     let iface = |name: String, port: u16, vlan: u16, mac, net: u8| InterfaceSpec {
+        urpf: Default::default(),
         name,
         port,
         vlan: Some(vlan),

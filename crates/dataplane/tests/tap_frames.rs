@@ -27,6 +27,7 @@ fn iface(vlan: Option<u16>) -> Iface {
         addrs6: vec![("2001:db8::1".parse().unwrap(), 64)],
         mcast: vec![],
         control_mcast: true,
+        urpf: Default::default(),
     }
 }
 

@@ -44,6 +44,7 @@ fn green() -> RouterSpec {
         name: "green".into(),
         interfaces: vec![
             InterfaceSpec {
+                urpf: Default::default(),
                 name: "green0".into(),
                 port: 2,
                 vlan: Some(7),
@@ -53,6 +54,7 @@ fn green() -> RouterSpec {
                 addrs6: vec![],
             },
             InterfaceSpec {
+                urpf: Default::default(),
                 name: "green1".into(),
                 port: 1,
                 vlan: Some(300),
@@ -255,6 +257,7 @@ fn interfaces_come_and_go_while_the_vr_forwards() {
     let mut e = engine();
     let red_frame = udp_on(RED0_MAC);
     let extra = InterfaceSpec {
+        urpf: Default::default(),
         name: "red9".into(),
         port: 2,
         vlan: Some(9),

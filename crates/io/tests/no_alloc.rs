@@ -87,6 +87,7 @@ fn steady_state_forwarding_allocates_nothing() {
             name: "r".into(),
             interfaces: vec![
                 InterfaceSpec {
+                    urpf: Default::default(),
                     name: "in0".into(),
                     port: 0,
                     vlan: None,
@@ -96,6 +97,7 @@ fn steady_state_forwarding_allocates_nothing() {
                     addrs6: vec![],
                 },
                 InterfaceSpec {
+                    urpf: Default::default(),
                     name: "out0".into(),
                     port: 1,
                     vlan: Some(7),

@@ -61,6 +61,7 @@ fn spec(tables: &[Vec<(Ipv4Addr, u8)>]) -> EngineSpec {
                 name: name.into(),
                 interfaces: vec![
                     InterfaceSpec {
+                        urpf: Default::default(),
                         name: format!("{name}-down"),
                         port: 0,
                         vlan: Some(vlan),
@@ -70,6 +71,7 @@ fn spec(tables: &[Vec<(Ipv4Addr, u8)>]) -> EngineSpec {
                         addrs6: vec![],
                     },
                     InterfaceSpec {
+                        urpf: Default::default(),
                         name: format!("{name}-up"),
                         port: 1,
                         vlan: Some(vlan),

@@ -684,6 +684,26 @@ fn interface_with_ipv6_needs_mtu_1280() {
     valid(&with("  mtu = 1280\n"));
 }
 
+// ---- interface uRPF -----------------------------------------------------
+
+#[test]
+fn interface_urpf_is_off_loose_or_strict() {
+    assert_eq!(valid(BASE).routers[0].interfaces[0].urpf, Urpf::Off);
+    for (word, want) in [
+        ("off", Urpf::Off),
+        ("loose", Urpf::Loose),
+        ("strict", Urpf::Strict),
+    ] {
+        let c = valid(&with(&format!("  urpf = \"{word}\"\n")));
+        assert_eq!(c.routers[0].interfaces[0].urpf, want, "{word}");
+    }
+    only(
+        &with("  urpf = \"yes\"\n"),
+        "router \"red\".interface \"red0\".urpf",
+        "`yes` is not one of off, loose, strict: the reverse-path check (RFC 3704)",
+    );
+}
+
 // ---- routes --------------------------------------------------------------
 
 fn route(body: &str) -> String {

@@ -424,6 +424,7 @@ pub(super) fn build_iface(
         addrs6,
         mcast,
         control_mcast,
+        urpf: i.urpf,
     });
     Ok(gi)
 }

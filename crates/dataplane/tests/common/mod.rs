@@ -53,6 +53,7 @@ fn router(
         name: name.into(),
         interfaces: vec![
             InterfaceSpec {
+                urpf: Default::default(),
                 name: format!("{name}0"),
                 port: ports.0,
                 vlan: None,
@@ -62,6 +63,7 @@ fn router(
                 addrs6: vec![(RED0_6, 64)],
             },
             InterfaceSpec {
+                urpf: Default::default(),
                 name: format!("{name}1"),
                 port: ports.1,
                 vlan: Some(vlan),
