@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::table;
 use crate::types::{
     BulkRoutes, IfaceAddr, InterfaceSpec, MacAddr, Neighbor, Outcome, Prefix, Route, RouteTarget,
-    VrSpec,
+    UrpfMode, VrSpec,
 };
 
 /// Where `vrhost ctl` looks for the API when neither `--socket` nor `--url` is given.
@@ -177,6 +177,9 @@ pub enum IfaceCommand {
         /// ADDRESS/LENGTH, repeatable.
         #[arg(long = "address")]
         addresses: Vec<IfaceAddr>,
+        /// Reverse-path check (RFC 3704): off, loose or strict.
+        #[arg(long, default_value = "off")]
+        urpf: UrpfMode,
     },
     /// Delete an interface (refused while routes go through it).
     Del {
@@ -394,6 +397,7 @@ fn execute(client: &Client, cmd: CtlCommand) -> anyhow::Result<Result<Shown, Cli
             mac,
             mtu,
             addresses,
+            urpf,
         }) => client
             .add_interface(
                 &vr,
@@ -404,6 +408,7 @@ fn execute(client: &Client, cmd: CtlCommand) -> anyhow::Result<Result<Shown, Cli
                     mac,
                     mtu,
                     addresses,
+                    urpf,
                 },
             )
             .map(shown_outcome),

@@ -472,6 +472,44 @@ pub struct InterfaceSpec {
     /// Addresses with their subnet lengths.
     #[serde(default)]
     pub addresses: Vec<IfaceAddr>,
+    /// Reverse-path check of what arrives (RFC 3704); `off` when absent.
+    #[serde(default, skip_serializing_if = "UrpfMode::is_off")]
+    pub urpf: UrpfMode,
+}
+
+/// An interface's reverse-path check (RFC 3704), as the config's `urpf`
+/// key: `off`, `loose` (the source has a usable route) or `strict` (the
+/// source's route leaves by this interface).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UrpfMode {
+    /// No check.
+    #[default]
+    Off,
+    /// The source has a route that is not a blackhole or unreachable one.
+    Loose,
+    /// The source's route leaves by the interface the packet came in on.
+    Strict,
+}
+
+impl UrpfMode {
+    /// Whether it is `off` (the default, left out of answers).
+    pub fn is_off(&self) -> bool {
+        *self == UrpfMode::Off
+    }
+}
+
+impl FromStr for UrpfMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(UrpfMode::Off),
+            "loose" => Ok(UrpfMode::Loose),
+            "strict" => Ok(UrpfMode::Strict),
+            _ => Err(format!("`{s}` is not one of off, loose, strict")),
+        }
+    }
 }
 
 /// A VR to create: the keys of a config file's `[[router]]` table.
@@ -517,6 +555,9 @@ pub struct InterfaceInfo {
     pub mtu: u16,
     /// Addresses with their subnet lengths.
     pub addresses: Vec<IfaceAddr>,
+    /// Reverse-path check (RFC 3704); `off` when absent.
+    #[serde(default, skip_serializing_if = "UrpfMode::is_off")]
+    pub urpf: UrpfMode,
 }
 
 /// A VR as it is.

@@ -19,13 +19,13 @@ use anyhow::Result;
 use vrhost_api::types::{
     BulkResult, BulkRoutes, CounterSet, IfaceAddr, InterfaceCounters, InterfaceInfo, MacAddr,
     Neighbor, Outcome, PortInfo, Prefix, ReloadReport, Route, RoutePage, RouteTarget as ApiTarget,
-    VrControl, VrCounters, VrInfo, VrPolicy, VrSpec, WorkerInfo,
+    UrpfMode, VrControl, VrCounters, VrInfo, VrPolicy, VrSpec, WorkerInfo,
 };
 use vrhost_api::{ApiConfig, ApiError, ApiHandle, Auth, Backend, BadTokenHash};
 use vrhost_config::Config;
 use vrhost_dataplane::{
     sum_ifaces, sum_ports, BuildError, Counters, IfaceId, InterfaceSpec, Limits, PortId, RouteHop,
-    RouteTarget, RouterSpec, TableWriter, VrId, WorkerCounters,
+    RouteTarget, RouterSpec, TableWriter, Urpf, VrId, WorkerCounters,
 };
 use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
@@ -166,6 +166,11 @@ impl RuntimeBackend {
                     mac: MacAddr(f.mac.0),
                     mtu: f.mtu,
                     addresses: addresses(f),
+                    urpf: match f.urpf {
+                        Urpf::Off => UrpfMode::Off,
+                        Urpf::Loose => UrpfMode::Loose,
+                        Urpf::Strict => UrpfMode::Strict,
+                    },
                 }
             })
             .collect();
@@ -209,7 +214,11 @@ impl RuntimeBackend {
                 }
             }
             interfaces.push(InterfaceSpec {
-                urpf: Default::default(),
+                urpf: match i.urpf {
+                    UrpfMode::Off => Urpf::Off,
+                    UrpfMode::Loose => Urpf::Loose,
+                    UrpfMode::Strict => Urpf::Strict,
+                },
                 name: i.name.clone(),
                 port: port.get(),
                 vlan: i.vlan,

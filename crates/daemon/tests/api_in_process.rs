@@ -483,3 +483,36 @@ async fn a_tenant_cannot_make_the_api_hold_more_than_its_limits() {
     assert_eq!(s, StatusCode::OK);
     assert!(f.route("red", "10.9.0.0/16").is_some());
 }
+
+#[tokio::test]
+async fn an_interface_added_with_urpf_keeps_it() {
+    let f = Fixture::new();
+    let path = "/v1/vrs/red/interfaces";
+    let body = json!({"name": "red9", "port": "p0", "vlan": 90,
+        "addresses": ["10.90.0.1/24"], "urpf": "strict"});
+    let (s, v) = f.post_json(&f.admin, path, body.clone()).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (s, list) = f.call(&f.red, "GET", path, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let find = |name: &str| {
+        list.as_array()
+            .and_then(|l| l.iter().find(|i| i["name"] == name))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(find("red9")["urpf"], "strict", "{list}");
+    assert_eq!(find("red0").get("urpf"), None, "off is left out: {list}");
+    // The same again is unchanged; the same name with another check is refused.
+    let (s, _) = f.post_json(&f.admin, path, body.clone()).await;
+    assert_eq!(s, StatusCode::OK);
+    let mut other = body;
+    other["urpf"] = json!("loose");
+    let (s, _) = f.post_json(&f.admin, path, other).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    // A word that is not a check: 400, nothing added.
+    let bad = json!({"name": "red8", "port": "p0", "vlan": 80, "urpf": "sometimes"});
+    let (s, _) = f.post_json(&f.admin, path, bad).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (_, list) = f.call(&f.red, "GET", path, None).await;
+    assert!(!list.to_string().contains("red8"), "{list}");
+}

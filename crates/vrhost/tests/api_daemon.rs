@@ -230,6 +230,7 @@ fn every_resource_through_the_running_router() {
 
     // An interface added to red while it runs, used by a route, then removed.
     let extra = InterfaceSpec {
+        urpf: Default::default(),
         name: "red9".into(),
         port: "p1".into(),
         vlan: Some(9),
@@ -292,6 +293,7 @@ fn every_resource_through_the_running_router() {
     let spec = VrSpec {
         name: "green".into(),
         interfaces: vec![InterfaceSpec {
+            urpf: Default::default(),
             name: "green0".into(),
             port: "p0".into(),
             vlan: Some(10),

@@ -901,6 +901,7 @@ fn a_hostile_tenant_cannot_hurt_another() {
     let purple = vrhost_api::types::VrSpec {
         name: "purple".into(),
         interfaces: vec![vrhost_api::types::InterfaceSpec {
+            urpf: Default::default(),
             name: "p0".into(),
             port: "bp".into(),
             vlan: Some(7),

@@ -73,6 +73,7 @@ fn build(spec: &VrSpec, key: &str) -> Result<FixtureVr, ApiError> {
             mac: s.mac.unwrap_or(MacAddr([2, 0, 0, 0, 0, i as u8])),
             mtu: s.mtu.unwrap_or(1500),
             addresses: s.addresses.clone(),
+            urpf: s.urpf,
         });
     }
     let mut vr = FixtureVr {
@@ -244,6 +245,7 @@ impl Backend for FixtureBackend {
                 mac: iface.mac.unwrap_or(MacAddr([2, 0, 0, 0, 0, 9])),
                 mtu: iface.mtu.unwrap_or(1500),
                 addresses: iface.addresses.clone(),
+                urpf: iface.urpf,
             });
             Ok(Outcome::Created)
         })

@@ -145,7 +145,7 @@ impl TableWriter {
         self.vr(vr)?;
         if let Ok(gi) = self.iface_index(vr, &i.name) {
             let f = &self.shared.ifaces[gi as usize];
-            let same = f.port == i.port && f.vlan == i.vlan && f.mac == i.mac;
+            let same = f.port == i.port && f.vlan == i.vlan && f.mac == i.mac && f.urpf == i.urpf;
             return if same {
                 Ok(false)
             } else {
