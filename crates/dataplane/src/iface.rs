@@ -31,7 +31,7 @@ pub struct Iface {
     /// The VR has a control plane: also accept the link-local control groups
     /// (224.0.0.0/24 and ff02::/112: OSPF, RIP, VRRP, PIM, MLD), which are punted to it.
     pub control_mcast: bool,
-    /// Reverse-path check of what arrives here ([`crate::urpf`]).
+    /// Reverse-path check of what arrives here (RFC 3704).
     pub urpf: Urpf,
 }
 
