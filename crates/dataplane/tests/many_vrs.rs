@@ -261,31 +261,59 @@ fn counters(e: &Engine) -> Vec<vrhost_dataplane::Counters> {
 /// Frames of a few VRs, each VR's many: the burst is split by interface
 /// (at most a quarter as many interfaces as frames), every part runs as a
 /// burst of its own, and the result is that of the frames one by one.
-#[test]
-fn a_burst_of_few_interfaces_is_split_and_changes_nothing() {
+/// What left, per port and VLAN, in order: each VR's frames must leave in
+/// the order they came, whatever order the VRs take turns in.
+fn per_vlan(o: &[Out]) -> std::collections::BTreeMap<(u16, Option<u16>), Vec<Vec<u8>>> {
+    let mut by: std::collections::BTreeMap<_, Vec<Vec<u8>>> = Default::default();
+    for o in o {
+        by.entry((o.port, o.vlan()))
+            .or_default()
+            .push(o.frame.clone());
+    }
+    by
+}
+
+/// `frames` as one burst through one engine and one by one through
+/// another: what leaves and the counters.
+fn split_and_one_by_one(frames: &[(u16, Vec<u8>)]) -> ((Vec<Out>, Engine), (Vec<Out>, Engine)) {
     let mut split = Engine::new(&spec()).expect("spec builds");
     let mut one_by_one = Engine::new(&spec()).expect("spec builds");
-    // 48 frames of 4 VRs, interleaved, with some of every kind.
-    let frames: Vec<_> = (0..48usize)
-        .map(|i| frame(i % 4 * 3, [0, 0, 0, 4, 1, 2, 3, 5][i % 8], i as u8 + 1))
-        .collect();
     let refs: Vec<(u16, &[u8])> = frames.iter().map(|(p, f)| (*p, f.as_slice())).collect();
     let a = send_burst(&mut split, &refs, SEC);
     let mut b = Vec::new();
     for r in &refs {
         b.extend(send_burst(&mut one_by_one, std::slice::from_ref(r), SEC));
     }
-    // Each VR's frames leave in the order they came (per port and VLAN).
-    let per_vlan = |o: &[Out]| {
-        let mut by: std::collections::BTreeMap<(u16, Option<u16>), Vec<Vec<u8>>> =
-            Default::default();
-        for o in o {
-            by.entry((o.port, o.vlan()))
-                .or_default()
-                .push(o.frame.clone());
-        }
-        by
-    };
+    ((a, split), (b, one_by_one))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    /// Bursts of 8 to 64 frames of 1 to 4 VRs, every kind: most are split
+    /// (at least 4 frames a VR on average), and change nothing.
+    #[test]
+    fn split_bursts_send_and_count_what_the_frames_one_by_one_do(
+        vrs in proptest::collection::vec(0..VRS, 1..=4),
+        picks in proptest::collection::vec((any::<usize>(), 0u8..6, 1u8..250), 8..64),
+    ) {
+        let frames: Vec<_> = picks
+            .iter()
+            .map(|&(v, kind, last)| frame(vrs[v % vrs.len()], kind, last))
+            .collect();
+        let ((a, split), (b, one_by_one)) = split_and_one_by_one(&frames);
+        prop_assert_eq!(per_vlan(&a), per_vlan(&b));
+        prop_assert_eq!(counters(&split), counters(&one_by_one));
+    }
+}
+
+#[test]
+fn a_burst_of_few_interfaces_is_split_and_changes_nothing() {
+    // 48 frames of 4 VRs, interleaved, with some of every kind.
+    let frames: Vec<_> = (0..48usize)
+        .map(|i| frame(i % 4 * 3, [0, 0, 0, 4, 1, 2, 3, 5][i % 8], i as u8 + 1))
+        .collect();
+    let ((a, split), (b, one_by_one)) = split_and_one_by_one(&frames);
     assert_eq!(per_vlan(&a), per_vlan(&b));
     assert!(
         a.len() >= 24,
