@@ -90,6 +90,12 @@ pub struct Fair {
     /// While a burst runs in several parts ([`Fair::defer_burst`]): whether
     /// every part noted so far was refused whole (`None`: none noted yet).
     deferred: Option<Option<bool>>,
+    /// While a burst runs in parts: when it started, the ticks charged
+    /// since, and each plain part's VR and frames ([`Fair::charge_run`]),
+    /// among which the rest of the burst's cost is shared out at its end.
+    split_start: u64,
+    split_charged: u64,
+    split_runs: Vec<(usize, u64)>,
     /// Rounds so far that enforced budgets (for tests and reports).
     pub rounds_enforced: u64,
     /// Busy fraction of the last round, in thousandths.
@@ -136,6 +142,9 @@ impl Fair {
             enforce: true,
             refused_bursts: 0,
             deferred: None,
+            split_start: 0,
+            split_charged: 0,
+            split_runs: Vec::new(),
             vrs,
             port_capped: vec![0; n_ports],
             port_vrs,
@@ -218,6 +227,9 @@ impl Fair {
     /// Charges `ticks` to VR `vr`.
     #[inline]
     pub fn charge(&mut self, vr: usize, ticks: u64) {
+        if self.deferred.is_some() {
+            self.split_charged = self.split_charged.saturating_add(ticks);
+        }
         let Some(s) = self.vrs.get_mut(vr) else {
             return;
         };
@@ -386,17 +398,61 @@ impl Fair {
         }
     }
 
-    /// One receive burst is about to run in several parts, each noting
-    /// itself ([`Fair::note_refused_burst`]): until
-    /// [`Fair::end_deferred_burst`], they count as one burst, refused only
-    /// if every part was.
-    pub fn defer_burst(&mut self) {
-        self.deferred = Some(None);
+    /// Whether a burst is running in parts ([`Fair::defer_burst`]).
+    #[inline]
+    pub fn splitting(&self) -> bool {
+        self.deferred.is_some()
     }
 
-    /// The parts of a deferred burst are done: notes the burst as a whole.
-    pub fn end_deferred_burst(&mut self) {
-        if let Some(Some(refused_only)) = self.deferred.take() {
+    /// A run of `frames` of VR `vr` that cost `ticks`: charged now, or,
+    /// while a burst runs in parts, counted toward an equal share per
+    /// frame of the whole burst's cost ([`Fair::end_deferred_burst`]).
+    #[inline]
+    pub fn charge_run(&mut self, vr: usize, frames: u64, ticks: u64) {
+        if self.deferred.is_some() {
+            self.split_runs.push((vr, frames));
+        } else {
+            self.charge(vr, ticks);
+        }
+    }
+
+    /// One receive burst, begun at `now`, is about to run in several parts,
+    /// each noting itself ([`Fair::note_refused_burst`]) and charging its
+    /// plain runs ([`Fair::charge_run`]): until [`Fair::end_deferred_burst`],
+    /// they count as one burst, refused only if every part was.
+    pub fn defer_burst(&mut self, now: u64) {
+        self.deferred = Some(None);
+        self.split_start = now;
+        self.split_charged = 0;
+        self.split_runs.clear();
+    }
+
+    /// The parts of a deferred burst are done at `now`: what the burst cost
+    /// beyond what was charged on the way (frames timed on their own) is
+    /// shared among the plain runs' frames equally, as a frame-by-frame
+    /// burst shares its fast path's cost, so a VR pays per frame, not per
+    /// part; then the burst is noted as a whole.
+    pub fn end_deferred_burst(&mut self, now: u64) {
+        let Some(seen) = self.deferred.take() else {
+            return;
+        };
+        let cost = now
+            .saturating_sub(self.split_start)
+            .saturating_sub(self.split_charged);
+        let frames: u64 = self.split_runs.iter().map(|&(_, n)| n).sum();
+        let mut left = cost;
+        for k in 0..self.split_runs.len() {
+            let (vr, n) = self.split_runs[k];
+            let share = if k + 1 == self.split_runs.len() {
+                left
+            } else {
+                mul_div(cost, n, frames.max(1)).min(left)
+            };
+            left -= share;
+            self.charge(vr, share);
+        }
+        self.split_runs.clear();
+        if let Some(refused_only) = seen {
             self.note_refused_burst(refused_only);
         }
     }
@@ -493,31 +549,49 @@ mod tests {
         }
         // Two parts refused, one admitted: not a refused burst, twice over.
         for _ in 0..2 {
-            f.defer_burst();
+            f.defer_burst(0);
             f.note_refused_burst(true);
             f.note_refused_burst(true);
             f.note_refused_burst(false);
-            f.end_deferred_burst();
+            f.end_deferred_burst(0);
         }
         assert_eq!(f.vrs[0].used, 25, "no refill");
         // A burst whose every part was refused counts once: the second one
         // refills the budgets (two in a row), not the first one's parts.
-        f.defer_burst();
+        f.defer_burst(0);
         f.note_refused_burst(true);
         f.note_refused_burst(true);
-        f.end_deferred_burst();
+        f.end_deferred_burst(0);
         assert_eq!(f.vrs[0].used, 25, "one refused burst so far");
-        f.defer_burst();
+        f.defer_burst(0);
         f.note_refused_burst(true);
-        f.end_deferred_burst();
+        f.end_deferred_burst(0);
         assert_eq!(f.vrs[0].used, 15, "refilled after two refused bursts");
         // A deferred burst with no part noted notes nothing.
-        f.defer_burst();
-        f.end_deferred_burst();
+        f.defer_burst(0);
+        f.end_deferred_burst(0);
         f.note_refused_burst(true);
         assert_eq!(f.vrs[0].used, 15);
         f.note_refused_burst(true);
         assert_eq!(f.vrs[0].used, 5);
+    }
+
+    #[test]
+    fn a_split_burst_shares_its_cost_per_frame() {
+        let mut f = Fair::new(&[1, 1], &[vec![0], vec![0]], 1);
+        f.defer_burst(100);
+        // Two plain parts: 3 frames of VR 0, 1 of VR 1 (their own timings
+        // are not what is charged), and one frame of VR 1 timed on its own.
+        f.charge_run(0, 3, 999);
+        f.charge_run(1, 1, 999);
+        f.charge(1, 10);
+        f.end_deferred_burst(150);
+        // 50 ticks in all, 10 charged on the way: 40 shared 3 : 1.
+        assert_eq!(f.used(0), 30);
+        assert_eq!(f.used(1), 10 + 10);
+        // Outside a split burst, a run is charged what it cost.
+        f.charge_run(0, 3, 7);
+        assert_eq!(f.used(0), 37);
     }
 
     #[test]

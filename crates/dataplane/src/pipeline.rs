@@ -208,7 +208,10 @@ impl Worker {
         }
         let fair = &mut self.fair;
         let fair_share = fair.active();
-        let t0 = fair.now();
+        // A part of a split burst is not timed on its own: the burst shares
+        // out its whole cost at the end (clock reads cost here).
+        let timed = fair_share && !fair.splitting();
+        let t0 = if timed { fair.now() } else { 0 };
         if fair_share {
             let full = self.full_burst > 0 && self.burst_len >= self.full_burst;
             let admitted = fair.admit_run(usize::from(vr), full);
@@ -260,8 +263,12 @@ impl Worker {
             forward::<A, L2>(&mut ctx, v, self.fast_path, m, route, urpf);
         }
         if fair_share {
-            let t = fair.now();
-            fair.charge(usize::from(vr), t.saturating_sub(t0));
+            let ticks = if timed {
+                fair.now().saturating_sub(t0)
+            } else {
+                0
+            };
+            fair.charge_run(usize::from(vr), n as u64, ticks);
         }
         true
     }
@@ -327,13 +334,17 @@ impl Worker {
         for (m, &p) in rx.drain(..).zip(&self.part_of) {
             parts[usize::from(p)].push(m);
         }
-        self.fair.defer_burst();
+        // The clock is read only once the burst is split (under KVM a read
+        // can cost a microsecond; most bursts that try are not split).
+        let start = self.fair.now();
+        self.fair.defer_burst(start);
         for part in parts.iter_mut().take(self.part_keys.len()) {
             if !self.plain_burst(part, now, tx) {
                 self.mixed_burst(part, now, tx);
             }
         }
-        self.fair.end_deferred_burst();
+        let end = self.fair.now();
+        self.fair.end_deferred_burst(end);
         self.parts = parts;
         true
     }
