@@ -7,7 +7,9 @@
 //! cargo bench -p vrhost-fib --bench lookup
 //! ```
 //!
-//! Add `-- v4_uniform` (any criterion filter) to run some lookup groups only;
+//! Add `-- v4_uniform` (any criterion filter) to run some lookup groups only
+//! (`-- "small_|many_vrs"`: small tables and 1000 VRs, flat form against
+//! Poptrie);
 //! the summary table (build time, memory, lookups/s by best of 7 passes) is
 //! printed first, on stderr (`FIB_BENCH_NO_SUMMARY=1` skips it).
 //! `FIB_BENCH_ROUTES=N` shrinks the IPv4 table for a quick try.
@@ -33,7 +35,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use vrhost_fib::{FibAddr, Lpm, MultibitLpm, NextHopId, PoptrieLpm, Prefix};
+use vrhost_fib::{
+    lookup_batch_each, FibAddr, FibSnapshot, Lpm, MultibitLpm, NextHopId, PoptrieLpm, Prefix,
+};
 
 /// IPv4 routes in the full table.
 const V4_ROUTES: usize = 1_000_000;
@@ -600,6 +604,109 @@ fn lookups(c: &mut Criterion) {
     group.finish();
 }
 
+// ---------------------------------------------------------------------------
+// Small tables: the same snapshot read through its flat form (what
+// `PoptrieLpm::snapshot` publishes for up to `FLAT_MAX_ROUTES` routes) and
+// through the Poptrie alone (`as_snapshot`, the writer's own view, which
+// has no flat form), side by side in one process.
+
+/// `routes` drawn from `full` with a fixed xorshift, as one VR's table.
+fn sample<A: FibAddr>(full: &[(Prefix<A>, NextHopId)], n: usize, seed: u64) -> PoptrieLpm<A> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut t = PoptrieLpm::new();
+    for _ in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (p, nh) = full[(x % full.len() as u64) as usize];
+        t.insert(p, nh);
+    }
+    t
+}
+
+/// The routes of `t`.
+fn routes_of<A: FibAddr>(t: &PoptrieLpm<A>) -> Vec<(Prefix<A>, NextHopId)> {
+    let mut r = Vec::new();
+    t.for_each(&mut |p, nh| r.push((p, nh)));
+    r
+}
+
+/// One table of `n` routes: `lookup_batch` through each form.
+fn small_table<A: FibAddr>(
+    c: &mut Criterion,
+    name: &str,
+    full: &[(Prefix<A>, NextHopId)],
+    n: usize,
+) {
+    let table = sample(full, n, 3);
+    let flat = table.snapshot();
+    let addrs: Vec<A> = synth::addrs_inside(&routes_of(&table), ADDRS, 5);
+    let mut group = c.benchmark_group(name);
+    group.throughput(Throughput::Elements(addrs.len() as u64));
+    group.bench_function("poptrie", |b| {
+        b.iter(|| bursts(&addrs, |a, o| table.as_snapshot().lookup_batch(a, o)))
+    });
+    group.bench_function("flat", |b| {
+        b.iter(|| bursts(&addrs, |a, o| flat.lookup_batch(a, o)))
+    });
+    group.finish();
+}
+
+fn small_tables(c: &mut Criterion) {
+    let v4 = v4_routes();
+    small_table(c, "small_v4_16", &v4, 16);
+    small_table(c, "small_v4_1000", &v4, 1000);
+    // 1000 VRs × 1000 routes sampled across the full table, every address
+    // in its own VR's table, one `lookup_batch_each` per burst.
+    let tables: Vec<PoptrieLpm<Ipv4Addr>> =
+        (0..1000).map(|vr| sample(&v4, 1000, vr + 10)).collect();
+    let flats: Vec<std::sync::Arc<FibSnapshot<Ipv4Addr>>> =
+        tables.iter().map(PoptrieLpm::snapshot).collect();
+    let vr_routes: Vec<_> = tables.iter().map(routes_of).collect();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let lanes: Vec<(usize, Ipv4Addr)> = (0..ADDRS)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let vr = (x % 1000) as usize;
+            (vr, synth::addrs_inside(&vr_routes[vr], 1, x)[0])
+        })
+        .collect();
+    drop(v4);
+    let addrs: Vec<Ipv4Addr> = lanes.iter().map(|&(_, a)| a).collect();
+    let mut group = c.benchmark_group("many_vrs_1000x1000");
+    group.throughput(Throughput::Elements(addrs.len() as u64));
+    for (form, flat) in [("poptrie", false), ("flat", true)] {
+        group.bench_function(form, |b| {
+            b.iter(|| {
+                let mut out = vec![None; BURST];
+                let mut sum = 0u32;
+                for (k, a) in addrs.chunks(BURST).enumerate() {
+                    let at = k * BURST;
+                    let table = |i: usize| -> &FibSnapshot<Ipv4Addr> {
+                        let vr = lanes[at + i].0;
+                        if flat {
+                            &flats[vr]
+                        } else {
+                            tables[vr].as_snapshot()
+                        }
+                    };
+                    lookup_batch_each(table, a, &mut out[..a.len()], None);
+                    sum = out[..a.len()]
+                        .iter()
+                        .fold(sum, |s, n| s.wrapping_add(n.map_or(0, |n| n.0)));
+                }
+                black_box(sum)
+            })
+        });
+    }
+    group.finish();
+    let v6 = v6_routes();
+    small_table(c, "small_v6_16", &v6, 16);
+    small_table(c, "small_v6_1000", &v6, 1000);
+}
+
 fn main() {
     if let Ok(which) = std::env::var("FIB_BENCH_MEASURE") {
         measure_child(&which);
@@ -620,5 +727,6 @@ fn main() {
         .measurement_time(Duration::from_secs(4))
         .configure_from_args();
     lookups(&mut c);
+    small_tables(&mut c);
     c.final_summary();
 }
