@@ -166,11 +166,7 @@ impl RuntimeBackend {
                     mac: MacAddr(f.mac.0),
                     mtu: f.mtu,
                     addresses: addresses(f),
-                    urpf: match f.urpf {
-                        Urpf::Off => UrpfMode::Off,
-                        Urpf::Loose => UrpfMode::Loose,
-                        Urpf::Strict => UrpfMode::Strict,
-                    },
+                    urpf: urpf_mode(f.urpf),
                 }
             })
             .collect();
@@ -214,11 +210,7 @@ impl RuntimeBackend {
                 }
             }
             interfaces.push(InterfaceSpec {
-                urpf: match i.urpf {
-                    UrpfMode::Off => Urpf::Off,
-                    UrpfMode::Loose => Urpf::Loose,
-                    UrpfMode::Strict => Urpf::Strict,
-                },
+                urpf: urpf_of(i.urpf),
                 name: i.name.clone(),
                 port: port.get(),
                 vlan: i.vlan,
@@ -350,6 +342,24 @@ fn token_refused(e: BadTokenHash) -> ApiError {
 /// The API's prefix (its serde type, `address/length`) as the tables' one.
 fn ip_prefix(a: IpAddr, len: u8) -> Result<IpPrefix, ApiError> {
     IpPrefix::new(a, len).map_err(|e| bad("prefix", e.to_string()))
+}
+
+/// The data plane's reverse-path check for the API's word.
+fn urpf_of(m: UrpfMode) -> Urpf {
+    match m {
+        UrpfMode::Off => Urpf::Off,
+        UrpfMode::Loose => Urpf::Loose,
+        UrpfMode::Strict => Urpf::Strict,
+    }
+}
+
+/// The API's word for a data-plane reverse-path check.
+fn urpf_mode(u: Urpf) -> UrpfMode {
+    match u {
+        Urpf::Off => UrpfMode::Off,
+        Urpf::Loose => UrpfMode::Loose,
+        Urpf::Strict => UrpfMode::Strict,
+    }
 }
 
 fn target(t: &ApiTarget) -> Option<RouteTarget> {

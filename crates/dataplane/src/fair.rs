@@ -87,19 +87,27 @@ pub struct Fair {
     port_capped: Vec<u32>,
     /// Consecutive bursts whose every frame was refused.
     refused_bursts: u32,
-    /// While a burst runs in several parts ([`Fair::defer_burst`]): whether
-    /// every part noted so far was refused whole (`None`: none noted yet).
-    deferred: Option<Option<bool>>,
-    /// While a burst runs in parts: when it started, the ticks charged
-    /// since, and each plain part's VR and frames ([`Fair::charge_run`]),
-    /// among which the rest of the burst's cost is shared out at its end.
-    split_start: u64,
-    split_charged: u64,
+    /// A burst running in several parts ([`Fair::defer_burst`]).
+    deferred: Option<Deferred>,
+    /// Each plain part's VR and frames while a burst runs in parts
+    /// ([`Fair::charge_run`]; reused).
     split_runs: Vec<(usize, u64)>,
     /// Rounds so far that enforced budgets (for tests and reports).
     pub rounds_enforced: u64,
     /// Busy fraction of the last round, in thousandths.
     pub load_permille: u64,
+}
+
+/// A burst running in parts, from [`Fair::defer_burst`] to
+/// [`Fair::end_deferred_burst`].
+#[derive(Debug)]
+struct Deferred {
+    /// Whether every part noted so far was refused whole (`None`: none yet).
+    refused_only: Option<bool>,
+    /// When the burst started.
+    start: u64,
+    /// Ticks charged since (frames timed on their own).
+    charged: u64,
 }
 
 impl Fair {
@@ -142,8 +150,6 @@ impl Fair {
             enforce: true,
             refused_bursts: 0,
             deferred: None,
-            split_start: 0,
-            split_charged: 0,
             split_runs: Vec::new(),
             vrs,
             port_capped: vec![0; n_ports],
@@ -227,8 +233,8 @@ impl Fair {
     /// Charges `ticks` to VR `vr`.
     #[inline]
     pub fn charge(&mut self, vr: usize, ticks: u64) {
-        if self.deferred.is_some() {
-            self.split_charged = self.split_charged.saturating_add(ticks);
+        if let Some(d) = &mut self.deferred {
+            d.charged = d.charged.saturating_add(ticks);
         }
         let Some(s) = self.vrs.get_mut(vr) else {
             return;
@@ -383,8 +389,8 @@ impl Fair {
     /// refill the budgets, so sharing a port stays work-conserving.
     #[inline]
     pub fn note_refused_burst(&mut self, refused_only: bool) {
-        if let Some(seen) = &mut self.deferred {
-            *seen = Some(seen.unwrap_or(true) & refused_only);
+        if let Some(d) = &mut self.deferred {
+            d.refused_only = Some(d.refused_only.unwrap_or(true) & refused_only);
             return;
         }
         if !refused_only {
@@ -421,9 +427,11 @@ impl Fair {
     /// plain runs ([`Fair::charge_run`]): until [`Fair::end_deferred_burst`],
     /// they count as one burst, refused only if every part was.
     pub fn defer_burst(&mut self, now: u64) {
-        self.deferred = Some(None);
-        self.split_start = now;
-        self.split_charged = 0;
+        self.deferred = Some(Deferred {
+            refused_only: None,
+            start: now,
+            charged: 0,
+        });
         self.split_runs.clear();
     }
 
@@ -433,12 +441,10 @@ impl Fair {
     /// burst shares its fast path's cost, so a VR pays per frame, not per
     /// part; then the burst is noted as a whole.
     pub fn end_deferred_burst(&mut self, now: u64) {
-        let Some(seen) = self.deferred.take() else {
+        let Some(d) = self.deferred.take() else {
             return;
         };
-        let cost = now
-            .saturating_sub(self.split_start)
-            .saturating_sub(self.split_charged);
+        let cost = now.saturating_sub(d.start).saturating_sub(d.charged);
         let frames: u64 = self.split_runs.iter().map(|&(_, n)| n).sum();
         let mut left = cost;
         for k in 0..self.split_runs.len() {
@@ -452,7 +458,7 @@ impl Fair {
             self.charge(vr, share);
         }
         self.split_runs.clear();
-        if let Some(refused_only) = seen {
+        if let Some(refused_only) = d.refused_only {
             self.note_refused_burst(refused_only);
         }
     }

@@ -286,12 +286,20 @@ impl Worker {
     /// may leave in another order than they came. The fair share sees one
     /// burst: full or not as a whole, and refused only if every part was.
     fn split_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) -> bool {
-        let most = rx.len() / SPLIT_MIN_RUN;
+        // At most 255 parts, so a part's index is a `u8`.
+        let most = (rx.len() / SPLIT_MIN_RUN).min(usize::from(u8::MAX));
         if rx.len() < SPLIT_MIN_FRAMES || most < 2 {
             return false;
         }
         self.part_of.clear();
         self.part_keys.clear();
+        self.part_vrs.clear();
+        let shared = &self.shared;
+        let vr_of = |key: u32| {
+            let port = shared.ports.get((key >> 17) as usize)?;
+            let iface = *port.demux.get((key & 0x0fff) as usize)?;
+            shared.ifaces.get(usize::from(iface)).map(|i| i.vr)
+        };
         let mut last = (u32::MAX, 0u8);
         for m in rx.iter() {
             let key = part_key(m);
@@ -299,33 +307,25 @@ impl Worker {
                 let part = match self.part_keys.iter().position(|&k| k == key) {
                     Some(p) => p,
                     None if self.part_keys.len() < most => {
+                        // Each VR's frames must stay in one part, in their
+                        // order: its punt queue, rate limits and neighbor
+                        // requests see them as they came.
+                        let vr = vr_of(key);
+                        if vr.is_some() && self.part_vrs.contains(&vr) {
+                            return false;
+                        }
                         self.part_keys.push(key);
+                        self.part_vrs.push(vr);
                         self.part_keys.len() - 1
                     }
                     None => return false,
                 };
-                // `most` ≤ 256 / SPLIT_MIN_RUN parts for any burst up to 256.
-                last = (key, u8::try_from(part).unwrap_or(u8::MAX));
+                last = (key, part as u8);
             }
             self.part_of.push(last.1);
         }
-        if self.part_keys.len() < 2 || self.part_keys.len() > usize::from(u8::MAX) {
+        if self.part_keys.len() < 2 {
             return false;
-        }
-        // Each VR's frames must stay in one part, in their order: its punt
-        // queue, rate limits and neighbor requests see them as they came.
-        let shared = &self.shared;
-        let vr_of = |key: u32| {
-            let port = shared.ports.get((key >> 17) as usize)?;
-            let iface = *port.demux.get((key & 0x0fff) as usize)?;
-            shared.ifaces.get(usize::from(iface)).map(|i| i.vr)
-        };
-        for (k, &key) in self.part_keys.iter().enumerate() {
-            if let Some(vr) = vr_of(key) {
-                if self.part_keys[..k].iter().any(|&o| vr_of(o) == Some(vr)) {
-                    return false;
-                }
-            }
         }
         let mut parts = std::mem::take(&mut self.parts);
         if parts.len() < self.part_keys.len() {

@@ -357,10 +357,11 @@ pub struct Worker {
     /// Frames in the receive burst being processed (a burst split by
     /// interface is full or not as a whole).
     pub(crate) burst_len: usize,
-    /// A burst split by (port, VLAN): each frame's part, the parts' keys,
-    /// and the parts (reused; see `Worker::split_burst`).
+    /// A burst split by (port, VLAN): each frame's part, the parts' keys
+    /// and VRs, and the parts (reused; see `Worker::split_burst`).
     pub(crate) part_of: Vec<u8>,
     pub(crate) part_keys: Vec<u32>,
+    pub(crate) part_vrs: Vec<Option<u16>>,
     pub(crate) parts: Vec<Vec<Mbuf>>,
     /// One mixed burst, demuxed (reused; never shrinks).
     pub(crate) staged: Vec<Staged>,
@@ -472,6 +473,7 @@ impl Worker {
             burst_len: 0,
             part_of: Vec::with_capacity(256),
             part_keys: Vec::with_capacity(64),
+            part_vrs: Vec::with_capacity(64),
             parts: Vec::new(),
             staged: Vec::with_capacity(256),
             dsts: Vec::with_capacity(256),
