@@ -12,8 +12,8 @@ use crate::client::{Client, ClientError};
 use crate::error::ApiError;
 use crate::table;
 use crate::types::{
-    BulkRoutes, IfaceAddr, InterfaceSpec, MacAddr, Neighbor, Outcome, Prefix, Route, RouteTarget,
-    UrpfMode, VrSpec,
+    BulkRoutes, Gateway, IfaceAddr, InterfaceSpec, MacAddr, Neighbor, Outcome, Prefix, Route,
+    RouteTarget, UrpfMode, VrSpec,
 };
 
 /// Where `vrhost ctl` looks for the API when neither `--socket` nor `--url` is given.
@@ -117,9 +117,12 @@ pub enum RoutesCommand {
         vr: String,
         /// Destination prefix.
         prefix: Prefix,
-        /// Next-hop address.
+        /// Next-hop address; repeat for a multipath route.
         #[arg(long)]
-        via: Option<IpAddr>,
+        via: Vec<IpAddr>,
+        /// Multipath weights, one per --via, in order (default 1 each).
+        #[arg(long, requires = "via")]
+        weight: Vec<u16>,
         /// Drop silently.
         #[arg(long)]
         blackhole: bool,
@@ -266,24 +269,40 @@ pub fn parse_routes_file(text: &str) -> Result<Vec<Route>, String> {
         }
         let fail = |m: String| format!("line {}: {m}", n + 1);
         let mut words = line.split_whitespace();
-        let (Some(prefix), Some(via), None) = (words.next(), words.next(), words.next()) else {
+        let (Some(prefix), Some(via)) = (words.next(), words.next()) else {
             return Err(fail(format!("expected 'PREFIX VIA', got '{line}'")));
         };
         let prefix: Prefix = prefix.parse().map_err(fail)?;
         let target = match via {
-            "blackhole" => RouteTarget::Blackhole,
-            "unreachable" => RouteTarget::Unreachable,
-            addr => RouteTarget::Via(addr.parse().map_err(|_| {
-                fail(format!(
-                    "'{addr}' is not an address, 'blackhole' or 'unreachable'"
-                ))
-            })?),
-        };
-        if let RouteTarget::Via(gw) = target {
-            if gw.is_ipv4() != prefix.is_ipv4() {
-                return Err(fail(format!("via {gw} is not of {prefix}'s family")));
+            "blackhole" | "unreachable" => {
+                if let Some(extra) = words.next() {
+                    return Err(fail(format!("unexpected '{extra}' after {via}")));
+                }
+                if via == "blackhole" {
+                    RouteTarget::Blackhole
+                } else {
+                    RouteTarget::Unreachable
+                }
             }
-        }
+            first => {
+                let g = std::iter::once(first)
+                    .chain(words)
+                    .map(|w| {
+                        let (addr, weight) = match w.split_once('*') {
+                            Some((a, w)) => (a, w.parse().ok().filter(|&w: &u16| w > 0)),
+                            None => (w, Some(1)),
+                        };
+                        let bad = || fail(format!("'{w}' is not an address (optionally ADDRESS*WEIGHT, 1-65535), 'blackhole' or 'unreachable'"));
+                        let via: IpAddr = addr.parse().map_err(|_| bad())?;
+                        if via.is_ipv4() != prefix.is_ipv4() {
+                            return Err(fail(format!("via {via} is not of {prefix}'s family")));
+                        }
+                        Ok(Gateway { via, weight: weight.ok_or_else(bad)? })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
+                RouteTarget::gateways(g).map_err(fail)?
+            }
+        };
         out.push(Route { prefix, target });
     }
     Ok(out)
@@ -356,15 +375,31 @@ fn execute(client: &Client, cmd: CtlCommand) -> anyhow::Result<Result<Shown, Cli
             vr,
             prefix,
             via,
+            weight,
             blackhole,
             unreachable,
             replace,
         }) => {
-            let target = match (via, blackhole, unreachable) {
-                (Some(gw), _, _) => RouteTarget::Via(gw),
-                (None, true, _) => RouteTarget::Blackhole,
-                (None, false, true) => RouteTarget::Unreachable,
-                (None, false, false) => bail!("give --via, --blackhole or --unreachable"),
+            let target = match (via.is_empty(), blackhole, unreachable) {
+                (false, _, _) => {
+                    if !weight.is_empty() && weight.len() != via.len() {
+                        bail!(
+                            "{} --weight for {} --via; give one each",
+                            weight.len(),
+                            via.len()
+                        );
+                    }
+                    let weights = weight.into_iter().chain(std::iter::repeat(1));
+                    let g = via
+                        .into_iter()
+                        .zip(weights)
+                        .map(|(via, weight)| Gateway { via, weight })
+                        .collect();
+                    RouteTarget::gateways(g).map_err(|e| anyhow::anyhow!("{prefix}: {e}"))?
+                }
+                (true, true, _) => RouteTarget::Blackhole,
+                (true, false, true) => RouteTarget::Unreachable,
+                (true, false, false) => bail!("give --via, --blackhole or --unreachable"),
             };
             client
                 .add_route(&vr, &Route { prefix, target }, replace)

@@ -248,6 +248,9 @@ string_serde!(
 pub enum RouteTarget {
     /// Forward to this gateway, which one of the VR's subnets must cover.
     Via(IpAddr),
+    /// Multipath: each flow to one of 2-64 gateways of one family, each
+    /// once, by the hash of the flow; shares by weight.
+    Multipath(Vec<Gateway>),
     /// Drop silently.
     Blackhole,
     /// Drop and answer ICMP Destination Unreachable.
@@ -256,6 +259,23 @@ pub enum RouteTarget {
     Connected(String),
     /// One of the VR's own addresses (listed, never added through the API).
     Local,
+}
+
+/// One gateway of a multipath route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Gateway {
+    /// Its address, on one of the VR's subnets.
+    pub via: IpAddr,
+    /// Relative share of the flows, 1-65535.
+    pub weight: u16,
+}
+
+/// A route's `via` on the wire: one address or a list.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum Vias {
+    One(IpAddr),
+    Many(Vec<IpAddr>),
 }
 
 /// One route. On the wire it has the config file's keys: `prefix` and exactly
@@ -283,7 +303,10 @@ impl Route {
     pub fn is_addable(&self) -> bool {
         matches!(
             self.target,
-            RouteTarget::Via(_) | RouteTarget::Blackhole | RouteTarget::Unreachable
+            RouteTarget::Via(_)
+                | RouteTarget::Multipath(_)
+                | RouteTarget::Blackhole
+                | RouteTarget::Unreachable
         )
     }
 }
@@ -299,9 +322,14 @@ fn is_false(b: &bool) -> bool {
 struct RouteWire {
     /// Destination prefix.
     prefix: Prefix,
-    /// Next-hop address, on one of the VR's subnets.
+    /// Next-hop address, on one of the VR's subnets; a list of 2-64 for a
+    /// multipath route.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    via: Option<IpAddr>,
+    via: Option<Vias>,
+    /// Multipath only: each `via`'s share of the flows (1-65535; all 1 by
+    /// default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    weights: Option<Vec<u16>>,
     /// Drop silently.
     #[serde(default, skip_serializing_if = "is_false")]
     blackhole: bool,
@@ -319,8 +347,17 @@ struct RouteWire {
 impl TryFrom<RouteWire> for Route {
     type Error = String;
     fn try_from(w: RouteWire) -> Result<Route, String> {
+        if w.weights.is_some() && !matches!(w.via, Some(Vias::Many(_))) {
+            return Err(format!(
+                "route {}: weights go with a list of next hops, via = [...]",
+                w.prefix
+            ));
+        }
         let target = match (w.via, w.blackhole, w.unreachable, w.interface, w.local) {
-            (Some(gw), false, false, None, false) => RouteTarget::Via(gw),
+            (Some(Vias::One(gw)), false, false, None, false) => RouteTarget::Via(gw),
+            (Some(Vias::Many(gws)), false, false, None, false) => {
+                multipath(&w.prefix, gws, w.weights)?
+            }
             (None, true, false, None, false) => RouteTarget::Blackhole,
             (None, false, true, None, false) => RouteTarget::Unreachable,
             (None, false, false, Some(i), false) => RouteTarget::Connected(i),
@@ -332,13 +369,19 @@ impl TryFrom<RouteWire> for Route {
                 ))
             }
         };
-        if let RouteTarget::Via(gw) = target {
-            if gw.is_ipv4() != w.prefix.is_ipv4() {
-                return Err(format!(
-                    "via {gw} is not of the same family as {}",
-                    w.prefix
-                ));
-            }
+        let gateways = match &target {
+            RouteTarget::Via(gw) => vec![*gw],
+            RouteTarget::Multipath(g) => g.iter().map(|g| g.via).collect(),
+            _ => Vec::new(),
+        };
+        if let Some(gw) = gateways
+            .iter()
+            .find(|gw| gw.is_ipv4() != w.prefix.is_ipv4())
+        {
+            return Err(format!(
+                "via {gw} is not of the same family as {}",
+                w.prefix
+            ));
         }
         Ok(Route {
             prefix: w.prefix,
@@ -347,18 +390,74 @@ impl TryFrom<RouteWire> for Route {
     }
 }
 
+/// The target of `via = [...]` with optional `weights`.
+fn multipath(
+    prefix: &Prefix,
+    gws: Vec<IpAddr>,
+    weights: Option<Vec<u16>>,
+) -> Result<RouteTarget, String> {
+    let weights = weights.unwrap_or_else(|| vec![1; gws.len()]);
+    if weights.len() != gws.len() {
+        return Err(format!(
+            "route {prefix}: {} weights for {} next hops; give one each",
+            weights.len(),
+            gws.len()
+        ));
+    }
+    RouteTarget::gateways(
+        gws.into_iter()
+            .zip(weights)
+            .map(|(via, weight)| Gateway { via, weight })
+            .collect(),
+    )
+    .map_err(|e| format!("route {prefix}: {e}"))
+}
+
+impl RouteTarget {
+    /// The target through `gateways`: one is a plain route ([`RouteTarget::Via`]);
+    /// more must be distinct, at most [`MAX_PATHS`], weights 1-65535.
+    pub fn gateways(mut g: Vec<Gateway>) -> Result<RouteTarget, String> {
+        if let Some(z) = g.iter().find(|g| g.weight == 0) {
+            return Err(format!(
+                "next hop {} has weight 0; weights are 1-65535",
+                z.via
+            ));
+        }
+        g.sort_unstable();
+        if let Some(w) = g.windows(2).find(|w| w[0].via == w[1].via) {
+            return Err(format!("next hop {} given twice", w[0].via));
+        }
+        match g.len() {
+            0 => Err("no next hop".into()),
+            1 => Ok(RouteTarget::Via(g[0].via)),
+            n if n > MAX_PATHS => Err(format!("{n} next hops; at most {MAX_PATHS}")),
+            _ => Ok(RouteTarget::Multipath(g)),
+        }
+    }
+}
+
+/// The most gateways of one multipath route.
+pub const MAX_PATHS: usize = 64;
+
 impl From<Route> for RouteWire {
     fn from(r: Route) -> RouteWire {
         let mut w = RouteWire {
             prefix: r.prefix,
             via: None,
+            weights: None,
             blackhole: false,
             unreachable: false,
             interface: None,
             local: false,
         };
         match r.target {
-            RouteTarget::Via(gw) => w.via = Some(gw),
+            RouteTarget::Via(gw) => w.via = Some(Vias::One(gw)),
+            RouteTarget::Multipath(g) => {
+                if g.iter().any(|g| g.weight != 1) {
+                    w.weights = Some(g.iter().map(|g| g.weight).collect());
+                }
+                w.via = Some(Vias::Many(g.into_iter().map(|g| g.via).collect()));
+            }
             RouteTarget::Blackhole => w.blackhole = true,
             RouteTarget::Unreachable => w.unreachable = true,
             RouteTarget::Connected(i) => w.interface = Some(i),
@@ -382,6 +481,16 @@ impl fmt::Display for RouteTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RouteTarget::Via(gw) => write!(f, "via {gw}"),
+            RouteTarget::Multipath(g) => {
+                f.write_str("via")?;
+                for g in g {
+                    write!(f, " {}", g.via)?;
+                    if g.weight != 1 {
+                        write!(f, "*{}", g.weight)?;
+                    }
+                }
+                Ok(())
+            }
             RouteTarget::Blackhole => f.write_str("blackhole"),
             RouteTarget::Unreachable => f.write_str("unreachable"),
             RouteTarget::Connected(i) => write!(f, "dev {i}"),

@@ -57,8 +57,8 @@ pub fn engine_spec(cfg: &Config, fallback_mac: impl Fn(usize) -> [u8; 6]) -> Eng
             let mut routes6 = Vec::new();
             for route in &r.routes {
                 match route.prefix {
-                    IpPrefix::V4(p) => routes4.push((p, route.target)),
-                    IpPrefix::V6(p) => routes6.push((p, route.target)),
+                    IpPrefix::V4(p) => routes4.push((p, route.target.clone())),
+                    IpPrefix::V6(p) => routes6.push((p, route.target.clone())),
                 }
             }
             RouterSpec {

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::addr::{IfAddr, IpPrefix};
-pub use vrhost_dataplane::{RouteTarget, Urpf};
+pub use vrhost_dataplane::{Path, Paths, PathsError, RouteTarget, Urpf};
 
 /// A complete, validated configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -181,7 +181,7 @@ pub struct Interface {
 }
 
 /// A static route.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Route {
     /// Destination.
     pub prefix: IpPrefix,

@@ -48,7 +48,8 @@ pub use addr::{
 pub use build::engine_spec;
 pub use config::{
     allowed_cores, available_cores, parse_cpu_list, Api, Config, ControlPlane, Dataplane, Driver,
-    FpmIn, Interface, Limits, Neighbor, Port, Route, RouteTarget, Router, Urpf,
+    FpmIn, Interface, Limits, Neighbor, Path, Paths, PathsError, Port, Route, RouteTarget, Router,
+    Urpf,
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use example::{EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};

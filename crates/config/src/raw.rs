@@ -167,12 +167,24 @@ pub struct RawInterface {
 pub struct RawRoute {
     /// Destination prefix.
     pub prefix: Option<String>,
-    /// Next-hop address.
-    pub via: Option<String>,
+    /// Next-hop address, or several for a multipath route.
+    pub via: Option<Vias>,
+    /// Multipath weights, one per `via` address.
+    pub weights: Option<Vec<i64>>,
     /// Drop silently.
     pub blackhole: Option<bool>,
     /// Drop with ICMP destination unreachable.
     pub unreachable: Option<bool>,
+}
+
+/// A route's `via`: one address or a list of them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Vias {
+    /// `via = "10.0.0.1"`.
+    One(String),
+    /// `via = ["10.0.0.1", "10.0.0.2"]`.
+    Many(Vec<String>),
 }
 
 /// `[[router.neighbor]]`.
@@ -311,6 +323,9 @@ fn reword(message: &str) -> String {
             return format!("unknown key; {expected}");
         }
         return "unknown key".into();
+    }
+    if message.starts_with("data did not match any variant of untagged enum Vias") {
+        return "expected an address or an array of addresses".into();
     }
     message
         .replace("expected i64", "expected an integer")

@@ -4,14 +4,17 @@
 //! # PREFIX            VIA
 //! 0.0.0.0/0           10.0.0.254
 //! 198.51.100.0/24     10.0.0.253      # a comment may follow a route
+//! 192.0.2.0/24        10.0.0.253 10.0.0.254     # multipath, equal shares
+//! 100.64.0.0/10       10.0.0.253 10.0.0.254*3   # weights: 1 and 3
 //! 203.0.113.0/24      blackhole       # drop silently
 //! 2001:db8:dead::/48  unreachable     # drop, answer ICMPv6 unreachable
 //! ```
 //!
 //! One route per line: a prefix with its length and host bits zero, then
-//! whitespace, then a next-hop address or the word `blackhole` or
-//! `unreachable`. `#` starts a comment; blank lines are ignored. Lines are
-//! numbered from 1 in errors.
+//! whitespace, then one or more next-hop addresses (each optionally
+//! `*WEIGHT`, 1-65535, default 1; several make a multipath route) or the
+//! word `blackhole` or `unreachable`. `#` starts a comment; blank lines are
+//! ignored. Lines are numbered from 1 in errors.
 //!
 //! A full Internet table has about a million lines, so the scanner does no
 //! allocation per valid line and no regex: it splits on ASCII whitespace and
@@ -20,7 +23,7 @@
 use std::net::IpAddr;
 
 use crate::addr::{parse_ip_addr, parse_prefix, shown, IpPrefix};
-use crate::config::{Route, RouteTarget};
+use crate::config::{Path, Paths, Route, RouteTarget};
 
 /// One bad line of a routes file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,41 +87,85 @@ pub(crate) fn scan(text: &str, mut each: impl FnMut(usize, Result<Route, String>
         let Some(prefix) = fields.next() else {
             continue;
         };
-        each(i + 1, parse_line(prefix, fields.next(), fields.next()));
+        each(i + 1, parse_line(prefix, fields.next(), fields));
     }
 }
 
-fn parse_line(prefix: &str, via: Option<&str>, extra: Option<&str>) -> Result<Route, String> {
+fn parse_line<'a>(
+    prefix: &str,
+    via: Option<&'a str>,
+    more: impl Iterator<Item = &'a str>,
+) -> Result<Route, String> {
     let Some(via) = via else {
         return Err(format!(
             "{} has no next hop; write PREFIX VIA, VIA being an address, 'blackhole' or 'unreachable'",
             shown(prefix)
         ));
     };
-    if let Some(extra) = extra {
-        return Err(format!(
-            "unexpected {} after the next hop; write one PREFIX VIA per line",
-            shown(extra)
-        ));
-    }
     let prefix = parse_prefix(prefix).map_err(|e| e.to_string())?;
+    let mut more = more.peekable();
     let target = match via {
-        "blackhole" => RouteTarget::Blackhole,
-        "unreachable" => RouteTarget::Unreachable,
-        addr => {
-            let addr = parse_ip_addr(addr).map_err(|_| {
-                format!(
-                    "next hop {} is not an address, 'blackhole' or 'unreachable'",
-                    shown(addr)
-                )
-            })?;
-            if let Some(problem) = family_problem(&prefix, &addr) {
-                return Err(problem);
+        "blackhole" | "unreachable" => {
+            if let Some(extra) = more.next() {
+                return Err(format!(
+                    "unexpected {} after {via}; a drop route has no next hop",
+                    shown(extra)
+                ));
             }
+            if via == "blackhole" {
+                RouteTarget::Blackhole
+            } else {
+                RouteTarget::Unreachable
+            }
+        }
+        // The common line: one address, no weight, no allocation.
+        addr if more.peek().is_none() && !addr.contains('*') => {
+            let addr = parse_via(&prefix, addr)?;
             RouteTarget::Via(addr)
+        }
+        first => {
+            let paths = std::iter::once(first)
+                .chain(more)
+                .map(|field| {
+                    let (addr, weight) = match field.split_once('*') {
+                        Some((a, w)) => (a, parse_weight(w)?),
+                        None => (field, 1),
+                    };
+                    Ok(Path {
+                        via: parse_via(&prefix, addr)?,
+                        weight,
+                    })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Paths::target(paths).map_err(|e| e.to_string())?
         }
     };
     Ok(Route { prefix, target })
+}
+
+/// One next-hop address of a line, of the prefix's family.
+fn parse_via(prefix: &IpPrefix, addr: &str) -> Result<IpAddr, String> {
+    let addr = parse_ip_addr(addr).map_err(|_| {
+        format!(
+            "next hop {} is not an address, 'blackhole' or 'unreachable'",
+            shown(addr)
+        )
+    })?;
+    match family_problem(prefix, &addr) {
+        Some(problem) => Err(problem),
+        None => Ok(addr),
+    }
+}
+
+/// The weight after `ADDR*`: 1-65535.
+fn parse_weight(w: &str) -> Result<u16, String> {
+    match w.parse::<u16>() {
+        Ok(w) if w > 0 => Ok(w),
+        _ => Err(format!(
+            "weight {} is not a whole number from 1 to 65535",
+            shown(w)
+        )),
+    }
 }
 
 /// Why `via` cannot be a next hop for `prefix` on address family grounds,
@@ -196,7 +243,7 @@ mod tests {
             ]
         );
         for r in &routes {
-            assert_eq!(parse_routes(&r.to_string()).unwrap(), [*r]);
+            assert_eq!(parse_routes(&r.to_string()).unwrap(), std::slice::from_ref(r));
         }
     }
 
@@ -217,13 +264,68 @@ mod tests {
         assert_eq!(lines, [3, 4, 5, 6, 7, 8, 9, 10]);
         let reason = |line: usize| &errors.iter().find(|e| e.line == line).unwrap().reason;
         assert!(reason(3).contains("has no next hop"));
-        assert!(reason(4).contains("unexpected \"extra\""));
+        assert!(reason(4).contains("next hop \"extra\" is not an address"));
         assert!(reason(5).contains("did you mean 10.3.0.0/16?"));
         assert!(reason(6).contains("out of range"));
         assert!(reason(7).contains("\"nowhere\" is not an address"));
         assert!(reason(8).contains("is IPv6 but prefix 10.6.0.0/16 is IPv4"));
         assert_eq!(reason(9), "duplicate prefix 10.0.0.0/8; also at line 1");
         assert!(reason(10).contains("\"banana\" is not an IP address"));
+    }
+
+    #[test]
+    fn several_next_hops_make_a_multipath_route() {
+        let routes = parse_routes(
+            "192.0.2.0/24 10.0.0.3 10.0.0.2\n\
+             198.51.100.0/24 10.0.0.2*1 10.0.0.3*3\n\
+             2001:db8::/32 fe80::2 fe80::1\n\
+             203.0.113.0/24 10.0.0.2*1\n",
+        )
+        .unwrap();
+        let path = |a: &str, weight| Path {
+            via: a.parse().unwrap(),
+            weight,
+        };
+        assert_eq!(
+            routes[0].target,
+            Paths::target([path("10.0.0.2", 1), path("10.0.0.3", 1)]).unwrap()
+        );
+        assert_eq!(
+            routes[1].target.paths(),
+            [path("10.0.0.2", 1), path("10.0.0.3", 3)]
+        );
+        assert_eq!(routes[2].target.paths().len(), 2);
+        // One next hop with a weight is a plain route.
+        assert_eq!(
+            routes[3].target,
+            RouteTarget::Via("10.0.0.2".parse().unwrap())
+        );
+        for r in &routes {
+            assert_eq!(parse_routes(&r.to_string()).unwrap(), std::slice::from_ref(r));
+        }
+        let errors = parse_routes(
+            "10.0.0.0/8 10.0.0.2 10.0.0.2\n\
+             10.1.0.0/16 10.0.0.2*0 10.0.0.3\n\
+             10.2.0.0/16 10.0.0.2 2001:db8::1\n\
+             10.3.0.0/16 blackhole 10.0.0.2\n\
+             10.4.0.0/16 10.0.0.2*x\n",
+        )
+        .unwrap_err();
+        let reasons: Vec<&str> = errors.iter().map(|e| e.reason.as_str()).collect();
+        assert!(reasons[0].contains("given twice"), "{reasons:?}");
+        assert!(reasons[1].contains("weight \"0\""), "{reasons:?}");
+        assert!(reasons[2].contains("is IPv6 but prefix"), "{reasons:?}");
+        assert!(
+            reasons[3].contains("a drop route has no next hop"),
+            "{reasons:?}"
+        );
+        assert!(reasons[4].contains("weight \"x\""), "{reasons:?}");
+        let many: String = (1..=65).map(|i| format!(" 10.0.1.{i}")).collect();
+        let errors = parse_routes(&format!("10.9.0.0/16{many}\n")).unwrap_err();
+        assert!(
+            errors[0].reason.contains("65 next hops; at most 64"),
+            "{errors:?}"
+        );
     }
 
     #[test]

@@ -16,11 +16,12 @@ use crate::config::{
     Api, Config, ControlPlane, Dataplane, Driver, FpmIn, Interface, Limits, Neighbor, Port, Route,
     RouteTarget, Router, Urpf,
 };
+use crate::config::{Path as Gateway, Paths, PathsError};
 use crate::error::ConfigErrors;
 use crate::names::{linux_ifname_problem, name_problem, netns_problem, MAX_IFNAME, MAX_NAME};
 use crate::raw::{
     self, Document, Item, RawApi, RawDataplane, RawDriver, RawInterface, RawNeighbor, RawPort,
-    RawRoute, RawRouter, RouterItem,
+    RawRoute, RawRouter, RouterItem, Vias,
 };
 use crate::routes_file;
 
@@ -1306,27 +1307,72 @@ impl Validator<'_, '_> {
                 return None;
             }
         }
+        if raw.weights.is_some() && !matches!(raw.via, Some(Vias::Many(_))) {
+            self.err(
+                item.key("weights"),
+                "only with a list of next hops, via = [\"ADDRESS\", ...]",
+            );
+            return None;
+        }
         let target = match &raw.via {
             None if raw.blackhole == Some(true) => RouteTarget::Blackhole,
             None if raw.unreachable == Some(true) => RouteTarget::Unreachable,
             None => return None,
-            Some(s) => {
-                let via = match parse_ip_addr(s) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        self.err(item.key("via"), e.to_string());
+            Some(vias) => {
+                let list: Vec<&String> = match vias {
+                    Vias::One(s) => vec![s],
+                    Vias::Many(v) => v.iter().collect(),
+                };
+                let weights: Vec<i64> = match &raw.weights {
+                    None => vec![1; list.len()],
+                    Some(w) if w.len() != list.len() => {
+                        self.err(
+                            item.key("weights"),
+                            format!(
+                                "has {} weights for {} next hops; give one each",
+                                w.len(),
+                                list.len()
+                            ),
+                        );
                         return None;
                     }
+                    Some(w) => w.clone(),
                 };
-                let problem = prefix
-                    .as_ref()
-                    .and_then(|p| routes_file::family_problem(p, &via))
-                    .or_else(|| subnets.next_hop_problem(&via));
-                if let Some(problem) = problem {
-                    self.err(item.key("via"), problem);
-                    return None;
+                let mut paths = Vec::with_capacity(list.len());
+                for (s, w) in list.into_iter().zip(weights) {
+                    let via = match parse_ip_addr(s) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            self.err(item.key("via"), e.to_string());
+                            return None;
+                        }
+                    };
+                    let problem = prefix
+                        .as_ref()
+                        .and_then(|p| routes_file::family_problem(p, &via))
+                        .or_else(|| subnets.next_hop_problem(&via));
+                    if let Some(problem) = problem {
+                        self.err(item.key("via"), problem);
+                        return None;
+                    }
+                    let Ok(weight) = u16::try_from(w) else {
+                        self.err(item.key("weights"), format!("{w} is outside 1-65535"));
+                        return None;
+                    };
+                    paths.push(Gateway { via, weight });
                 }
-                RouteTarget::Via(via)
+                match Paths::target(paths) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        let key = if matches!(e, PathsError::ZeroWeight(_)) {
+                            "weights"
+                        } else {
+                            "via"
+                        };
+                        self.err(item.key(key), e.to_string());
+                        return None;
+                    }
+                }
             }
         };
         Some(Route {
@@ -1378,8 +1424,8 @@ impl Validator<'_, '_> {
                 Ok(route) => route,
                 Err(reason) => return report.report(self.errs, line, reason),
             };
-            if let RouteTarget::Via(via) = &route.target {
-                if let Some(problem) = subnets.next_hop_problem(via) {
+            for p in route.target.paths() {
+                if let Some(problem) = subnets.next_hop_problem(&p.via) {
                     return report.report(self.errs, line, problem);
                 }
             }

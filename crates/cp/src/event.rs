@@ -42,6 +42,9 @@ pub enum RouteTarget {
         /// The interface, where known.
         ifname: Option<String>,
     },
+    /// Several gateways, each flow through one (ECMP): a kernel multipath
+    /// route (`RTA_MULTIPATH`) or a next-hop group. At least two.
+    Multipath(Vec<Hop>),
     /// Directly attached to interface `ifname` (no gateway): the kernel's
     /// prefix route of an interface address, or `ip route add P dev X`.
     Connected {
@@ -65,12 +68,36 @@ impl fmt::Display for RouteTarget {
                 ifname: Some(i),
             } => write!(f, "via {gw} dev {i}"),
             RouteTarget::Via { gw, ifname: None } => write!(f, "via {gw}"),
+            RouteTarget::Multipath(hops) => {
+                for (i, h) in hops.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(" ")?;
+                    }
+                    write!(f, "nexthop via {}", h.gw)?;
+                    if let Some(i) = &h.ifname {
+                        write!(f, " dev {i}")?;
+                    }
+                    write!(f, " weight {}", h.weight)?;
+                }
+                Ok(())
+            }
             RouteTarget::Connected { ifname } => write!(f, "dev {ifname}"),
             RouteTarget::Blackhole => f.write_str("blackhole"),
             RouteTarget::Unreachable => f.write_str("unreachable"),
             RouteTarget::Prohibit => f.write_str("prohibit"),
         }
     }
+}
+
+/// One gateway of a multipath route.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Hop {
+    /// The next-hop address.
+    pub gw: IpAddr,
+    /// The interface, where known (as for [`RouteTarget::Via`]).
+    pub ifname: Option<String>,
+    /// Its share, 1-256 as the kernel gives it (`rtnh_hops` + 1).
+    pub weight: u16,
 }
 
 /// One address of one interface.

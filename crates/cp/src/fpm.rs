@@ -21,11 +21,15 @@
 //!   here, so a route through a gateway becomes `Via { gw, ifname: None }`
 //!   and the VR resolves `gw` against its connected prefixes; a route with
 //!   only an interface (no gateway) is counted and skipped.
-//! - Multipath: the first next hop is used, the others are counted
+//! - Multipath (`RTA_MULTIPATH`) becomes a multipath target with every
+//!   gateway and its weight; next hops without a gateway are counted
 //!   (`ignored_next_hops`).
-//! - zebra must run with `no fpm use-next-hop-groups`: with next-hop groups
-//!   its routes name a group id instead of carrying next hops, and are
-//!   skipped (counted in `skipped`, logged once).
+//! - Next-hop objects (`RTM_NEWNEXTHOP`/`RTM_DELNEXTHOP`, zebra's default
+//!   `fpm use-next-hop-groups`) are kept, and routes that name one by id
+//!   resolve through it ([`crate::nexthop`]); when an object changes or
+//!   goes, every route that uses it follows at once. A route whose object
+//!   is unknown or has no gateway is not installed until it resolves
+//!   (counted in `unresolved`, logged at most every 10 s).
 //! - A malformed frame (bad version/type/length, undecodable netlink) is
 //!   counted and logged, and the connection is closed; zebra reconnects.
 //!
@@ -52,7 +56,8 @@ use netlink_packet_core::{
 use netlink_packet_route::route::RouteType;
 use netlink_packet_route::RouteNetlinkMessage;
 
-use crate::event::{CpEvent, IpPrefix, Op, RouteTarget};
+use crate::event::{CpEvent, Hop, IpPrefix, Op, RouteTarget};
+use crate::nexthop::{self, NextHop, NextHops};
 use crate::rtnl::{self, RawTarget};
 use crate::CpError;
 
@@ -136,35 +141,40 @@ impl FrameDecoder {
     }
 }
 
-/// One route change from zebra.
+/// One route or next-hop change from zebra, in the order sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Change {
     /// Install or replace the route for the prefix.
     Add(IpPrefix, RouteTarget),
+    /// Install or replace the route for the prefix, through next-hop object
+    /// `id` (`fpm use-next-hop-groups`).
+    AddByNextHop(IpPrefix, u32),
     /// Remove the route for the prefix (zebra's deletes carry no next hops).
     Del(IpPrefix),
+    /// Next-hop object `id` is new or changed.
+    NextHop(u32, NextHop),
+    /// Next-hop object `id` is gone.
+    NextHopDel(u32),
 }
 
 /// What one frame payload holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Decoded {
-    /// Route changes, in order.
+    /// Route and next-hop changes, in order.
     pub routes: Vec<Change>,
     /// Messages of other types (ignored).
     pub ignored: usize,
-    /// Route messages a filter dropped (other table, local, next-hop
-    /// group only, interface only, ...).
+    /// Route messages a filter dropped (other table, local, interface
+    /// only, ...), and next-hop messages that did not decode.
     pub skipped: usize,
-    /// Of those, routes that named only a next-hop group.
-    pub next_hop_groups: usize,
-    /// Multipath next hops beyond the first (ignored).
+    /// Multipath next hops left out (no gateway).
     pub extra_hops: usize,
 }
 
 /// Decodes one frame payload. Any message that does not decode makes the
 /// whole frame malformed.
 pub fn decode_payload(payload: &[u8]) -> Result<Decoded, FpmError> {
-    let (msgs, bad) = rtnl::parse_messages(payload);
+    let (msgs, bad) = rtnl::parse_ordered(payload);
     if bad > 0 {
         return Err(FpmError::Netlink(format!(
             "{bad} undecodable netlink message(s)"
@@ -172,6 +182,20 @@ pub fn decode_payload(payload: &[u8]) -> Result<Decoded, FpmError> {
     }
     let mut out = Decoded::default();
     for m in msgs {
+        let m = match m {
+            rtnl::Parsed::NextHop { del, body } => {
+                match nexthop::decode(&body) {
+                    Ok((id, _)) if del => out.routes.push(Change::NextHopDel(id)),
+                    Ok((id, obj)) => out.routes.push(Change::NextHop(id, obj)),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "next-hop message skipped");
+                        out.skipped += 1;
+                    }
+                }
+                continue;
+            }
+            rtnl::Parsed::Route(m) => m,
+        };
         let r = match m.payload {
             NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => r,
             NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelRoute(r)) => {
@@ -188,16 +212,26 @@ pub fn decode_payload(payload: &[u8]) -> Result<Decoded, FpmError> {
         };
         let raw = match rtnl::decode_route(&r) {
             Ok(raw) => raw,
-            Err(skip) => {
+            Err(_) => {
                 out.skipped += 1;
-                if skip == rtnl::Skip::NextHopGroup {
-                    out.next_hop_groups += 1;
-                }
                 continue;
             }
         };
         let target = match raw.target {
             RawTarget::Via { gw, .. } => RouteTarget::Via { gw, ifname: None },
+            RawTarget::Multipath(gws) => RouteTarget::Multipath(
+                gws.into_iter()
+                    .map(|(gw, _, weight)| Hop {
+                        gw,
+                        ifname: None,
+                        weight,
+                    })
+                    .collect(),
+            ),
+            RawTarget::Group(id) => {
+                out.routes.push(Change::AddByNextHop(raw.prefix, id));
+                continue;
+            }
             // The interface index is the remote host's: nothing to map it to.
             RawTarget::Dev { .. } => {
                 out.skipped += 1;
@@ -221,12 +255,15 @@ pub fn decode_payload(payload: &[u8]) -> Result<Decoded, FpmError> {
 pub fn encode_route(op: Op, prefix: IpPrefix, target: &RouteTarget) -> Vec<u8> {
     let (kind, gw) = match target {
         RouteTarget::Via { gw, .. } => (RouteType::Unicast, Some(*gw)),
-        RouteTarget::Connected { .. } => (RouteType::Unicast, None),
+        RouteTarget::Multipath(_) | RouteTarget::Connected { .. } => (RouteType::Unicast, None),
         RouteTarget::Blackhole => (RouteType::BlackHole, None),
         RouteTarget::Unreachable => (RouteType::Unreachable, None),
         RouteTarget::Prohibit => (RouteType::Prohibit, None),
     };
-    let rm = rtnl::route_message(prefix, kind, gw);
+    let mut rm = rtnl::route_message(prefix, kind, gw);
+    if let RouteTarget::Multipath(hops) = target {
+        rm.attributes.push(rtnl::multipath_attr(hops));
+    }
     let (inner, flags) = match op {
         Op::Add => (
             RouteNetlinkMessage::NewRoute(rm),
@@ -234,6 +271,11 @@ pub fn encode_route(op: Op, prefix: IpPrefix, target: &RouteTarget) -> Vec<u8> {
         ),
         Op::Del => (RouteNetlinkMessage::DelRoute(rm), NLM_F_REQUEST),
     };
+    serialize(inner, flags)
+}
+
+/// One netlink message's bytes.
+fn serialize(inner: RouteNetlinkMessage, flags: u16) -> Vec<u8> {
     let mut header = NetlinkHeader::default();
     header.flags = flags;
     let mut nl = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(inner));
@@ -241,6 +283,18 @@ pub fn encode_route(op: Op, prefix: IpPrefix, target: &RouteTarget) -> Vec<u8> {
     let mut bytes = vec![0u8; nl.buffer_len()];
     nl.serialize(&mut bytes);
     bytes
+}
+
+/// Encodes a route that names next-hop object `id` (`RTA_NH_ID`, no next
+/// hops of its own), as zebra sends it with `fpm use-next-hop-groups`.
+pub fn encode_route_by_next_hop(prefix: IpPrefix, id: u32) -> Vec<u8> {
+    let mut rm = rtnl::route_message(prefix, RouteType::Unicast, None);
+    rm.attributes
+        .push(netlink_packet_route::route::RouteAttribute::NhId(id));
+    serialize(
+        RouteNetlinkMessage::NewRoute(rm),
+        NLM_F_REQUEST | NLM_F_CREATE | NLM_F_REPLACE,
+    )
 }
 
 /// Wraps netlink messages (already 4-byte aligned, as [`encode_route`]
@@ -310,8 +364,13 @@ pub struct FpmStats {
     pub ignored: u64,
     /// Route messages dropped by a filter.
     pub skipped: u64,
-    /// Multipath next hops beyond the first, ignored.
+    /// Multipath next hops left out (no gateway).
     pub ignored_next_hops: u64,
+    /// Routes naming a next-hop object that is unknown or has no gateway:
+    /// not installed (or withdrawn) until the object resolves.
+    pub unresolved: u64,
+    /// Next-hop objects held.
+    pub next_hop_objects: u64,
     /// Routes withdrawn by a sweep after a reconnect.
     pub swept: u64,
     /// Connections refused: a peer not in `allowed_peers`, or past
@@ -336,6 +395,7 @@ struct Counters {
     ignored: AtomicU64,
     skipped: AtomicU64,
     ignored_next_hops: AtomicU64,
+    unresolved: AtomicU64,
     swept: AtomicU64,
 }
 
@@ -351,11 +411,14 @@ struct Table {
     current_count: usize,
     /// The newest connection, to shut it down when superseded.
     current: Option<TcpStream>,
+    /// Next-hop objects, and the prefixes whose routes name them.
+    nexthops: NextHops,
 }
 
 struct Shared {
     table: Mutex<Table>,
     last_refusal_log: Mutex<Option<Instant>>,
+    last_unresolved_log: Mutex<Option<Instant>>,
     c: Counters,
     stop: AtomicBool,
     tx: EventSender,
@@ -392,6 +455,7 @@ pub fn serve_listener(
     let shared = Arc::new(Shared {
         table: Mutex::new(Table::default()),
         last_refusal_log: Mutex::new(None),
+        last_unresolved_log: Mutex::new(None),
         c: Counters::default(),
         stop: AtomicBool::new(false),
         tx,
@@ -427,6 +491,8 @@ impl FpmServer {
             ignored: c.ignored.load(Ordering::Relaxed),
             skipped: c.skipped.load(Ordering::Relaxed),
             ignored_next_hops: c.ignored_next_hops.load(Ordering::Relaxed),
+            unresolved: c.unresolved.load(Ordering::Relaxed),
+            next_hop_objects: lock(&self.shared.table).nexthops.len() as u64,
             swept: c.swept.load(Ordering::Relaxed),
             refused: c.refused.load(Ordering::Relaxed),
             silent: c.silent.load(Ordering::Relaxed),
@@ -562,7 +628,6 @@ fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
     let mut buf = vec![0u8; 64 * 1024];
     let mut last_data = Instant::now();
     let mut sweep_pending = true;
-    let mut warned_nhg = false;
     while !shared.stop.load(Ordering::Relaxed) {
         if generation.is_none() && opened.elapsed() >= shared.opts.candidate_timeout {
             shared.c.silent.fetch_add(1, Ordering::Relaxed);
@@ -593,10 +658,6 @@ fn connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>) {
                             return;
                         }
                     };
-                    if d.next_hop_groups > 0 && !warned_nhg {
-                        warned_nhg = true;
-                        tracing::warn!(%peer, "zebra sends next-hop groups; configure `no fpm use-next-hop-groups`");
-                    }
                     let generation = match generation {
                         Some(g) => g,
                         None => {
@@ -644,53 +705,135 @@ fn apply(shared: &Shared, generation: u64, d: Decoded) -> bool {
     if t.generation != generation {
         return false;
     }
+    // Objects a session may hold: as many as routes, and some room.
+    let max_objects = shared.opts.max_routes.saturating_add(1024);
     for change in d.routes {
-        // Routes an older session sent and this one has not resent yet do
-        // not count: the sweep takes them.
-        let resent =
-            |t: &Table, p: &IpPrefix| t.routes.get(p).is_some_and(|(_, g)| *g == generation);
-        let ev = match change {
-            Change::Add(prefix, _)
-                if t.current_count >= shared.opts.max_routes && !resent(&t, &prefix) =>
-            {
-                c.over_limit.fetch_add(1, Ordering::Relaxed);
-                None
-            }
+        match change {
             Change::Add(prefix, target) => {
-                if !resent(&t, &prefix) {
-                    t.current_count += 1;
-                }
-                match t.routes.insert(prefix, (target.clone(), generation)) {
-                    Some((old, _)) if old == target => None,
-                    _ => Some(CpEvent::Route {
-                        op: Op::Add,
-                        prefix,
-                        target,
-                    }),
-                }
+                t.nexthops.forget(prefix);
+                install(shared, &mut t, generation, prefix, Some(target));
+            }
+            Change::AddByNextHop(prefix, id) => {
+                t.nexthops.use_id(prefix, id);
+                let target = t.nexthops.resolve(id);
+                install(shared, &mut t, generation, prefix, target);
             }
             Change::Del(prefix) => {
-                if resent(&t, &prefix) {
-                    t.current_count -= 1;
-                }
-                t.routes.remove(&prefix).map(|(old, _)| CpEvent::Route {
-                    op: Op::Del,
-                    prefix,
-                    target: old,
-                })
+                t.nexthops.forget(prefix);
+                install(shared, &mut t, generation, prefix, None);
             }
-        };
-        if let Some(ev) = ev {
-            c.routes.fetch_add(1, Ordering::Relaxed);
-            // A dropped receiver means nobody consumes this VR any more;
-            // keep the table so `routes()` stays truthful.
-            let _ = shared.tx.send(ev);
+            Change::NextHop(id, obj) => {
+                if t.nexthops.len() >= max_objects && t.nexthops.resolve(id).is_none() {
+                    c.over_limit.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                for p in t.nexthops.set(id, Some(obj)) {
+                    follow(shared, &mut t, generation, p);
+                }
+            }
+            Change::NextHopDel(id) => {
+                for p in t.nexthops.set(id, None) {
+                    follow(shared, &mut t, generation, p);
+                }
+            }
         }
     }
     true
 }
 
-/// Withdraws every route that connection `generation` did not resend.
+/// Re-resolves `prefix`'s route after a next-hop object it uses changed:
+/// a route the table holds keeps the generation that sent it (a change of
+/// object is not a resend), one that could not resolve before is new.
+fn follow(shared: &Shared, t: &mut Table, generation: u64, prefix: IpPrefix) {
+    let target = t
+        .nexthops
+        .id_of(&prefix)
+        .and_then(|id| t.nexthops.resolve(id));
+    match (target, t.routes.get_mut(&prefix)) {
+        (Some(target), Some((old, _))) => {
+            if *old != target {
+                *old = target.clone();
+                send(
+                    shared,
+                    CpEvent::Route {
+                        op: Op::Add,
+                        prefix,
+                        target,
+                    },
+                );
+            }
+        }
+        (target, _) => install(shared, t, generation, prefix, target),
+    }
+}
+
+/// Installs (or with `None`, withdraws) `prefix`'s route as sent by
+/// session `generation`, within the route limit; tells the consumer what
+/// changed.
+fn install(
+    shared: &Shared,
+    t: &mut Table,
+    generation: u64,
+    prefix: IpPrefix,
+    target: Option<RouteTarget>,
+) {
+    let c = &shared.c;
+    // Routes an older session sent and this one has not resent yet do not
+    // count: the sweep takes them.
+    let resent = t.routes.get(&prefix).is_some_and(|(_, g)| *g == generation);
+    let ev = match target {
+        Some(_) if t.current_count >= shared.opts.max_routes && !resent => {
+            c.over_limit.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+        Some(target) => {
+            if !resent {
+                t.current_count += 1;
+            }
+            match t.routes.insert(prefix, (target.clone(), generation)) {
+                Some((old, _)) if old == target => None,
+                _ => Some(CpEvent::Route {
+                    op: Op::Add,
+                    prefix,
+                    target,
+                }),
+            }
+        }
+        None => {
+            if t.nexthops.id_of(&prefix).is_some() {
+                // Names an object that is unknown or has no gateway.
+                c.unresolved.fetch_add(1, Ordering::Relaxed);
+                let mut last = shared
+                    .last_unresolved_log
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                if last.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+                    *last = Some(Instant::now());
+                    tracing::warn!(%prefix, "FPM route names a next-hop object that is unknown or has no gateway; not installed until it resolves");
+                }
+            }
+            if resent {
+                t.current_count -= 1;
+            }
+            t.routes.remove(&prefix).map(|(old, _)| CpEvent::Route {
+                op: Op::Del,
+                prefix,
+                target: old,
+            })
+        }
+    };
+    if let Some(ev) = ev {
+        send(shared, ev);
+    }
+}
+
+fn send(shared: &Shared, ev: CpEvent) {
+    shared.c.routes.fetch_add(1, Ordering::Relaxed);
+    // A dropped receiver means nobody consumes this VR any more; keep the
+    // table so `routes()` stays truthful.
+    let _ = shared.tx.send(ev);
+}
+
 fn sweep(shared: &Shared, generation: u64) {
     let mut t = lock(&shared.table);
     if t.generation != generation {
@@ -709,6 +852,7 @@ fn sweep(shared: &Shared, generation: u64) {
         .swept
         .fetch_add(stale.len() as u64, Ordering::Relaxed);
     for p in &stale {
+        t.nexthops.forget(*p);
         if let Some((old, _)) = t.routes.remove(p) {
             let _ = shared.tx.send(CpEvent::Route {
                 op: Op::Del,

@@ -23,13 +23,14 @@
 pub mod addr;
 pub mod event;
 pub mod fpm;
+pub mod nexthop;
 pub mod ns;
 pub mod queue;
 mod rtnl;
 pub mod watcher;
 
 pub use addr::{add_address, del_address, set_addresses};
-pub use event::{Addr, CpEvent, CpState, IpPrefix, Op, RouteTarget};
+pub use event::{Addr, CpEvent, CpState, Hop, IpPrefix, Op, RouteTarget};
 pub use ns::{ensure_netns, mirror_interface, NetnsInfo};
 pub use queue::{channel, EventReceiver, EventSender};
 pub use watcher::{NsWatcher, WatchOptions, WatchStats};

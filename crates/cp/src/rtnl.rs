@@ -193,25 +193,61 @@ pub(crate) const MSG_DONTWAIT: i32 = 0x40;
 /// Splits a buffer of netlink messages (one datagram, or one FPM frame's
 /// payload) and parses each one. Returns the parsed messages and the number
 /// that failed to parse; a length that runs past the buffer ends the walk
-/// and counts as one failure.
+/// and counts as one failure. Next-hop messages are left out (see
+/// [`parse_ordered`]).
 pub(crate) fn parse_messages(buf: &[u8]) -> (Vec<NetlinkMessage<RouteNetlinkMessage>>, usize) {
+    let (all, bad) = parse_ordered(buf);
+    let routes = all
+        .into_iter()
+        .filter_map(|m| match m {
+            Parsed::Route(m) => Some(m),
+            Parsed::NextHop { .. } => None,
+        })
+        .collect();
+    (routes, bad)
+}
+
+/// `RTM_NEWNEXTHOP` and `RTM_DELNEXTHOP` (linux/rtnetlink.h), which
+/// netlink-packet-route does not decode.
+pub(crate) const RTM_NEWNEXTHOP: u16 = 104;
+pub(crate) const RTM_DELNEXTHOP: u16 = 105;
+
+/// One netlink message of a buffer, in order.
+pub(crate) enum Parsed {
+    /// Anything netlink-packet-route decodes.
+    Route(NetlinkMessage<RouteNetlinkMessage>),
+    /// A next-hop object message: its body after the netlink header, for
+    /// [`crate::nexthop::decode`].
+    NextHop { del: bool, body: Vec<u8> },
+}
+
+/// [`parse_messages`] keeping next-hop messages, in buffer order.
+pub(crate) fn parse_ordered(buf: &[u8]) -> (Vec<Parsed>, usize) {
     let mut out = Vec::new();
     let mut bad = 0;
     let mut off = 0;
     while off < buf.len() {
         let rest = &buf[off..];
-        let len = match NetlinkBuffer::new_checked(rest) {
-            Ok(b) => b.length() as usize,
+        let (len, kind) = match NetlinkBuffer::new_checked(rest) {
+            Ok(b) => (b.length() as usize, b.message_type()),
             Err(_) => {
                 bad += 1;
                 break;
             }
         };
-        match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rest[..len]) {
-            Ok(m) => out.push(m),
-            Err(e) => {
-                tracing::debug!(error = %e, "undecodable netlink message skipped");
-                bad += 1;
+        if kind == RTM_NEWNEXTHOP || kind == RTM_DELNEXTHOP {
+            // The 16-byte netlink header, then the body.
+            out.push(Parsed::NextHop {
+                del: kind == RTM_DELNEXTHOP,
+                body: rest.get(16..len).unwrap_or(&[]).to_vec(),
+            });
+        } else {
+            match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rest[..len]) {
+                Ok(m) => out.push(Parsed::Route(m)),
+                Err(e) => {
+                    tracing::debug!(error = %e, "undecodable netlink message skipped");
+                    bad += 1;
+                }
             }
         }
         // Messages are 4-byte aligned (NLMSG_ALIGN).
@@ -276,9 +312,6 @@ pub(crate) enum Skip {
     /// fe80::/64 on every interface by itself; multicast is not unicast
     /// forwarding.
     Scope,
-    /// Only a next-hop-group id (`RTA_NH_ID`), no inline next hop: FRR with
-    /// `fpm use-next-hop-groups`, or `ip route add ... nhid N`.
-    NextHopGroup,
     /// A unicast route with no gateway and no interface.
     NoNextHop,
 }
@@ -290,7 +323,7 @@ pub(crate) struct RawRoute {
     /// `RTA_PRIORITY`: among routes for one prefix the lowest wins.
     pub metric: u32,
     pub target: RawTarget,
-    /// Next hops of a multipath route beyond the first (ignored).
+    /// Next hops of a multipath route left out: those with no gateway.
     pub extra_hops: usize,
 }
 
@@ -306,6 +339,11 @@ pub(crate) enum RawTarget {
     Dev {
         oif: u32,
     },
+    /// Several gateways (`RTA_MULTIPATH`): (gateway, interface, weight).
+    Multipath(Vec<(IpAddr, Option<u32>, u16)>),
+    /// Only a next-hop object's id (`RTA_NH_ID`): FRR with `fpm
+    /// use-next-hop-groups`, or a kernel with `nexthop_compat_mode` 0.
+    Group(u32),
     Blackhole,
     Unreachable,
     Prohibit,
@@ -414,25 +452,38 @@ pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
                 RouteAttribute::MultiPath(hops) => Some(hops),
                 _ => None,
             });
-            // ECMP is not supported by the FIB's next-hop model yet: take
-            // the first next hop, count the rest (documented in
-            // docs/control-plane.md).
-            let (gw, oif) = match multipath.and_then(|hops| hops.first().map(|f| (f, hops.len()))) {
-                Some((first, n)) => {
-                    extra_hops = n - 1;
-                    let oif = (first.interface_index != 0).then_some(first.interface_index);
-                    (gateway(&first.attributes), oif)
+            if let Some(hops) = multipath {
+                // ECMP: every next hop with a gateway, its weight the
+                // kernel's `rtnh_hops` + 1; one without (a device-only
+                // next hop) has nothing the VR can resolve, and is counted.
+                let mut gws: Vec<(IpAddr, Option<u32>, u16)> = hops
+                    .iter()
+                    .filter_map(|h| {
+                        let oif = (h.interface_index != 0).then_some(h.interface_index);
+                        Some((gateway(&h.attributes)?, oif, u16::from(h.hops) + 1))
+                    })
+                    .collect();
+                extra_hops = hops.len() - gws.len();
+                gws.sort_unstable();
+                match gws.len() {
+                    0 => return Err(Skip::NoNextHop),
+                    1 => RawTarget::Via {
+                        gw: gws[0].0,
+                        oif: gws[0].1,
+                    },
+                    _ => RawTarget::Multipath(gws),
                 }
-                None => (gateway(attrs), oif),
-            };
-            match (gw, oif) {
-                (Some(gw), oif) => RawTarget::Via { gw, oif },
-                (None, Some(oif)) => RawTarget::Dev { oif },
-                (None, None) => {
-                    if attrs.iter().any(|a| matches!(a, RouteAttribute::NhId(_))) {
-                        return Err(Skip::NextHopGroup);
-                    }
-                    return Err(Skip::NoNextHop);
+            } else {
+                match (gateway(attrs), oif) {
+                    (Some(gw), oif) => RawTarget::Via { gw, oif },
+                    (None, Some(oif)) => RawTarget::Dev { oif },
+                    (None, None) => match attrs.iter().find_map(|a| match a {
+                        RouteAttribute::NhId(id) => Some(*id),
+                        _ => None,
+                    }) {
+                        Some(id) => RawTarget::Group(id),
+                        None => return Err(Skip::NoNextHop),
+                    },
                 }
             }
         }
@@ -444,6 +495,25 @@ pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
         target,
         extra_hops,
     })
+}
+
+/// `RTA_MULTIPATH` for `hops`, as the kernel and zebra send it (for
+/// encoding test frames).
+pub(crate) fn multipath_attr(hops: &[crate::event::Hop]) -> RouteAttribute {
+    use netlink_packet_route::route::RouteNextHop;
+    RouteAttribute::MultiPath(
+        hops.iter()
+            .map(|h| {
+                let mut nh = RouteNextHop::default();
+                nh.hops = (h.weight.clamp(1, 256) - 1) as u8;
+                nh.attributes.push(RouteAttribute::Gateway(match h.gw {
+                    IpAddr::V4(a) => RouteAddress::Inet(a),
+                    IpAddr::V6(a) => RouteAddress::Inet6(a),
+                }));
+                nh
+            })
+            .collect(),
+    )
 }
 
 /// A route message for `prefix` in the main table (for encoding FPM test

@@ -42,7 +42,7 @@ use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkFlags, LinkInfo, L
 use netlink_packet_route::route::RouteMessage;
 use netlink_packet_route::RouteNetlinkMessage;
 
-use crate::event::{Addr, CpEvent, IpPrefix, Op, RouteTarget};
+use crate::event::{Addr, CpEvent, Hop, IpPrefix, Op, RouteTarget};
 use crate::rtnl::{self, DumpError, RawTarget, Rtnl};
 use crate::CpError;
 
@@ -81,7 +81,8 @@ pub struct WatchStats {
     pub filtered: u64,
     /// Netlink messages that could not be decoded.
     pub undecodable: u64,
-    /// Next hops of multipath routes beyond the first, ignored.
+    /// Next hops of multipath routes left out: no gateway, or not out of a
+    /// mirrored interface.
     pub ignored_next_hops: u64,
     /// Routes for new prefixes past `max_routes`, not kept.
     pub over_limit: u64,
@@ -506,6 +507,37 @@ impl Watcher {
                     }
                 }
             }
+            RawTarget::Multipath(gws) => {
+                // Only next hops out of a mirror mean anything to the VR.
+                let hops: Vec<Hop> = gws
+                    .iter()
+                    .filter_map(|&(gw, oif, weight)| {
+                        let ifname = self.mirrored(oif?)?;
+                        Some(Hop {
+                            gw,
+                            ifname: Some(ifname.to_string()),
+                            weight,
+                        })
+                    })
+                    .collect();
+                let left_out = gws.len() - hops.len();
+                if left_out > 0 {
+                    self.c
+                        .ignored_next_hops
+                        .fetch_add(left_out as u64, Ordering::Relaxed);
+                }
+                match hops.len() {
+                    0 => {
+                        self.c.filtered.fetch_add(1, Ordering::Relaxed);
+                        return None;
+                    }
+                    1 => RouteTarget::Via {
+                        gw: hops[0].gw,
+                        ifname: hops[0].ifname.clone(),
+                    },
+                    _ => RouteTarget::Multipath(hops),
+                }
+            }
             RawTarget::Dev { oif } => match self.mirrored(oif) {
                 Some(n) => RouteTarget::Connected {
                     ifname: n.to_string(),
@@ -515,6 +547,13 @@ impl Watcher {
                     return None;
                 }
             },
+            // Only with `net.ipv4.nexthop_compat_mode = 0`: by default the
+            // kernel sends a route's next hops along with its object's id.
+            RawTarget::Group(id) => {
+                self.c.filtered.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(netns = %self.netns, prefix = %raw.prefix, id, "route names only a next-hop object (nexthop_compat_mode is 0); skipped");
+                return None;
+            }
             // No interface check: the kernel files IPv6 blackhole and
             // unreachable routes under `lo`, and they send nowhere anyway.
             RawTarget::Blackhole => RouteTarget::Blackhole,
@@ -525,7 +564,7 @@ impl Watcher {
             self.c
                 .ignored_next_hops
                 .fetch_add(raw.extra_hops as u64, Ordering::Relaxed);
-            tracing::debug!(netns = %self.netns, prefix = %raw.prefix, extra = raw.extra_hops, "multipath route: first next hop only");
+            tracing::debug!(netns = %self.netns, prefix = %raw.prefix, left_out = raw.extra_hops, "multipath route: next hops without a gateway left out");
         }
         Some((raw.prefix, raw.metric, target))
     }

@@ -123,9 +123,14 @@ fn is_route(e: &CpEvent, want_op: Op, want: IpPrefix) -> Option<RouteTarget> {
     }
 }
 
-#[test]
-fn zebra_routes_arrive_over_fpm() {
-    let ns = Ns::unique("fpm");
+/// zebra (`dplane_fpm_nl`, with `fpm_conf` added to its config) and
+/// staticd (with `statics`) in namespace `ns`, which has 192.0.2.1/24 and
+/// 2001:db8::1/64 on a veth, feeding an FPM server listening there.
+fn zebra_with_statics(
+    ns: &Ns,
+    fpm_conf: &str,
+    statics: &str,
+) -> (Frr, fpm::FpmServer, vrhost_cp::EventReceiver) {
     ensure_netns(&ns.name).unwrap();
     // zebra needs a connected subnet to resolve the static next hops.
     ns.ip("link add v0 type veth peer name v1");
@@ -142,10 +147,8 @@ fn zebra_routes_arrive_over_fpm() {
     let server = fpm::serve_listener(listener, tx, FpmOptions::default()).unwrap();
 
     let mut frr = Frr::new(&ns.name);
-    // FRR 8.4: the fpm commands are top-level; without
-    // `no fpm use-next-hop-groups` routes would carry only a group id.
-    let zebra_conf =
-        format!("hostname z\nfpm address 127.0.0.1 port {port}\nno fpm use-next-hop-groups\n");
+    // FRR 8.4: the fpm commands are top-level.
+    let zebra_conf = format!("hostname z\nfpm address 127.0.0.1 port {port}\n{fpm_conf}");
     frr.start(&ns.name, "zebra", &zebra_conf, &["-M", "dplane_fpm_nl"]);
     let zserv = frr.dir.join("zserv.api");
     let t0 = Instant::now();
@@ -157,12 +160,20 @@ fn zebra_routes_arrive_over_fpm() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    frr.start(&ns.name, "staticd", statics, &[]);
+    (frr, server, rx)
+}
+
+#[test]
+fn zebra_routes_arrive_over_fpm() {
+    let ns = Ns::unique("fpm");
     let statics = "hostname s\n\
         ip route 10.20.0.0/16 192.0.2.254\n\
         ip route 10.21.0.0/16 blackhole\n\
         ipv6 route 2001:db8:20::/48 2001:db8::fe\n\
         ipv6 route 2001:db8:21::/48 blackhole\n";
-    frr.start(&ns.name, "staticd", statics, &[]);
+    // Routes carry their next hops inline.
+    let (mut frr, server, rx) = zebra_with_statics(&ns, "no fpm use-next-hop-groups\n", statics);
 
     let want = [
         (p("10.20.0.0/16"), via("192.0.2.254")),
@@ -211,6 +222,143 @@ fn zebra_routes_arrive_over_fpm() {
         .routes()
         .iter()
         .all(|(p, _)| !want.iter().any(|(w, _)| w == p)));
+}
+
+#[test]
+fn zebra_multipath_arrives_through_next_hop_groups() {
+    let ns = Ns::unique("fpmnhg");
+    // Two static next hops for one prefix: zebra installs one ECMP route.
+    let statics = "hostname s\n\
+        ip route 10.30.0.0/16 192.0.2.253\n\
+        ip route 10.30.0.0/16 192.0.2.254\n\
+        ip route 10.31.0.0/16 192.0.2.254\n\
+        ipv6 route 2001:db8:30::/48 2001:db8::fd\n\
+        ipv6 route 2001:db8:30::/48 2001:db8::fe\n";
+    // zebra's default: next-hop groups as objects, routes naming them.
+    let (mut frr, server, rx) = zebra_with_statics(&ns, "", statics);
+    let ecmp = |gws: &[&str]| {
+        RouteTarget::Multipath(
+            gws.iter()
+                .map(|g| vrhost_cp::Hop {
+                    gw: g.parse().unwrap(),
+                    ifname: None,
+                    weight: 1,
+                })
+                .collect(),
+        )
+    };
+    let want = [
+        (p("10.30.0.0/16"), ecmp(&["192.0.2.253", "192.0.2.254"])),
+        (p("10.31.0.0/16"), via("192.0.2.254")),
+        (
+            p("2001:db8:30::/48"),
+            ecmp(&["2001:db8::fd", "2001:db8::fe"]),
+        ),
+    ];
+    for (prefix, target) in &want {
+        let ev = wait_for(&rx, 30, |e| is_route(e, Op::Add, *prefix).is_some());
+        let mut got = is_route(&ev, Op::Add, *prefix).unwrap();
+        if let RouteTarget::Multipath(h) = &mut got {
+            h.sort();
+        }
+        assert_eq!(&got, target, "{prefix}; zebra log: {}", frr.log("zebra"));
+    }
+    let s = server.stats();
+    assert_eq!(s.malformed, 0, "{s:?}");
+    assert!(
+        s.next_hop_objects >= 3,
+        "zebra sent its groups as objects: {s:?}"
+    );
+
+    // One next hop goes: the route follows, to the one left.
+    frr.configure(&ns.name, &["no ip route 10.30.0.0/16 192.0.2.253"]);
+    wait_for(&rx, 30, |e| {
+        is_route(e, Op::Add, p("10.30.0.0/16")) == Some(via("192.0.2.254"))
+    });
+    // And back.
+    frr.configure(&ns.name, &["ip route 10.30.0.0/16 192.0.2.253"]);
+    wait_for(
+        &rx,
+        30,
+        |e| matches!(is_route(e, Op::Add, p("10.30.0.0/16")), Some(RouteTarget::Multipath(h)) if h.len() == 2),
+    );
+    frr.terminate("staticd");
+    for prefix in ["10.30.0.0/16", "10.31.0.0/16", "2001:db8:30::/48"] {
+        wait_for(&rx, 30, |e| is_route(e, Op::Del, p(prefix)).is_some());
+    }
+}
+
+#[test]
+fn routes_follow_their_next_hop_objects() {
+    use vrhost_cp::nexthop::{encode, NextHop};
+    let (server, rx, addr) = local_server(Duration::from_secs(60));
+    let mut c = TcpStream::connect(addr).unwrap();
+    let single = |gw: &str| NextHop::Single {
+        gw: Some(gw.parse().unwrap()),
+        oif: Some(2),
+    };
+    let by_id = |prefix: &str, id: u32| fpm::encode_route_by_next_hop(p(prefix), id);
+    // A route naming group 10 before the group exists: held, not installed.
+    let mut msgs = by_id("10.40.0.0/16", 10);
+    msgs.extend(encode(1, &single("192.0.2.11"), false));
+    msgs.extend(encode(2, &single("192.0.2.12"), false));
+    msgs.extend(encode(3, &single("192.0.2.13"), false));
+    c.write_all(&fpm::frame(&msgs).unwrap()).unwrap();
+    // The group arrives with weights: the route resolves.
+    let mut msgs = encode(10, &NextHop::Group(vec![(1, 1), (2, 3)]), false);
+    msgs.extend(by_id("10.41.0.0/16", 10));
+    msgs.extend(by_id("10.42.0.0/16", 3));
+    c.write_all(&fpm::frame(&msgs).unwrap()).unwrap();
+    let two = |a: &str, wa: u16, b: &str, wb: u16| {
+        RouteTarget::Multipath(vec![
+            vrhost_cp::Hop {
+                gw: a.parse().unwrap(),
+                ifname: None,
+                weight: wa,
+            },
+            vrhost_cp::Hop {
+                gw: b.parse().unwrap(),
+                ifname: None,
+                weight: wb,
+            },
+        ])
+    };
+    for prefix in ["10.40.0.0/16", "10.41.0.0/16"] {
+        let ev = wait_for(&rx, 5, |e| is_route(e, Op::Add, p(prefix)).is_some());
+        assert_eq!(
+            is_route(&ev, Op::Add, p(prefix)),
+            Some(two("192.0.2.11", 1, "192.0.2.12", 3))
+        );
+    }
+    wait_for(&rx, 5, |e| {
+        is_route(e, Op::Add, p("10.42.0.0/16")) == Some(via("192.0.2.13"))
+    });
+    assert!(server.stats().unresolved >= 1, "{:?}", server.stats());
+    // The group changes: both routes that use it follow, the other does not.
+    c.write_all(&fpm::frame(&encode(10, &NextHop::Group(vec![(1, 1), (3, 1)]), false)).unwrap())
+        .unwrap();
+    for prefix in ["10.40.0.0/16", "10.41.0.0/16"] {
+        wait_for(&rx, 5, |e| {
+            is_route(e, Op::Add, p(prefix)) == Some(two("192.0.2.11", 1, "192.0.2.13", 1))
+        });
+    }
+    // A member changes its gateway: the group's routes follow too.
+    c.write_all(&fpm::frame(&encode(1, &single("192.0.2.21"), false)).unwrap())
+        .unwrap();
+    wait_for(&rx, 5, |e| {
+        is_route(e, Op::Add, p("10.41.0.0/16")) == Some(two("192.0.2.13", 1, "192.0.2.21", 1))
+    });
+    // The group goes: its routes are withdrawn, counted as unresolved.
+    let before = server.stats().unresolved;
+    c.write_all(&fpm::frame(&encode(10, &NextHop::Group(vec![]), true)).unwrap())
+        .unwrap();
+    for prefix in ["10.40.0.0/16", "10.41.0.0/16"] {
+        wait_for(&rx, 5, |e| is_route(e, Op::Del, p(prefix)).is_some());
+    }
+    assert!(server.stats().unresolved >= before + 2);
+    let held: Vec<IpPrefix> = server.routes().into_iter().map(|(p, _)| p).collect();
+    assert_eq!(held, [p("10.42.0.0/16")]);
+    assert_eq!(server.stats().malformed, 0);
 }
 
 /// A loopback server with a short sweep and a client to drive it.

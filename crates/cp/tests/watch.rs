@@ -110,7 +110,22 @@ fn routes_added_and_deleted_with_ip_arrive() {
             "2001:db8:2::/48",
             "blackhole",
         ),
+        // ECMP, inline and through kernel next-hop objects (which the
+        // kernel's default compat mode expands into the route's next hops).
+        (
+            "route add 10.6.0.0/16 nexthop via 10.0.0.253 dev red0 weight 3 nexthop via 10.0.0.252 dev red0",
+            "10.6.0.0/16",
+            "nexthop via 10.0.0.252 dev red0 weight 1 nexthop via 10.0.0.253 dev red0 weight 3",
+        ),
+        (
+            "route add 10.7.0.0/16 nhid 110",
+            "10.7.0.0/16",
+            "nexthop via 10.0.0.250 dev red0 weight 1 nexthop via 10.0.0.251 dev red0 weight 2",
+        ),
     ];
+    ns.ip("nexthop add id 101 via 10.0.0.251 dev red0");
+    ns.ip("nexthop add id 102 via 10.0.0.250 dev red0");
+    ns.ip("nexthop add id 110 group 101,2/102");
     for (cmd, prefix, target) in cases {
         ns.ip(cmd);
         let ev = wait_for(&rx, 5, |e| route(e, Op::Add, prefix).is_some());
@@ -120,6 +135,13 @@ fn routes_added_and_deleted_with_ip_arrive() {
             "{cmd}"
         );
     }
+    // A next-hop group that changes: its routes follow.
+    ns.ip("nexthop replace id 110 group 101");
+    let ev = wait_for(&rx, 5, |e| route(e, Op::Add, "10.7.0.0/16").is_some());
+    assert_eq!(
+        route(&ev, Op::Add, "10.7.0.0/16").unwrap().to_string(),
+        "via 10.0.0.251 dev red0"
+    );
     // Replacing changes the target in place.
     ns.ip("route replace 10.1.0.0/16 via 10.0.0.253");
     let ev = wait_for(&rx, 5, |e| route(e, Op::Add, "10.1.0.0/16").is_some());

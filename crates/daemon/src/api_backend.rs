@@ -17,15 +17,16 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use vrhost_api::types::{
-    BulkResult, BulkRoutes, CounterSet, IfaceAddr, InterfaceCounters, InterfaceInfo, MacAddr,
-    Neighbor, Outcome, PortInfo, Prefix, ReloadReport, Route, RoutePage, RouteTarget as ApiTarget,
-    UrpfMode, VrControl, VrCounters, VrInfo, VrPolicy, VrSpec, WorkerInfo,
+    BulkResult, BulkRoutes, CounterSet, Gateway, IfaceAddr, InterfaceCounters, InterfaceInfo,
+    MacAddr, Neighbor, Outcome, PortInfo, Prefix, ReloadReport, Route, RoutePage,
+    RouteTarget as ApiTarget, UrpfMode, VrControl, VrCounters, VrInfo, VrPolicy, VrSpec,
+    WorkerInfo,
 };
 use vrhost_api::{ApiConfig, ApiError, ApiHandle, Auth, Backend, BadTokenHash};
 use vrhost_config::Config;
 use vrhost_dataplane::{
-    sum_ifaces, sum_ports, BuildError, Counters, IfaceId, InterfaceSpec, Limits, PortId, RouteHop,
-    RouteTarget, RouterSpec, TableWriter, Urpf, VrId, WorkerCounters,
+    sum_ifaces, sum_ports, BuildError, Counters, IfaceId, InterfaceSpec, Limits, Path, Paths,
+    PortId, RouteHop, RouteTarget, RouterSpec, TableWriter, Urpf, VrId, WorkerCounters,
 };
 use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
@@ -365,22 +366,35 @@ fn urpf_mode(u: Urpf) -> UrpfMode {
 fn target(t: &ApiTarget) -> Option<RouteTarget> {
     match t {
         ApiTarget::Via(gw) => Some(RouteTarget::Via(*gw)),
+        ApiTarget::Multipath(g) => Paths::target(g.iter().map(|g| Path {
+            via: g.via,
+            weight: g.weight,
+        }))
+        .ok(),
         ApiTarget::Blackhole => Some(RouteTarget::Blackhole),
         ApiTarget::Unreachable => Some(RouteTarget::Unreachable),
         ApiTarget::Connected(_) | ApiTarget::Local => None,
     }
 }
 
-fn same(hop: RouteHop, t: RouteTarget) -> bool {
+/// Whether VR `vr`'s next hop `hop` is what `t` asks for.
+fn same(c: &TableWriter, vr: VrId, hop: RouteHop, t: &RouteTarget) -> bool {
     match (hop, t) {
-        (RouteHop::Gateway { addr, .. }, RouteTarget::Via(gw)) => addr == gw,
         (RouteHop::Blackhole, RouteTarget::Blackhole) => true,
         (RouteHop::Unreachable, RouteTarget::Unreachable) => true,
+        (
+            RouteHop::Gateway { .. } | RouteHop::Group { .. },
+            RouteTarget::Via(_) | RouteTarget::Multipath(_),
+        ) => {
+            let mut have: Vec<Path> = c.hop_paths(vr, &hop).into_iter().map(|(_, p)| p).collect();
+            have.sort_unstable();
+            have == t.paths()
+        }
         _ => false,
     }
 }
 
-fn api_route(c: &TableWriter, addr: IpAddr, len: u8, hop: RouteHop) -> Option<Route> {
+fn api_route(c: &TableWriter, vr: VrId, addr: IpAddr, len: u8, hop: RouteHop) -> Option<Route> {
     let prefix = Prefix::new(addr, len).ok()?;
     let target = match hop {
         RouteHop::Local | RouteHop::Broadcast => ApiTarget::Local,
@@ -394,6 +408,18 @@ fn api_route(c: &TableWriter, addr: IpAddr, len: u8, hop: RouteHop) -> Option<Ro
                 .unwrap_or_default(),
         ),
         RouteHop::Gateway { addr, .. } => ApiTarget::Via(addr),
+        RouteHop::Group { .. } => {
+            let mut g: Vec<Gateway> = c
+                .hop_paths(vr, &hop)
+                .into_iter()
+                .map(|(_, p)| Gateway {
+                    via: p.via,
+                    weight: p.weight,
+                })
+                .collect();
+            g.sort_unstable();
+            ApiTarget::Multipath(g)
+        }
     };
     Some(Route { prefix, target })
 }
@@ -592,7 +618,7 @@ impl Backend for RuntimeBackend {
             .iter()
             .skip(offset as usize)
             .take(limit as usize)
-            .filter_map(|&(a, l, h)| api_route(&c, a, l, h))
+            .filter_map(|&(a, l, h)| api_route(&c, v, a, l, h))
             .collect();
         Ok(RoutePage {
             total: all.len() as u64,
@@ -612,7 +638,7 @@ impl Backend for RuntimeBackend {
         })?;
         let (a, l) = (route.prefix.addr(), route.prefix.prefix_len());
         let outcome = match c.route(v, a, l) {
-            Some(h) if same(h, t) => return Ok(Outcome::Unchanged),
+            Some(h) if same(&c, v, h, &t) => return Ok(Outcome::Unchanged),
             Some(RouteHop::Local | RouteHop::Broadcast | RouteHop::Connected { .. }) => {
                 return Err(ApiError::Conflict(format!(
                     "{} is a connected or local route; change the interface's addresses instead",
@@ -667,7 +693,7 @@ impl Backend for RuntimeBackend {
                 )
             })?;
             let (a, l) = (r.prefix.addr(), r.prefix.prefix_len());
-            c.check_target(v, t, a.is_ipv4())
+            c.check_target(v, &t, a.is_ipv4())
                 .map_err(|e| match refused(e) {
                     ApiError::BadRequest { field, message } => ApiError::BadRequest {
                         field: format!("add[{k}].{field}"),
@@ -676,7 +702,7 @@ impl Backend for RuntimeBackend {
                     other => other,
                 })?;
             match c.route(v, a, l) {
-                Some(h) if same(h, t) && !deleting.contains(&r.prefix) => {
+                Some(h) if same(&c, v, h, &t) && !deleting.contains(&r.prefix) => {
                     out.unchanged += 1;
                     continue;
                 }

@@ -32,7 +32,7 @@ use vrhost_cp::{
     CpEvent, EventReceiver, EventSender, IpPrefix, NsWatcher, Op, RouteTarget, WatchOptions,
 };
 use vrhost_dataplane::spec::RouteTarget as EngineTarget;
-use vrhost_dataplane::{TableWriter, VrId};
+use vrhost_dataplane::{Path, Paths, TableWriter, VrId};
 
 // -------------------------------------------------------------- sync side --
 
@@ -554,6 +554,26 @@ impl RouteSync {
         }
         let target = match t {
             RouteTarget::Via { gw, .. } => EngineTarget::Via(*gw),
+            RouteTarget::Multipath(hops) => {
+                let paths = hops.iter().map(|h| Path {
+                    via: h.gw,
+                    weight: h.weight,
+                });
+                match Paths::merged(paths) {
+                    Ok((target, 0)) => target,
+                    Ok((target, dropped)) => {
+                        self.refuse(format_args!(
+                            "{p}: {dropped} next hops past {} left out",
+                            Paths::MAX
+                        ));
+                        target
+                    }
+                    Err(e) => {
+                        self.refuse(format_args!("{p} {t}: not installed: {e}"));
+                        return self.del_route(c, p);
+                    }
+                }
+            }
             RouteTarget::Blackhole => EngineTarget::Blackhole,
             // The FIB has no "prohibit": both answer destination unreachable.
             RouteTarget::Unreachable | RouteTarget::Prohibit => EngineTarget::Unreachable,
@@ -567,7 +587,7 @@ impl RouteSync {
         if self.installed.get(&p) == Some(&target) {
             return 0;
         }
-        match c.add_route(self.vr, p, target) {
+        match c.add_route(self.vr, p, target.clone()) {
             Ok(()) => {
                 tracing::debug!(router = self.router, source = self.source, "add {p} {t}");
                 self.installed.insert(p, target);

@@ -93,7 +93,7 @@ fn diff<P: Copy + Eq + Hash>(
     old: &[(P, RouteTarget)],
     new: &[(P, RouteTarget)],
 ) -> (Vec<P>, Vec<(P, RouteTarget)>) {
-    let before: HashMap<P, RouteTarget> = old.iter().copied().collect();
+    let before: HashMap<P, &RouteTarget> = old.iter().map(|(p, t)| (*p, t)).collect();
     let after: HashSet<P> = new.iter().map(|&(p, _)| p).collect();
     let removed = old
         .iter()
@@ -102,8 +102,8 @@ fn diff<P: Copy + Eq + Hash>(
         .collect();
     let added = new
         .iter()
-        .copied()
-        .filter(|(p, t)| before.get(p) != Some(t))
+        .filter(|(p, t)| before.get(p) != Some(&t))
+        .cloned()
         .collect();
     (removed, added)
 }

@@ -220,6 +220,63 @@ async fn routes_through_the_api_reach_the_tables_and_stay_in_their_vr() {
 }
 
 #[tokio::test]
+async fn a_multipath_route_through_the_api_lists_every_next_hop() {
+    let f = Fixture::new();
+    let path = "/v1/vrs/red/routes";
+    let body =
+        json!({"prefix": "10.78.0.0/16", "via": ["10.0.0.7", "10.0.0.8"], "weights": [1, 3]});
+    let (s, v) = f.post_json(&f.red, path, body.clone()).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let hop = f.route("red", "10.78.0.0/16").unwrap();
+    assert!(hop.starts_with("Group"), "{hop}");
+    // The same again is unchanged; another weight needs replace.
+    let (s, _) = f.post_json(&f.red, path, body).await;
+    assert_eq!(s, StatusCode::OK);
+    let other = json!({"prefix": "10.78.0.0/16", "via": ["10.0.0.7", "10.0.0.8"]});
+    let (s, _) = f.post_json(&f.red, path, other).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let (s, page) = f.call(&f.red, "GET", path, None).await;
+    assert_eq!(s, StatusCode::OK);
+    let listed = page["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["prefix"] == "10.78.0.0/16")
+        .cloned()
+        .unwrap();
+    assert_eq!(listed["via"], json!(["10.0.0.7", "10.0.0.8"]), "{listed}");
+    assert_eq!(listed["weights"], json!([1, 3]), "{listed}");
+    // Bad lists are a 400 naming the problem, and change nothing.
+    for (bad, why) in [
+        (
+            json!({"prefix": "10.79.0.0/16", "via": ["10.0.0.7", "10.0.0.7"]}),
+            "given twice",
+        ),
+        (
+            json!({"prefix": "10.79.0.0/16", "via": ["10.0.0.7", "10.0.0.8"], "weights": [1]}),
+            "1 weights for 2",
+        ),
+        (
+            json!({"prefix": "10.79.0.0/16", "via": ["10.0.0.7", "2001:db8::1"]}),
+            "same family",
+        ),
+        (
+            json!({"prefix": "10.79.0.0/16", "via": "10.0.0.7", "weights": [1]}),
+            "weights go with a list",
+        ),
+    ] {
+        let (s, v) = f.post_json(&f.red, path, bad).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+        assert!(v.to_string().contains(why), "{v}");
+    }
+    // One gateway off every subnet refuses the whole route.
+    let off = json!({"prefix": "10.79.0.0/16", "via": ["10.0.0.7", "192.0.2.1"]});
+    let (s, _) = f.post_json(&f.red, path, off).await;
+    assert!(s.is_client_error(), "{s}");
+    assert_eq!(f.route("red", "10.79.0.0/16"), None);
+}
+
+#[tokio::test]
 async fn reload_applies_the_difference_or_nothing() {
     let f = Fixture::new();
     let changed = f.config.replace(

@@ -28,6 +28,7 @@ use vrhost_fib::NextHopId;
 use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::ipv4::{self, Ipv4Packet};
 
+use crate::ecmp;
 use crate::iface::Iface;
 use crate::ipv4_input::martian_octet;
 use crate::mbuf::Mbuf;
@@ -63,9 +64,9 @@ pub(crate) fn v4(
 /// [`v4`] for a frame whose IPv4 header starts `L2` bytes in: 14
 /// (untagged) or 18 (one 802.1Q tag).
 ///
-/// Works on one fixed-size view of the L2 and IPv4 headers (38 bytes, so a
-/// frame shorter than that takes the full stages; no minimum-size frame
-/// is); the L2 header is written in place or by [`retag`]. Everything is written only
+/// Works on one fixed-size view of the L2 and IPv4 headers (a frame
+/// shorter than them takes the full stages; no minimum-size frame is);
+/// the L2 header is written in place or by [`retag`]. Everything is written only
 /// once every check has passed.
 ///
 /// Out of line: inlined into the plain burst's loop, the fast path costs
@@ -81,7 +82,9 @@ pub(crate) fn v4_at<const L2: usize>(
     // One length test for both headers: `l3_len` cannot underflow below,
     // and with `L2` a constant the split and the IPv4 view are free.
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
-    let (l2, ip) = m.data_mut().first_chunk_mut::<38>()?.split_at_mut(L2);
+    // The headers, and what follows them (a multipath route hashes the ports).
+    let (headers, l4) = m.data_mut().split_at_mut_checked(L2 + 20)?;
+    let (l2, ip) = headers.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<20>()?;
     let l3_len = len - L2;
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
@@ -104,11 +107,11 @@ pub(crate) fn v4_at<const L2: usize>(
     // left to the full stages, which drop and count it.
     if urpf != Urpf::Off {
         let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-        if !urpf::passes(urpf, vr.source_route4(src), m_iface) {
+        if !urpf::passes(urpf, vr.source_route4(src), &vr.nexthops, m_iface) {
             return None;
         }
     }
-    let (egress, neigh) = match vr.resolve(id.0) {
+    let (egress, neigh) = match vr.resolve(id.0, || ecmp::flow4(ip, l4)) {
         Some(NextHop::Gateway { iface, neigh }) => (iface, neigh),
         Some(NextHop::Connected { iface }) => match vr.neighbors.find(iface, IpAddr::V4(dst)) {
             Some(n) => (iface, n),
@@ -172,7 +175,8 @@ pub(crate) fn v6_at<const L2: usize>(
     urpf: Urpf,
 ) -> Option<u16> {
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
-    let (l2, ip) = m.data_mut().first_chunk_mut::<58>()?.split_at_mut(L2);
+    let (headers, l4) = m.data_mut().split_at_mut_checked(L2 + 40)?;
+    let (l2, ip) = headers.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<40>()?;
     let l3_len = len - L2;
     let packet_len = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
@@ -192,11 +196,16 @@ pub(crate) fn v6_at<const L2: usize>(
     // sources to the full stages, which do not check them).
     if urpf != Urpf::Off {
         let src: [u8; 16] = *ip[8..].first_chunk::<16>()?;
-        if !urpf::passes(urpf, vr.source_route6(Ipv6Addr::from(src)), m_iface) {
+        if !urpf::passes(
+            urpf,
+            vr.source_route6(Ipv6Addr::from(src)),
+            &vr.nexthops,
+            m_iface,
+        ) {
             return None;
         }
     }
-    let (egress, neigh) = match vr.resolve(id.0) {
+    let (egress, neigh) = match vr.resolve(id.0, || ecmp::flow6(ip, l4)) {
         Some(NextHop::Gateway { iface, neigh }) => (iface, neigh),
         Some(NextHop::Connected { iface }) => {
             let dst: [u8; 16] = *ip[24..].first_chunk::<16>()?;

@@ -95,7 +95,7 @@ pub(crate) fn process(
         return Next::Drop(DropReason::MartianDestination);
     }
     // RFC 3704: the source's route, back through the ingress interface.
-    if urpf != Urpf::Off && !urpf::passes(urpf, vr.source_route4(src), m.iface) {
+    if urpf != Urpf::Off && !urpf::passes(urpf, vr.source_route4(src), &vr.nexthops, m.iface) {
         return Next::Drop(DropReason::Urpf);
     }
     // RFC 1812 §5.2.4: options are processed, not ignored. Source routes are
@@ -128,7 +128,8 @@ pub(crate) fn process(
     }
     // Drop Ethernet padding so later stages see exactly the IP packet.
     m.truncate(l3_off + total_len);
-    match vr.lookup4_or(dst, route) {
+    let flow = || crate::ecmp::flow4_of(m.data().get(l3_off..).unwrap_or(&[]));
+    match vr.lookup4_or(dst, route, flow) {
         Some(NextHop::Local) => Next::Local,
         Some(nh @ (NextHop::Connected { .. } | NextHop::Gateway { .. })) => Next::Forward(nh),
         Some(NextHop::Broadcast) => Next::Drop(DropReason::DirectedBroadcast),

@@ -55,7 +55,7 @@ pub(crate) fn process(vr: &mut Vr, iface: &Iface, m: &mut Mbuf) -> Next {
     if iface.urpf != Urpf::Off
         && !src.is_unspecified()
         && !wire6::is_link_local(&src)
-        && !urpf::passes(iface.urpf, vr.source_route6(src), m.iface)
+        && !urpf::passes(iface.urpf, vr.source_route6(src), &vr.nexthops, m.iface)
     {
         return Next::Drop(DropReason::Urpf);
     }
@@ -68,7 +68,9 @@ pub(crate) fn process(vr: &mut Vr, iface: &Iface, m: &mut Mbuf) -> Next {
             Next::Drop(DropReason::MulticastNotRouted)
         };
     }
-    let nh = vr.lookup6(dst);
+    let nh = vr.lookup6(dst, || {
+        crate::ecmp::flow6_of(m.data().get(l3_off..).unwrap_or(&[]))
+    });
     if nh == Some(NextHop::Local) {
         // Link-local addresses are only ours on their own link (RFC 4291 §2.5.6).
         if wire6::is_link_local(&dst) && !iface.owns6(&dst) {

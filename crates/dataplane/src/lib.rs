@@ -27,6 +27,7 @@ pub mod worker;
 
 mod arp_input;
 mod demux;
+mod ecmp;
 mod fast;
 mod fragment;
 mod icmp_error;
@@ -47,8 +48,8 @@ pub use iface::{link_local_from_mac, Iface};
 pub use mbuf::{Mbuf, MbufPool};
 pub use neighbor::Event;
 pub use spec::{
-    EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, PortSpec, RouteTarget, RouterSpec, Urpf,
-    VrId,
+    EngineSpec, IfaceId, InterfaceSpec, Limits, Path, Paths, PathsError, PortId, PortSpec,
+    RouteTarget, RouterSpec, Urpf, VrId,
 };
-pub use tables::{BuildError, RouteHop, Shared, TableWriter};
+pub use tables::{BuildError, NextHops, RouteHop, Shared, TableWriter};
 pub use worker::{NextHop, TxBatch, Vr, Worker, WorkerCounters};

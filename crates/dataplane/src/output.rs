@@ -296,9 +296,11 @@ impl Ctx<'_> {
 
     /// Routes a packet the router built (ICMP error, echo reply, NA) toward `dst`.
     pub fn route_local(&mut self, vr: &mut Vr, m: Mbuf, dst: IpAddr) {
+        let l3 = m.data().get(usize::from(m.l3_off)..).unwrap_or(&[]);
+        let flow = || crate::ecmp::flow_of(l3);
         let nh = match dst {
-            IpAddr::V4(d) => vr.lookup4(d),
-            IpAddr::V6(d) => vr.lookup6(d),
+            IpAddr::V4(d) => vr.lookup4(d, flow),
+            IpAddr::V6(d) => vr.lookup6(d, flow),
         };
         match nh {
             Some(NextHop::Connected { iface }) => self.output(vr, m, iface, dst),

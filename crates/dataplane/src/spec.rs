@@ -120,25 +120,172 @@ index_newtype!(
 
 /// Where a static route sends packets: the one route-target type of the
 /// config, the control-plane sync and the table writer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum RouteTarget {
     /// Forward to this gateway, which an interface subnet must cover (same
     /// family as the prefix).
     Via(IpAddr),
+    /// Equal- or weighted-cost multipath: each flow goes to one of these
+    /// gateways, chosen by its hash ([`Paths`]).
+    Multipath(Paths),
     /// Drop silently.
     Blackhole,
     /// Drop and answer ICMP Destination Unreachable.
     Unreachable,
 }
 
+impl RouteTarget {
+    /// The gateways a packet may leave through, with their weights (one, of
+    /// weight 1, for [`RouteTarget::Via`]; none for the drops).
+    pub fn paths(&self) -> Vec<Path> {
+        match self {
+            RouteTarget::Via(a) => vec![Path { via: *a, weight: 1 }],
+            RouteTarget::Multipath(p) => p.as_slice().to_vec(),
+            RouteTarget::Blackhole | RouteTarget::Unreachable => Vec::new(),
+        }
+    }
+}
+
 impl core::fmt::Display for RouteTarget {
-    /// The routes-file spelling: an address, `blackhole` or `unreachable`.
+    /// The routes-file spelling: an address, several (`ADDR` or
+    /// `ADDR*WEIGHT`, space-separated), `blackhole` or `unreachable`.
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             RouteTarget::Via(a) => write!(f, "{a}"),
+            RouteTarget::Multipath(p) => write!(f, "{p}"),
             RouteTarget::Blackhole => f.write_str("blackhole"),
             RouteTarget::Unreachable => f.write_str("unreachable"),
         }
+    }
+}
+
+/// One gateway of a multipath route and its share of the flows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Path {
+    /// The gateway.
+    pub via: IpAddr,
+    /// Relative share, at least 1: a path of weight 3 gets three times the
+    /// flows of one of weight 1.
+    pub weight: u16,
+}
+
+/// The gateways of a multipath route: 2 to [`Paths::MAX`] of one family,
+/// each once, sorted by address. Cheap to clone.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Paths(std::sync::Arc<[Path]>);
+
+/// Why a list of gateways is not a route target.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PathsError {
+    /// No gateway at all.
+    #[error("no next hop")]
+    Empty,
+    /// More than [`Paths::MAX`].
+    #[error("{0} next hops; at most {max}", max = Paths::MAX)]
+    TooMany(usize),
+    /// One gateway twice.
+    #[error("next hop {0} given twice")]
+    Duplicate(IpAddr),
+    /// A weight of 0.
+    #[error("next hop {0} has weight 0; weights are 1-65535")]
+    ZeroWeight(IpAddr),
+    /// IPv4 and IPv6 gateways mixed.
+    #[error("next hops {0} and {1} are of different families")]
+    MixedFamily(IpAddr, IpAddr),
+}
+
+impl Paths {
+    /// The most gateways one route may have (FRR's default `MULTIPATH_NUM`).
+    pub const MAX: usize = 64;
+
+    /// The target for `paths`: [`RouteTarget::Via`] for one gateway (its
+    /// weight does not matter), [`RouteTarget::Multipath`] for more.
+    /// Refuses an empty list, more than [`Paths::MAX`], a gateway given
+    /// twice, a weight of 0 and mixed families.
+    pub fn target(paths: impl IntoIterator<Item = Path>) -> Result<RouteTarget, PathsError> {
+        let mut v: Vec<Path> = paths.into_iter().collect();
+        if let Some(p) = v.iter().find(|p| p.weight == 0) {
+            return Err(PathsError::ZeroWeight(p.via));
+        }
+        if let Some(w) = v
+            .windows(2)
+            .find(|w| w[0].via.is_ipv4() != w[1].via.is_ipv4())
+        {
+            return Err(PathsError::MixedFamily(w[0].via, w[1].via));
+        }
+        v.sort_unstable();
+        if let Some(w) = v.windows(2).find(|w| w[0].via == w[1].via) {
+            return Err(PathsError::Duplicate(w[0].via));
+        }
+        Self::of_sorted(v)
+    }
+
+    /// [`Paths::target`] for what a control plane sends: a gateway given
+    /// twice counts once with the weights added, a weight of 0 counts as 1,
+    /// and past [`Paths::MAX`] the rest are left out (returned as the
+    /// count dropped, for the caller to count and log).
+    pub fn merged(
+        paths: impl IntoIterator<Item = Path>,
+    ) -> Result<(RouteTarget, usize), PathsError> {
+        let mut v: Vec<Path> = paths
+            .into_iter()
+            .map(|p| Path {
+                weight: p.weight.max(1),
+                ..p
+            })
+            .collect();
+        v.sort_unstable();
+        v.dedup_by(|later, kept| {
+            let same = later.via == kept.via;
+            if same {
+                kept.weight = kept.weight.saturating_add(later.weight);
+            }
+            same
+        });
+        if let Some(w) = v
+            .windows(2)
+            .find(|w| w[0].via.is_ipv4() != w[1].via.is_ipv4())
+        {
+            return Err(PathsError::MixedFamily(w[0].via, w[1].via));
+        }
+        let dropped = v.len().saturating_sub(Self::MAX);
+        v.truncate(Self::MAX);
+        Ok((Self::of_sorted(v)?, dropped))
+    }
+
+    fn of_sorted(v: Vec<Path>) -> Result<RouteTarget, PathsError> {
+        match v.len() {
+            0 => Err(PathsError::Empty),
+            1 => Ok(RouteTarget::Via(v[0].via)),
+            n if n > Self::MAX => Err(PathsError::TooMany(n)),
+            _ => Ok(RouteTarget::Multipath(Paths(v.into()))),
+        }
+    }
+
+    /// The gateways, sorted by address.
+    pub fn as_slice(&self) -> &[Path] {
+        &self.0
+    }
+
+    /// Whether every weight is 1.
+    pub fn equal_cost(&self) -> bool {
+        self.0.iter().all(|p| p.weight == 1)
+    }
+}
+
+impl core::fmt::Display for Paths {
+    /// Space-separated, `ADDR` for weight 1 and `ADDR*WEIGHT` otherwise.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{}", p.via)?;
+            if p.weight != 1 {
+                write!(f, "*{}", p.weight)?;
+            }
+        }
+        Ok(())
     }
 }
 

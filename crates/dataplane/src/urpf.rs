@@ -16,14 +16,24 @@
 //! neighbor entry is made for its gateway.
 
 use crate::spec::Urpf;
-use crate::tables::RouteHop;
+use crate::tables::{NextHops, RouteHop};
 
 /// Whether a packet that came in on interface `ingress` (global index),
-/// whose source's route is `route`, passes check `mode`.
+/// whose source's route is `route` (an entry of `hops`), passes check
+/// `mode`. A multipath route passes strict when any of its gateways is out
+/// of the ingress interface (RFC 3704 §2.2: "feasible" paths).
 #[inline]
-pub(crate) fn passes(mode: Urpf, route: Option<&RouteHop>, ingress: u16) -> bool {
+pub(crate) fn passes(mode: Urpf, route: Option<&RouteHop>, hops: &NextHops, ingress: u16) -> bool {
     let out = match route {
         Some(&(RouteHop::Gateway { iface, .. } | RouteHop::Connected { iface })) => iface,
+        Some(&RouteHop::Group { base, members }) => {
+            return match mode {
+                Urpf::Off | Urpf::Loose => true,
+                Urpf::Strict => hops.members(base, members).iter().any(|&id| {
+                    matches!(hops.get(id as usize), Some(&RouteHop::Gateway { iface, .. }) if iface == ingress)
+                }),
+            }
+        }
         Some(
             RouteHop::Local | RouteHop::Broadcast | RouteHop::Blackhole | RouteHop::Unreachable,
         )
@@ -57,9 +67,41 @@ mod tests {
             (Some(RouteHop::Broadcast), false, false),
             (None, false, false),
         ] {
-            assert!(passes(Urpf::Off, route.as_ref(), 3), "{route:?}");
-            assert_eq!(passes(Urpf::Loose, route.as_ref(), 3), loose, "{route:?}");
-            assert_eq!(passes(Urpf::Strict, route.as_ref(), 3), strict, "{route:?}");
+            let none = NextHops::default();
+            assert!(passes(Urpf::Off, route.as_ref(), &none, 3), "{route:?}");
+            assert_eq!(
+                passes(Urpf::Loose, route.as_ref(), &none, 3),
+                loose,
+                "{route:?}"
+            );
+            assert_eq!(
+                passes(Urpf::Strict, route.as_ref(), &none, 3),
+                strict,
+                "{route:?}"
+            );
         }
+    }
+
+    #[test]
+    fn strict_passes_a_multipath_route_with_any_gateway_on_the_ingress() {
+        let gw = |iface, last| RouteHop::Gateway {
+            iface,
+            addr: IpAddr::V4(Ipv4Addr::new(10, 0, iface as u8, last)),
+        };
+        // A group of the first two: buckets, then the member ids.
+        let mut buckets = vec![0; crate::tables::GROUP_BUCKETS];
+        buckets.extend([0, 1]);
+        let hops = NextHops {
+            hops: vec![gw(3, 1), gw(4, 1), gw(5, 1)],
+            buckets,
+        };
+        let group = RouteHop::Group {
+            base: 0,
+            members: 2,
+        };
+        assert!(passes(Urpf::Strict, Some(&group), &hops, 3));
+        assert!(passes(Urpf::Strict, Some(&group), &hops, 4));
+        assert!(!passes(Urpf::Strict, Some(&group), &hops, 5));
+        assert!(passes(Urpf::Loose, Some(&group), &hops, 5));
     }
 }

@@ -21,7 +21,7 @@ use crate::mbuf::{Mbuf, MbufPool};
 use crate::neighbor::Event;
 use crate::neighbor::{NeighborTable, Probe, HOLD_MAX};
 use crate::spec::{Limits, VrId};
-use crate::tables::{RouteHop, Shared, TableWriter, Tables};
+use crate::tables::{NextHops, RouteHop, Shared, TableWriter, Tables};
 
 /// Frames to transmit, one queue per port, filled by the pipeline and
 /// drained by the drivers.
@@ -200,7 +200,7 @@ pub struct Vr {
     pub(crate) id: u16,
     pub(crate) fib4: Arc<FibSnapshot<Ipv4Addr>>,
     pub(crate) fib6: Arc<FibSnapshot<Ipv6Addr>>,
-    pub(crate) nexthops: Arc<Vec<RouteHop>>,
+    pub(crate) nexthops: Arc<NextHops>,
     /// Neighbor slot of each gateway next hop, by next-hop id; `u32::MAX` until first use.
     gw_slots: Vec<u32>,
     /// This worker's neighbor table for the VR.
@@ -213,12 +213,21 @@ pub struct Vr {
 }
 
 impl Vr {
-    /// What next hop `id` of the VR's FIB means in this worker.
+    /// What next hop `id` of the VR's FIB means in this worker; `flow`
+    /// gives the packet's flow hash ([`crate::ecmp`]), asked for only when
+    /// `id` is a multipath group.
     #[inline(always)]
-    pub(crate) fn resolve(&mut self, id: u32) -> Option<NextHop> {
+    pub(crate) fn resolve(&mut self, id: u32, flow: impl FnOnce() -> u32) -> Option<NextHop> {
         // Matched by reference: the gateway's address is read only when its
         // slot is not yet resolved, not copied for every packet.
-        Some(match self.nexthops.get(id as usize)? {
+        let (id, hop) = match self.nexthops.get(id as usize)? {
+            &RouteHop::Group { base, .. } => {
+                let member = self.nexthops.pick(base, flow())?;
+                (member, self.nexthops.get(member as usize)?)
+            }
+            hop => (id, hop),
+        };
+        Some(match hop {
             RouteHop::Local => NextHop::Local,
             RouteHop::Broadcast => NextHop::Broadcast,
             RouteHop::Blackhole => NextHop::Blackhole,
@@ -237,6 +246,8 @@ impl Vr {
                     neigh: *slot,
                 }
             }
+            // A group's members are gateways; a group never names a group.
+            RouteHop::Group { .. } => return None,
         })
     }
 
@@ -253,11 +264,12 @@ impl Vr {
         self.nexthops.get(self.fib6.lookup(src)?.0 as usize)
     }
 
-    /// Longest-prefix match for IPv4.
+    /// Longest-prefix match for IPv4; `flow` gives the packet's flow hash
+    /// for a multipath route (addresses, protocol, ports, IPv6 flow label).
     #[inline]
-    pub fn lookup4(&mut self, dst: Ipv4Addr) -> Option<NextHop> {
+    pub fn lookup4(&mut self, dst: Ipv4Addr, flow: impl FnOnce() -> u32) -> Option<NextHop> {
         let id = self.fib4.lookup(dst)?;
-        self.resolve(id.0)
+        self.resolve(id.0, flow)
     }
 
     /// Longest-prefix match for IPv4, or the answer the burst's batch lookup
@@ -267,10 +279,11 @@ impl Vr {
         &mut self,
         dst: Ipv4Addr,
         route: Option<Option<NextHopId>>,
+        flow: impl FnOnce() -> u32,
     ) -> Option<NextHop> {
         match route {
-            Some(found) => self.resolve(found?.0),
-            None => self.lookup4(dst),
+            Some(found) => self.resolve(found?.0, flow),
+            None => self.lookup4(dst, flow),
         }
     }
 
@@ -304,11 +317,11 @@ impl Vr {
         }
     }
 
-    /// Longest-prefix match for IPv6.
+    /// Longest-prefix match for IPv6; `flow` as for [`Vr::lookup4`].
     #[inline]
-    pub fn lookup6(&mut self, dst: Ipv6Addr) -> Option<NextHop> {
+    pub fn lookup6(&mut self, dst: Ipv6Addr, flow: impl FnOnce() -> u32) -> Option<NextHop> {
         let id = self.fib6.lookup(dst)?;
-        self.resolve(id.0)
+        self.resolve(id.0, flow)
     }
 
     /// Packets waiting on this worker's punt queue.

@@ -373,7 +373,7 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     // Fill red's IPv4 table to the limit.
     let room4 = limit as usize - base4;
     for i in 0..room4 {
-        e.add_route(RED, p4(&format!("100.64.{i}.0/24")), via)
+        e.add_route(RED, p4(&format!("100.64.{i}.0/24")), via.clone())
             .unwrap();
     }
     assert_eq!(e.vr(RED).routes4, limit as usize);
@@ -393,7 +393,7 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     );
     // Refused with a gateway target too, and the table did not change.
     assert!(matches!(
-        e.add_route(RED, full, via),
+        e.add_route(RED, full, via.clone()),
         Err(BuildError::RouteLimit { .. })
     ));
     assert_eq!(e.vr(RED).routes4, limit as usize);
@@ -427,7 +427,7 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
     let via6 = RouteTarget::Via(IpAddr::V6(GW6));
     let room6 = limit as usize - base6;
     for i in 0..room6 {
-        e.add_route(RED, p6(&format!("2001:db8:100:{i:x}::/64")), via6)
+        e.add_route(RED, p6(&format!("2001:db8:100:{i:x}::/64")), via6.clone())
             .unwrap();
     }
     assert_eq!(
@@ -458,7 +458,7 @@ fn route_limit_is_per_vr_per_family_and_names_the_router() {
 
     // Removing one of red's routes makes room for exactly one.
     assert!(e.remove_route(RED, p4("100.64.1.0/24")));
-    e.add_route(RED, full, via).unwrap();
+    e.add_route(RED, full, via.clone()).unwrap();
     assert!(matches!(
         e.add_route(RED, p4("100.64.1.0/24"), via),
         Err(BuildError::RouteLimit { .. })

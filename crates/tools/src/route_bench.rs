@@ -141,7 +141,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
             IpAddr::V6(_) => None,
         })
         .collect();
-    let batch: Vec<(Prefix4, RouteTarget)> = v4.iter().map(|&p| (p, via)).collect();
+    let batch: Vec<(Prefix4, RouteTarget)> = v4.iter().map(|&p| (p, via.clone())).collect();
     {
         let mut c = lock(&running.writer);
         c.add_routes(VrId::new(0), &batch, &[])

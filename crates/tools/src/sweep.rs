@@ -154,8 +154,8 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
         let (mut v4, mut v6) = (Vec::new(), Vec::new());
         for &(a, l) in t {
             match a {
-                IpAddr::V4(a) => v4.extend(Prefix4::new(a, l).ok().map(|p| (p, via))),
-                IpAddr::V6(a) => v6.extend(Prefix6::new(a, l).ok().map(|p| (p, via))),
+                IpAddr::V4(a) => v4.extend(Prefix4::new(a, l).ok().map(|p| (p, via.clone()))),
+                IpAddr::V6(a) => v6.extend(Prefix6::new(a, l).ok().map(|p| (p, via.clone()))),
             }
         }
         (v4, v6)

@@ -733,6 +733,74 @@ fn route_via_must_be_on_an_interface_subnet() {
 }
 
 #[test]
+fn route_via_takes_a_list_with_optional_weights() {
+    let c = valid(&route(
+        "  prefix = \"10.9.0.0/16\"\n  via = [\"10.0.0.9\", \"10.0.0.8\"]\n  weights = [1, 3]\n",
+    ));
+    let p = |via: &str, weight| crate::Path {
+        via: via.parse().unwrap(),
+        weight,
+    };
+    assert_eq!(
+        c.routers[0].routes[0].target.paths(),
+        [p("10.0.0.8", 3), p("10.0.0.9", 1)]
+    );
+    // A list of one is a plain route.
+    let c = valid(&route(
+        "  prefix = \"10.9.0.0/16\"\n  via = [\"10.0.0.9\"]\n",
+    ));
+    assert_eq!(
+        c.routers[0].routes[0].target,
+        RouteTarget::Via("10.0.0.9".parse().unwrap())
+    );
+    let key = "router \"red\".route[0]";
+    for (body, field, why) in [
+        (
+            "via = [\"10.0.0.9\", \"10.0.0.9\"]",
+            "via",
+            "next hop 10.0.0.9 given twice",
+        ),
+        (
+            "via = [\"10.0.0.9\", \"10.9.9.9\"]",
+            "via",
+            "no interface subnet of router red covers 10.9.9.9",
+        ),
+        ("via = []", "via", "no next hop"),
+        (
+            "via = [\"10.0.0.9\", \"10.0.0.8\"]\n  weights = [1]",
+            "weights",
+            "has 1 weights for 2 next hops",
+        ),
+        (
+            "via = [\"10.0.0.9\", \"10.0.0.8\"]\n  weights = [0, 1]",
+            "weights",
+            "has weight 0",
+        ),
+        (
+            "via = [\"10.0.0.9\", \"10.0.0.8\"]\n  weights = [1, 70000]",
+            "weights",
+            "70000 is outside 1-65535",
+        ),
+        (
+            "via = \"10.0.0.9\"\n  weights = [2]",
+            "weights",
+            "only with a list of next hops",
+        ),
+        (
+            "via = 7",
+            "via",
+            "expected an address or an array of addresses",
+        ),
+    ] {
+        only(
+            &route(&format!("  prefix = \"10.9.0.0/16\"\n  {body}\n")),
+            &format!("{key}.{field}"),
+            why,
+        );
+    }
+}
+
+#[test]
 fn route_via_family_must_match_prefix() {
     only(
         &route("  prefix = \"0.0.0.0/0\"\n  via = \"2001:db8::9\"\n"),

@@ -188,7 +188,11 @@ impl TableWriter {
         let users = self
             .route_list(VrId::new(vr))
             .iter()
-            .filter(|(_, _, h)| matches!(h, RouteHop::Gateway { iface, .. } if *iface == gi))
+            .filter(|(_, _, h)| {
+                self.hop_paths(VrId::new(vr), h)
+                    .iter()
+                    .any(|&(iface, _)| iface == gi)
+            })
             .count();
         if users > 0 {
             return Err(BuildError::InterfaceInUse {

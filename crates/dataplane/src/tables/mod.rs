@@ -4,7 +4,7 @@
 //!   TableWriter (one thread)                     Shared (Arc)                    Worker k
 //!   ────────────────────────                     ────────────                    ────────
 //!   per VR: FibHandle v4/v6 ── publish ──▶ FibReader v4/v6 ─────────── load_full ─▶ Arc<FibSnapshot>
-//!           next hops (grow-only) ─ store ─▶ ArcSwap<Vec<RouteHop>> ── load_full ─▶ Arc<Vec<RouteHop>>
+//!           next hops (grow-only) ─ store ─▶ ArcSwap<NextHops> ──────── load_full ─▶ Arc<NextHops>
 //!   commit(): bump `generation` (Release) ─────▶ AtomicU64 ◀── one Acquire load per burst;
 //!                                                                  refresh the Arcs when it moved
 //!   static neighbors ──────────────── Event ──────────────────────────────────────▶ inbox (bounded)
@@ -62,6 +62,56 @@ pub enum RouteHop {
         /// The gateway's address, on that interface's subnet.
         addr: IpAddr,
     },
+    /// Multipath: one of several gateways by the flow's hash. The group's
+    /// bucket table starts at `base` in the VR's [`NextHops`] (512 bucket
+    /// entries, each a member's next-hop id, then its `members` distinct ids).
+    Group {
+        /// Index of its first bucket.
+        base: u32,
+        /// How many gateways.
+        members: u16,
+    },
+}
+
+/// Buckets of a multipath group's table: a flow's hash picks one, each
+/// bucket names a gateway. 512 keeps the share of two equal gateways within
+/// a few percent of half and touches one cache line per packet.
+pub(crate) const GROUP_BUCKETS: usize = 512;
+/// log2 of [`GROUP_BUCKETS`]: the flow hash's top bits index the table.
+pub(crate) const GROUP_BUCKET_BITS: u32 = 9;
+
+/// A VR's next hops as every worker sees them: the [`RouteHop`] of each
+/// FIB answer (indexed by [`NextHopId`]), and the bucket tables of its
+/// multipath groups. Both only grow, so an older FIB's ids stay valid.
+#[derive(Clone, Debug, Default)]
+pub struct NextHops {
+    pub(crate) hops: Vec<RouteHop>,
+    pub(crate) buckets: Vec<u32>,
+}
+
+impl core::ops::Deref for NextHops {
+    type Target = [RouteHop];
+    fn deref(&self) -> &[RouteHop] {
+        &self.hops
+    }
+}
+
+impl NextHops {
+    /// The gateway group `hop`'s bucket `hash` picks (the top
+    /// [`GROUP_BUCKET_BITS`] bits of the hash index its table).
+    #[inline(always)]
+    pub(crate) fn pick(&self, base: u32, hash: u32) -> Option<u32> {
+        let b = base as usize + (hash >> (32 - GROUP_BUCKET_BITS)) as usize;
+        self.buckets.get(b).copied()
+    }
+
+    /// The distinct gateways (next-hop ids) of the group at `base`.
+    pub(crate) fn members(&self, base: u32, members: u16) -> &[u32] {
+        let start = base as usize + GROUP_BUCKETS;
+        self.buckets
+            .get(start..start + usize::from(members))
+            .unwrap_or(&[])
+    }
 }
 
 /// Fixed next-hop ids, the same in every VR.
@@ -78,7 +128,7 @@ pub(crate) struct VrShared {
     pub limits: Limits,
     pub fib4: FibReader<Ipv4Addr>,
     pub fib6: FibReader<Ipv6Addr>,
-    pub nexthops: Arc<ArcSwap<Vec<RouteHop>>>,
+    pub nexthops: Arc<ArcSwap<NextHops>>,
     /// False once deleted: the slot stays so that indices never move.
     pub alive: bool,
 }
@@ -350,8 +400,12 @@ pub enum BuildError {
 struct VrControl {
     fib4: FibHandle<Ipv4Addr>,
     fib6: FibHandle<Ipv6Addr>,
-    nexthops: Vec<RouteHop>,
+    nexthops: NextHops,
     nh_index: HashMap<RouteHop, u32>,
+    /// Multipath groups by their (member id, weight) list, sorted.
+    group_index: HashMap<Vec<(u32, u16)>, u32>,
+    /// Each group's gateways (next-hop ids) and weights, by its first bucket.
+    group_paths: HashMap<u32, Vec<(u32, u16)>>,
     /// Next hops appended since the last publication.
     nh_dirty: bool,
     fib_dirty: bool,
@@ -368,11 +422,47 @@ impl VrControl {
         if let Some(&i) = self.nh_index.get(&nh) {
             return NextHopId(i);
         }
-        let i = self.nexthops.len() as u32;
-        self.nexthops.push(nh);
+        let i = self.nexthops.hops.len() as u32;
+        self.nexthops.hops.push(nh);
         self.nh_index.insert(nh, i);
         self.nh_dirty = true;
         NextHopId(i)
+    }
+
+    /// The multipath group over `members` (gateway next-hop ids with their
+    /// weights, each id once), made on first use. Its bucket table is by
+    /// rendezvous hashing ([`crate::ecmp::buckets`]): a gateway's buckets
+    /// depend only on the gateways, so the group without one of them keeps
+    /// every other gateway's buckets, and flows through those stay put.
+    fn group(&mut self, mut members: Vec<(u32, u16)>) -> NextHopId {
+        members.sort_unstable();
+        if let Some(&i) = self.group_index.get(&members) {
+            return NextHopId(i);
+        }
+        let keyed: Vec<(u32, u64, u16)> = members
+            .iter()
+            .map(|&(id, w)| {
+                let key = match self.nexthops.hops.get(id as usize) {
+                    Some(RouteHop::Gateway { addr, .. }) => crate::ecmp::addr_key(*addr),
+                    _ => u64::from(id),
+                };
+                (id, key, w)
+            })
+            .collect();
+        let base = self.nexthops.buckets.len() as u32;
+        self.nexthops
+            .buckets
+            .extend(crate::ecmp::buckets(&keyed, GROUP_BUCKETS));
+        self.nexthops
+            .buckets
+            .extend(members.iter().map(|&(id, _)| id));
+        let id = self.nexthop(RouteHop::Group {
+            base,
+            members: members.len() as u16,
+        });
+        self.group_index.insert(members.clone(), id.0);
+        self.group_paths.insert(base, members);
+        id
     }
 }
 

@@ -2,26 +2,43 @@
 
 use super::*;
 
+/// A route target checked against the VR: each gateway with the
+/// interface it leaves by.
+pub(super) enum Checked {
+    /// A fixed next hop (blackhole, unreachable).
+    Fixed(NextHopId),
+    /// Gateways with their egress interfaces and weights (one: no group).
+    Gateways(Vec<(u16, IpAddr, u16)>),
+}
+
 impl TableWriter {
     fn target(
         &mut self,
         vr: usize,
-        target: RouteTarget,
+        target: &RouteTarget,
         v4: bool,
     ) -> Result<NextHopId, BuildError> {
-        let iface = self.gateway_iface(vr, target, v4)?;
-        Ok(self.hop_id(vr, target, iface))
+        let checked = self.check(vr, target, v4)?;
+        Ok(self.hop_id(vr, checked))
     }
 
-    /// The next hop of `target`, whose gateway (if any) leaves by `iface`
-    /// ([`TableWriter::gateway_iface`]).
-    fn hop_id(&mut self, vr: usize, target: RouteTarget, iface: Option<u16>) -> NextHopId {
-        match (target, iface) {
-            (RouteTarget::Via(addr), Some(iface)) => {
-                self.vrs[vr].nexthop(RouteHop::Gateway { iface, addr })
+    /// The next hop of a checked target ([`TableWriter::check`]): the
+    /// gateway's, or the multipath group of several.
+    fn hop_id(&mut self, vr: usize, checked: Checked) -> NextHopId {
+        let c = &mut self.vrs[vr];
+        match checked {
+            Checked::Fixed(id) => id,
+            Checked::Gateways(g) if g.len() == 1 => c.nexthop(RouteHop::Gateway {
+                iface: g[0].0,
+                addr: g[0].1,
+            }),
+            Checked::Gateways(g) => {
+                let members = g
+                    .into_iter()
+                    .map(|(iface, addr, w)| (c.nexthop(RouteHop::Gateway { iface, addr }).0, w))
+                    .collect();
+                c.group(members)
             }
-            (RouteTarget::Unreachable, _) => NH_UNREACHABLE,
-            _ => NH_BLACKHOLE,
         }
     }
 
@@ -61,7 +78,7 @@ impl TableWriter {
             IpPrefix::V4(p) => (c.fib4.table().len(), c.fib4.table().get(p).is_some()),
             IpPrefix::V6(p) => (c.fib6.table().len(), c.fib6.table().get(p).is_some()),
         })?;
-        let nh = self.target(vr, target, prefix.is_ipv4())?;
+        let nh = self.target(vr, &target, prefix.is_ipv4())?;
         let c = &mut self.vrs[vr];
         match prefix {
             IpPrefix::V4(p) => c.fib4.insert(p, nh),
@@ -88,11 +105,11 @@ impl TableWriter {
         // Every gateway's interface, or the first refusal, before anything changes.
         let ifaces4 = routes4
             .iter()
-            .map(|&(_, t)| self.gateway_iface(vr, t, true))
+            .map(|(_, t)| self.check(vr, t, true))
             .collect::<Result<Vec<_>, _>>()?;
         let ifaces6 = routes6
             .iter()
-            .map(|&(_, t)| self.gateway_iface(vr, t, false))
+            .map(|(_, t)| self.check(vr, t, false))
             .collect::<Result<Vec<_>, _>>()?;
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
@@ -107,12 +124,12 @@ impl TableWriter {
         let ids4: Vec<_> = routes4
             .iter()
             .zip(ifaces4)
-            .map(|(&(p, t), i)| (p, self.hop_id(vr, t, i)))
+            .map(|(&(p, _), i)| (p, self.hop_id(vr, i)))
             .collect();
         let ids6: Vec<_> = routes6
             .iter()
             .zip(ifaces6)
-            .map(|(&(p, t), i)| (p, self.hop_id(vr, t, i)))
+            .map(|(&(p, _), i)| (p, self.hop_id(vr, i)))
             .collect();
         let c = &mut self.vrs[vr];
         bulk_insert(&mut c.fib4, ids4);
@@ -134,11 +151,11 @@ impl TableWriter {
         use vrhost_fib::Lpm;
         let vr = vr.index();
         self.vr(vr)?;
-        for &(_, t) in add4 {
-            self.gateway_iface(vr, t, true)?;
+        for (_, t) in add4 {
+            self.check(vr, t, true)?;
         }
-        for &(_, t) in add6 {
-            self.gateway_iface(vr, t, false)?;
+        for (_, t) in add6 {
+            self.check(vr, t, false)?;
         }
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
@@ -295,6 +312,37 @@ impl TableWriter {
         v4
     }
 
+    /// The gateways `hop` (one of VR `vr`'s next hops, as [`TableWriter::route`]
+    /// and [`TableWriter::route_list`] give them) sends packets to, with their
+    /// weights: one for a gateway, several for a multipath group, none for
+    /// the others.
+    pub fn hop_paths(&self, vr: VrId, hop: &RouteHop) -> Vec<(u16, crate::spec::Path)> {
+        let Some(c) = self.vrs.get(vr.index()) else {
+            return Vec::new();
+        };
+        let gateway = |id: u32, weight| match c.nexthops.get(id as usize) {
+            Some(&RouteHop::Gateway { iface, addr }) => {
+                Some((iface, crate::spec::Path { via: addr, weight }))
+            }
+            _ => None,
+        };
+        match hop {
+            &RouteHop::Gateway { iface, addr } => vec![(
+                iface,
+                crate::spec::Path {
+                    via: addr,
+                    weight: 1,
+                },
+            )],
+            RouteHop::Group { base, .. } => c
+                .group_paths
+                .get(base)
+                .map(|m| m.iter().filter_map(|&(id, w)| gateway(id, w)).collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
     /// What the route for exactly `addr/len` in VR `vr` points at, if any.
     pub fn route(&self, vr: VrId, addr: IpAddr, len: u8) -> Option<RouteHop> {
         let vr = vr.index();
@@ -308,38 +356,46 @@ impl TableWriter {
     }
 
     /// Whether VR `vr` would accept a route to `target` for a prefix of the
-    /// family `v4` (a gateway on one of its subnets, of the same family),
-    /// without changing anything.
-    pub fn check_target(&self, vr: VrId, target: RouteTarget, v4: bool) -> Result<(), BuildError> {
+    /// family `v4` (every gateway on one of its subnets, of the same
+    /// family), without changing anything.
+    pub fn check_target(&self, vr: VrId, target: &RouteTarget, v4: bool) -> Result<(), BuildError> {
         let vr = vr.index();
-        self.gateway_iface(vr, target, v4).map(|_| ())
+        self.check(vr, target, v4).map(|_| ())
     }
 
-    /// The egress interface of a gateway target (`None` for blackhole and
-    /// unreachable), or why the VR refuses it.
-    fn gateway_iface(
+    /// The egress interface of each gateway of `target`, or why the VR
+    /// refuses it.
+    pub(super) fn check(
         &self,
         vr: usize,
-        target: RouteTarget,
+        target: &RouteTarget,
         v4: bool,
-    ) -> Result<Option<u16>, BuildError> {
+    ) -> Result<Checked, BuildError> {
         self.vr(vr)?;
-        let RouteTarget::Via(via) = target else {
-            return Ok(None);
+        let paths = match target {
+            RouteTarget::Blackhole => return Ok(Checked::Fixed(NH_BLACKHOLE)),
+            RouteTarget::Unreachable => return Ok(Checked::Fixed(NH_UNREACHABLE)),
+            RouteTarget::Via(_) | RouteTarget::Multipath(_) => target.paths(),
         };
         let router = || self.shared.vrs[vr].name.clone();
-        if via.is_ipv4() != v4 {
-            return Err(BuildError::FamilyMismatch {
-                router: router(),
-                via,
-            });
-        }
-        self.on_link_iface(vr, via)
-            .map(Some)
-            .ok_or_else(|| BuildError::GatewayOffLink {
-                router: router(),
-                via,
+        paths
+            .into_iter()
+            .map(|p| {
+                if p.via.is_ipv4() != v4 {
+                    return Err(BuildError::FamilyMismatch {
+                        router: router(),
+                        via: p.via,
+                    });
+                }
+                self.on_link_iface(vr, p.via)
+                    .map(|iface| (iface, p.via, p.weight))
+                    .ok_or_else(|| BuildError::GatewayOffLink {
+                        router: router(),
+                        via: p.via,
+                    })
             })
+            .collect::<Result<_, _>>()
+            .map(Checked::Gateways)
     }
 }
 

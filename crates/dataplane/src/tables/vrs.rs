@@ -76,8 +76,10 @@ impl TableWriter {
         let mut c = VrControl {
             fib4: FibHandle::new(),
             fib6: FibHandle::new(),
-            nexthops: Vec::new(),
+            nexthops: NextHops::default(),
             nh_index: HashMap::new(),
+            group_index: HashMap::new(),
+            group_paths: HashMap::new(),
             nh_dirty: true,
             fib_dirty: true,
             fib_epoch: 0,
@@ -111,7 +113,7 @@ impl TableWriter {
             limits: r.limits,
             fib4: c.fib4.reader(),
             fib6: c.fib6.reader(),
-            nexthops: Arc::new(ArcSwap::from_pointee(Vec::new())),
+            nexthops: Arc::new(ArcSwap::from_pointee(NextHops::default())),
             alive: true,
         });
         self.vrs.push(c);
