@@ -243,7 +243,10 @@ mod tests {
             ]
         );
         for r in &routes {
-            assert_eq!(parse_routes(&r.to_string()).unwrap(), std::slice::from_ref(r));
+            assert_eq!(
+                parse_routes(&r.to_string()).unwrap(),
+                std::slice::from_ref(r)
+            );
         }
     }
 
@@ -301,7 +304,10 @@ mod tests {
             RouteTarget::Via("10.0.0.2".parse().unwrap())
         );
         for r in &routes {
-            assert_eq!(parse_routes(&r.to_string()).unwrap(), std::slice::from_ref(r));
+            assert_eq!(
+                parse_routes(&r.to_string()).unwrap(),
+                std::slice::from_ref(r)
+            );
         }
         let errors = parse_routes(
             "10.0.0.0/8 10.0.0.2 10.0.0.2\n\

@@ -59,6 +59,21 @@ impl Frr {
         self.children.push((daemon, child));
     }
 
+    /// Starts zebra in `ns` and waits for its API socket (staticd needs it).
+    fn start_zebra(&mut self, ns: &str, conf: &str, extra: &[&str]) {
+        self.start(ns, "zebra", conf, extra);
+        let zserv = self.dir.join("zserv.api");
+        let t0 = Instant::now();
+        while !zserv.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(15),
+                "zebra did not start: {}",
+                self.log("zebra")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Stops a daemon cleanly (SIGTERM: staticd then withdraws its routes;
     /// after SIGKILL zebra would keep them for a while).
     fn terminate(&mut self, daemon: &str) {
@@ -149,17 +164,7 @@ fn zebra_with_statics(
     let mut frr = Frr::new(&ns.name);
     // FRR 8.4: the fpm commands are top-level.
     let zebra_conf = format!("hostname z\nfpm address 127.0.0.1 port {port}\n{fpm_conf}");
-    frr.start(&ns.name, "zebra", &zebra_conf, &["-M", "dplane_fpm_nl"]);
-    let zserv = frr.dir.join("zserv.api");
-    let t0 = Instant::now();
-    while !zserv.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(15),
-            "zebra did not start: {}",
-            frr.log("zebra")
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    frr.start_zebra(&ns.name, &zebra_conf, &["-M", "dplane_fpm_nl"]);
     frr.start(&ns.name, "staticd", statics, &[]);
     (frr, server, rx)
 }
@@ -286,6 +291,37 @@ fn zebra_multipath_arrives_through_next_hop_groups() {
     for prefix in ["10.30.0.0/16", "10.31.0.0/16", "2001:db8:30::/48"] {
         wait_for(&rx, 30, |e| is_route(e, Op::Del, p(prefix)).is_some());
     }
+}
+
+/// FRR's own ECMP through the kernel: zebra (next-hop objects on, its
+/// default) installs a static route with two next hops in a namespace whose
+/// interface is a TAP mirror, and the namespace watcher passes it on as one
+/// multipath route; losing a next hop leaves the other.
+#[test]
+fn zebra_multipath_reaches_the_namespace_watcher() {
+    let ns = Ns::unique("nswecmp");
+    ensure_netns(&ns.name).unwrap();
+    // Held open: the TAP has carrier, so zebra counts its subnet as up.
+    let _tap = vrhost_cp::mirror_interface(&ns.name, "red0", [2, 0, 0, 0, 0, 1], 1500, 1).unwrap();
+    ns.ip("addr add 10.0.0.1/24 dev red0");
+    let (tx, rx) = vrhost_cp::channel(1 << 20);
+    let _w = vrhost_cp::NsWatcher::start(&ns.name, tx).unwrap();
+    wait_for(&rx, 5, |e| matches!(e, CpEvent::Resync { .. }));
+    let mut frr = Frr::new(&ns.name);
+    frr.start_zebra(&ns.name, "hostname z\n", &[]);
+    let statics = "hostname s\n\
+        ip route 10.60.0.0/16 10.0.0.253\n\
+        ip route 10.60.0.0/16 10.0.0.254\n";
+    frr.start(&ns.name, "staticd", statics, &[]);
+    let want = "nexthop via 10.0.0.253 dev red0 weight 1 nexthop via 10.0.0.254 dev red0 weight 1";
+    wait_for(&rx, 30, |e| {
+        is_route(e, Op::Add, p("10.60.0.0/16")).is_some_and(|t| t.to_string() == want)
+    });
+    frr.configure(&ns.name, &["no ip route 10.60.0.0/16 10.0.0.253"]);
+    wait_for(&rx, 30, |e| {
+        is_route(e, Op::Add, p("10.60.0.0/16"))
+            .is_some_and(|t| t.to_string() == "via 10.0.0.254 dev red0")
+    });
 }
 
 #[test]

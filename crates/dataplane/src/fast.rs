@@ -55,8 +55,8 @@ pub(crate) fn v4(
     urpf: Urpf,
 ) -> Option<u16> {
     match m.l3_off {
-        14 => v4_at::<14>(ctx, vr, m, id, urpf),
-        18 => v4_at::<18>(ctx, vr, m, id, urpf),
+        14 => v4_at::<14, false>(ctx, vr, m, id, urpf),
+        18 => v4_at::<18, false>(ctx, vr, m, id, urpf),
         _ => None,
     }
 }
@@ -64,15 +64,20 @@ pub(crate) fn v4(
 /// [`v4`] for a frame whose IPv4 header starts `L2` bytes in: 14
 /// (untagged) or 18 (one 802.1Q tag).
 ///
-/// Works on one fixed-size view of the L2 and IPv4 headers (a frame
-/// shorter than them takes the full stages; no minimum-size frame is);
-/// the L2 header is written in place or by [`retag`]. Everything is written only
+/// Works on one fixed-size view of the L2 and IPv4 headers (38 bytes, so a
+/// frame shorter than that takes the full stages; no minimum-size frame
+/// is); the L2 header is written in place or by [`retag`]. Everything is written only
 /// once every check has passed.
 ///
 /// Out of line: inlined into the plain burst's loop, the fast path costs
 /// more instructions per packet (docs/benchmarks.md).
+///
+/// A multipath route's packet comes back in as `MEMBER` with the
+/// gateway its flow hashes to ([`crate::ecmp`]): that copy skips the
+/// checks the first pass made, and the plain copy keeps a single way to
+/// its egress.
 #[inline(never)]
-pub(crate) fn v4_at<const L2: usize>(
+pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     m: &mut Mbuf,
@@ -82,9 +87,7 @@ pub(crate) fn v4_at<const L2: usize>(
     // One length test for both headers: `l3_len` cannot underflow below,
     // and with `L2` a constant the split and the IPv4 view are free.
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
-    // The headers, and what follows them (a multipath route hashes the ports).
-    let (headers, l4) = m.data_mut().split_at_mut_checked(L2 + 20)?;
-    let (l2, ip) = headers.split_at_mut(L2);
+    let (l2, ip) = m.data_mut().first_chunk_mut::<38>()?.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<20>()?;
     let l3_len = len - L2;
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
@@ -93,26 +96,33 @@ pub(crate) fn v4_at<const L2: usize>(
     // no martian source (RFC 1812 §5.3.7), a destination that is neither
     // martian nor multicast, class E or broadcast (the same first-octet
     // test), and a TTL that survives the hop (§5.3.1).
-    if ip[0] != 0x45
-        || total_len < 20
-        || total_len > l3_len
-        || !Ipv4Packet::new_unchecked(&ip[..]).verify_checksum()
-        || martian_octet(ip[12]) | martian_octet(ip[16])
-        || ttl <= 1
+    if !MEMBER
+        && (ip[0] != 0x45
+            || total_len < 20
+            || total_len > l3_len
+            || !Ipv4Packet::new_unchecked(&ip[..]).verify_checksum()
+            || martian_octet(ip[12]) | martian_octet(ip[16])
+            || ttl <= 1)
     {
         return None;
     }
     let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
     // RFC 3704 on an interface that asks for it: a source that fails is
     // left to the full stages, which drop and count it.
-    if urpf != Urpf::Off {
+    if !MEMBER && urpf != Urpf::Off {
         let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
         if !urpf::passes(urpf, vr.source_route4(src), &vr.nexthops, m_iface) {
             return None;
         }
     }
-    let (egress, neigh) = match vr.resolve(id.0, || ecmp::flow4(ip, l4)) {
+    let (egress, neigh) = match vr.resolve(id.0) {
         Some(NextHop::Gateway { iface, neigh }) => (iface, neigh),
+        Some(NextHop::Group { base }) if !MEMBER => {
+            // The packet without the padding, hashed as the full stages do.
+            let hash = ecmp::flow4_of(m.data().get(L2..L2 + total_len)?);
+            let member = vr.nexthops.pick(base, hash)?;
+            return v4_at::<L2, true>(ctx, vr, m, NextHopId(member), urpf);
+        }
         Some(NextHop::Connected { iface }) => match vr.neighbors.find(iface, IpAddr::V4(dst)) {
             Some(n) => (iface, n),
             None => return None,
@@ -158,16 +168,16 @@ pub(crate) fn v6(
     urpf: Urpf,
 ) -> Option<u16> {
     match m.l3_off {
-        14 => v6_at::<14>(ctx, vr, m, id, urpf),
-        18 => v6_at::<18>(ctx, vr, m, id, urpf),
+        14 => v6_at::<14, false>(ctx, vr, m, id, urpf),
+        18 => v6_at::<18, false>(ctx, vr, m, id, urpf),
         _ => None,
     }
 }
 
 /// [`v6`] for a frame whose IPv6 header starts `L2` bytes in; out of line,
-/// as [`v4_at`].
+/// and multipath by re-entry as `MEMBER`, as [`v4_at`].
 #[inline(never)]
-pub(crate) fn v6_at<const L2: usize>(
+pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     m: &mut Mbuf,
@@ -175,8 +185,7 @@ pub(crate) fn v6_at<const L2: usize>(
     urpf: Urpf,
 ) -> Option<u16> {
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
-    let (headers, l4) = m.data_mut().split_at_mut_checked(L2 + 40)?;
-    let (l2, ip) = headers.split_at_mut(L2);
+    let (l2, ip) = m.data_mut().first_chunk_mut::<58>()?.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<40>()?;
     let l3_len = len - L2;
     let packet_len = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
@@ -184,17 +193,18 @@ pub(crate) fn v6_at<const L2: usize>(
     // RFC 8200 §3 (version, payload length), §4.3 (a Hop-by-Hop header,
     // next header 0, is left to the full stages), RFC 4291 (scopes: see
     // `martian6_octet`), RFC 4443 §3.3 (a hop limit that survives the hop).
-    if ip[0] >> 4 != 6
-        || packet_len > l3_len
-        || ip[6] == 0
-        || martian6_octet(ip[8]) | martian6_octet(ip[24])
-        || hop_limit <= 1
+    if !MEMBER
+        && (ip[0] >> 4 != 6
+            || packet_len > l3_len
+            || ip[6] == 0
+            || martian6_octet(ip[8]) | martian6_octet(ip[24])
+            || hop_limit <= 1)
     {
         return None;
     }
     // RFC 3704, as for IPv4 (the test above left link-local and unspecified
     // sources to the full stages, which do not check them).
-    if urpf != Urpf::Off {
+    if !MEMBER && urpf != Urpf::Off {
         let src: [u8; 16] = *ip[8..].first_chunk::<16>()?;
         if !urpf::passes(
             urpf,
@@ -205,8 +215,13 @@ pub(crate) fn v6_at<const L2: usize>(
             return None;
         }
     }
-    let (egress, neigh) = match vr.resolve(id.0, || ecmp::flow6(ip, l4)) {
+    let (egress, neigh) = match vr.resolve(id.0) {
         Some(NextHop::Gateway { iface, neigh }) => (iface, neigh),
+        Some(NextHop::Group { base }) if !MEMBER => {
+            let hash = ecmp::flow6_of(m.data().get(L2..L2 + packet_len)?);
+            let member = vr.nexthops.pick(base, hash)?;
+            return v6_at::<L2, true>(ctx, vr, m, NextHopId(member), urpf);
+        }
         Some(NextHop::Connected { iface }) => {
             let dst: [u8; 16] = *ip[24..].first_chunk::<16>()?;
             match vr.neighbors.find(iface, IpAddr::V6(Ipv6Addr::from(dst))) {

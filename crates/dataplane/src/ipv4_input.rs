@@ -139,8 +139,9 @@ pub(crate) fn process(
             Icmp4::DstUnreachable { code: 1, mtu: 0 },
             DropReason::Unreachable,
         ),
-        // RFC 1812 §5.2.7.1: network unreachable when no route matches.
-        None => Next::Icmp(
+        // RFC 1812 §5.2.7.1: network unreachable when no route matches
+        // (or, never seen, a group the lookup left unpicked).
+        None | Some(NextHop::Group { .. }) => Next::Icmp(
             Icmp4::DstUnreachable { code: 0, mtu: 0 },
             DropReason::NoRoute,
         ),

@@ -102,7 +102,10 @@ pub(crate) fn process(vr: &mut Vr, iface: &Iface, m: &mut Mbuf) -> Next {
         Some(NextHop::Local) | Some(NextHop::Broadcast) => {
             Next::Drop(DropReason::Ipv6MartianAddress)
         }
-        // RFC 4443 §3.1 code 0: no route to destination.
-        None => Next::Icmp(Icmp6::DstUnreachable { code: 0 }, DropReason::NoRoute),
+        // RFC 4443 §3.1 code 0: no route to destination (a group is never
+        // left unpicked by the lookup).
+        None | Some(NextHop::Group { .. }) => {
+            Next::Icmp(Icmp6::DstUnreachable { code: 0 }, DropReason::NoRoute)
+        }
     }
 }

@@ -75,6 +75,12 @@ pub enum NextHop {
         /// Neighbor slot.
         neigh: u32,
     },
+    /// A multipath group whose member the flow picks; never the answer of
+    /// [`Vr::lookup4`] or [`Vr::lookup6`], which pick it.
+    Group {
+        /// The group's first bucket.
+        base: u32,
+    },
 }
 
 /// Token bucket on the caller's nanosecond clock: ICMP error, punt and
@@ -216,18 +222,35 @@ impl Vr {
     /// What next hop `id` of the VR's FIB means in this worker; `flow`
     /// gives the packet's flow hash ([`crate::ecmp`]), asked for only when
     /// `id` is a multipath group.
+    #[inline]
+    pub(crate) fn resolve_flow(&mut self, id: u32, flow: impl FnOnce() -> u32) -> Option<NextHop> {
+        match self.resolve(id) {
+            Some(NextHop::Group { base }) => self.resolve_member(base, flow()),
+            other => other,
+        }
+    }
+
+    /// The member of the group at `base` that bucket `hash` names, resolved
+    /// (a gateway: a group never names a group).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn resolve_member(&mut self, base: u32, hash: u32) -> Option<NextHop> {
+        let member = self.nexthops.pick(base, hash)?;
+        match self.resolve(member)? {
+            NextHop::Group { .. } => None,
+            plain => Some(plain),
+        }
+    }
+
+    /// What next hop `id` means in this worker, a multipath group left as
+    /// [`NextHop::Group`] for the caller to pick its member
+    /// ([`Vr::resolve_member`]): the fast path's form, whose match on the
+    /// answer takes the group case for one more arm.
     #[inline(always)]
-    pub(crate) fn resolve(&mut self, id: u32, flow: impl FnOnce() -> u32) -> Option<NextHop> {
+    pub(crate) fn resolve(&mut self, id: u32) -> Option<NextHop> {
         // Matched by reference: the gateway's address is read only when its
         // slot is not yet resolved, not copied for every packet.
-        let (id, hop) = match self.nexthops.get(id as usize)? {
-            &RouteHop::Group { base, .. } => {
-                let member = self.nexthops.pick(base, flow())?;
-                (member, self.nexthops.get(member as usize)?)
-            }
-            hop => (id, hop),
-        };
-        Some(match hop {
+        Some(match self.nexthops.get(id as usize)? {
             RouteHop::Local => NextHop::Local,
             RouteHop::Broadcast => NextHop::Broadcast,
             RouteHop::Blackhole => NextHop::Blackhole,
@@ -246,8 +269,7 @@ impl Vr {
                     neigh: *slot,
                 }
             }
-            // A group's members are gateways; a group never names a group.
-            RouteHop::Group { .. } => return None,
+            &RouteHop::Group { base, .. } => NextHop::Group { base },
         })
     }
 
@@ -269,7 +291,7 @@ impl Vr {
     #[inline]
     pub fn lookup4(&mut self, dst: Ipv4Addr, flow: impl FnOnce() -> u32) -> Option<NextHop> {
         let id = self.fib4.lookup(dst)?;
-        self.resolve(id.0, flow)
+        self.resolve_flow(id.0, flow)
     }
 
     /// Longest-prefix match for IPv4, or the answer the burst's batch lookup
@@ -282,7 +304,7 @@ impl Vr {
         flow: impl FnOnce() -> u32,
     ) -> Option<NextHop> {
         match route {
-            Some(found) => self.resolve(found?.0, flow),
+            Some(found) => self.resolve_flow(found?.0, flow),
             None => self.lookup4(dst, flow),
         }
     }
@@ -321,7 +343,7 @@ impl Vr {
     #[inline]
     pub fn lookup6(&mut self, dst: Ipv6Addr, flow: impl FnOnce() -> u32) -> Option<NextHop> {
         let id = self.fib6.lookup(dst)?;
-        self.resolve(id.0, flow)
+        self.resolve_flow(id.0, flow)
     }
 
     /// Packets waiting on this worker's punt queue.

@@ -46,6 +46,10 @@ pub struct Args {
     /// Synthetic workload: the family of the tables and frames.
     #[arg(long, value_enum, default_value = "ipv4")]
     pub family: crate::workload::Family,
+    /// Synthetic workload: gateways of every route, 1 or 2-4 (equal-cost
+    /// multipath, each flow hashed to one).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub paths: u8,
     /// Core mappings to measure (comma-separated): rtc, pipeline.
     #[arg(
         long = "mode",
@@ -189,6 +193,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                             tagged: a.tagged,
                             one_vr: a.one_vr,
                             family: a.family,
+                            paths: usize::from(a.paths),
                         };
                         let mut rt = sweep::runtime(&shape, n, &cores, mode)?;
                         rt.fair_share = a.fair_share == OnOff::On;
@@ -198,6 +203,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                         row["tagged"] = json!(a.tagged || (vrs > 1 && !a.one_vr));
                         row["one_vr"] = json!(a.one_vr);
                         row["family"] = json!(a.family);
+                        row["paths"] = json!(a.paths);
                         rows.push(row);
                     }
                 }

@@ -24,7 +24,9 @@ use plotters::prelude::*;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
-use vrhost_dataplane::{EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec};
+use vrhost_dataplane::{
+    EngineSpec, InterfaceSpec, Limits, Path as Gateway, Paths, PortSpec, RouteTarget, RouterSpec,
+};
 use vrhost_fib::{Prefix4, Prefix6};
 use vrhost_io::{MemoryPort, Port};
 use vrhost_wire::ethernet::EthernetAddress;
@@ -54,6 +56,9 @@ pub struct Synthetic {
     pub one_vr: bool,
     /// The family of the tables and frames.
     pub family: Family,
+    /// Gateways of every route: 1, or 2-4 for equal-cost multipath
+    /// (10.1.0.2, .3, ... each with a static MAC).
+    pub paths: usize,
 }
 
 impl Synthetic {
@@ -121,6 +126,14 @@ fn host_and_gateway(family: Family) -> (IpAddr, IpAddr) {
     }
 }
 
+/// Gateway `k` of a multipath workload: the first one's address plus `k`.
+fn nth_gateway(first: IpAddr, k: u8) -> IpAddr {
+    match first {
+        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) + u32::from(k))),
+        IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) + u128::from(k))),
+    }
+}
+
 /// The engine spec of workload `w`; also returns each VR's table (the N
 /// VRs', also for the baseline, whose one VR holds them all).
 pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
@@ -148,7 +161,11 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
             .collect(),
     };
     let (_, gw) = host_and_gateway(w.family);
-    let via = RouteTarget::Via(gw);
+    let gws: Vec<IpAddr> = (0..w.paths.max(1) as u8)
+        .map(|k| nth_gateway(gw, k))
+        .collect();
+    let via = Paths::target(gws.iter().map(|&via| Gateway { via, weight: 1 }))
+        .unwrap_or(RouteTarget::Via(gw));
     // Each VR's table split by family.
     let routes = |t: &[Route]| {
         let (mut v4, mut v6) = (Vec::new(), Vec::new());
@@ -182,7 +199,15 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
                 ],
                 routes4,
                 routes6,
-                neighbors: vec![(gw, GW_MAC)],
+                neighbors: gws
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &g)| {
+                        let mut mac = GW_MAC;
+                        mac.0[5] += k as u8;
+                        (g, mac)
+                    })
+                    .collect(),
                 limits: Limits::default(),
             }
         })
@@ -267,6 +292,7 @@ fn idle_spec(vrs: usize) -> EngineSpec {
         tagged: false,
         one_vr: false,
         family: Family::Ipv4,
+        paths: 1,
     };
     let (spec, _) = spec(&shape, 7);
     EngineSpec {

@@ -520,7 +520,9 @@ fn bgp_drives_red(tag: &str, fpm: bool) {
 
     let zebra = match port {
         Some(p) => {
-            format!("hostname red\nfpm address 198.18.0.1 port {p}\nno fpm use-next-hop-groups\n")
+            // zebra's default: next hops as objects (RTM_NEWNEXTHOP),
+            // routes naming them.
+            format!("hostname red\nfpm address 198.18.0.1 port {p}\n")
         }
         None => "hostname red\n".to_string(),
     };
