@@ -13,7 +13,7 @@ use crate::error::ApiError;
 use crate::table;
 use crate::types::{
     BulkRoutes, Gateway, IfaceAddr, InterfaceSpec, MacAddr, Neighbor, Outcome, Prefix, Route,
-    RouteTarget, UrpfMode, VrSpec,
+    RouteTarget, UrpfMode, VlanTpid, VrSpec,
 };
 
 /// Where `vrhost ctl` looks for the API when neither `--socket` nor `--url` is given.
@@ -168,9 +168,15 @@ pub enum IfaceCommand {
         /// Port it attaches to.
         #[arg(long)]
         port: String,
-        /// 802.1Q VLAN; untagged when absent.
+        /// 802.1Q VLAN; untagged when absent (the outer tag with --inner-vlan).
         #[arg(long)]
         vlan: Option<u16>,
+        /// QinQ: the inner VLAN under --vlan.
+        #[arg(long, requires = "vlan")]
+        inner_vlan: Option<u16>,
+        /// TPID of the outer tag: 0x8100 or 0x88a8.
+        #[arg(long, default_value = "0x8100", requires = "vlan")]
+        vlan_tpid: VlanTpid,
         /// MAC; the port's when absent.
         #[arg(long)]
         mac: Option<MacAddr>,
@@ -429,6 +435,8 @@ fn execute(client: &Client, cmd: CtlCommand) -> anyhow::Result<Result<Shown, Cli
             name,
             port,
             vlan,
+            inner_vlan,
+            vlan_tpid,
             mac,
             mtu,
             addresses,
@@ -440,6 +448,8 @@ fn execute(client: &Client, cmd: CtlCommand) -> anyhow::Result<Result<Shown, Cli
                     name,
                     port,
                     vlan,
+                    inner_vlan,
+                    vlan_tpid,
                     mac,
                     mtu,
                     addresses,

@@ -117,7 +117,15 @@ pub fn interfaces(list: &[InterfaceInfo]) -> String {
         t.row(vec![
             i.name.clone(),
             i.port.clone(),
-            opt(i.vlan),
+            // QinQ as OUTER.INNER, an 802.1ad outer tag marked.
+            match (i.vlan, i.inner_vlan) {
+                (Some(o), Some(n)) => format!("{o}.{n}"),
+                _ => opt(i.vlan),
+            } + if i.vlan_tpid.is_default() {
+                ""
+            } else {
+                " (0x88a8)"
+            },
             i.mac.to_string(),
             i.mtu.to_string(),
             join(&i.addresses),

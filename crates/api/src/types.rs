@@ -569,9 +569,16 @@ pub struct InterfaceSpec {
     pub name: String,
     /// The port it attaches to.
     pub port: String,
-    /// 802.1Q tag, 1..=4094; untagged when absent.
+    /// 802.1Q tag, 1..=4094; untagged when absent. The outer tag with
+    /// `inner_vlan`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vlan: Option<u16>,
+    /// QinQ: the inner tag under `vlan`, 1..=4094.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_vlan: Option<u16>,
+    /// The outer tag's TPID: `0x8100` (when absent) or `0x88a8`.
+    #[serde(default, skip_serializing_if = "VlanTpid::is_default")]
+    pub vlan_tpid: VlanTpid,
     /// MAC address; default: the port's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<MacAddr>,
@@ -584,6 +591,37 @@ pub struct InterfaceSpec {
     /// Reverse-path check of what arrives (RFC 3704); `off` when absent.
     #[serde(default, skip_serializing_if = "UrpfMode::is_off")]
     pub urpf: UrpfMode,
+}
+
+/// The TPID of an interface's outer VLAN tag, as the config's `vlan_tpid`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum VlanTpid {
+    /// 0x8100 (802.1Q).
+    #[default]
+    #[serde(rename = "0x8100")]
+    Dot1q,
+    /// 0x88a8 (802.1ad service tag).
+    #[serde(rename = "0x88a8")]
+    Dot1ad,
+}
+
+impl VlanTpid {
+    /// Whether it is 0x8100 (the default, left out of answers).
+    pub fn is_default(&self) -> bool {
+        *self == VlanTpid::Dot1q
+    }
+}
+
+impl FromStr for VlanTpid {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "0x8100" => Ok(VlanTpid::Dot1q),
+            "0x88a8" => Ok(VlanTpid::Dot1ad),
+            _ => Err(format!("`{s}` is not a TPID: 0x8100 or 0x88a8")),
+        }
+    }
 }
 
 /// An interface's reverse-path check (RFC 3704), as the config's `urpf`
@@ -655,9 +693,15 @@ pub struct InterfaceInfo {
     pub name: String,
     /// The port it attaches to.
     pub port: String,
-    /// 802.1Q tag; untagged when absent.
+    /// 802.1Q tag; untagged when absent (the outer tag with `inner_vlan`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vlan: Option<u16>,
+    /// QinQ: the inner tag.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inner_vlan: Option<u16>,
+    /// The outer tag's TPID; `0x8100` when absent.
+    #[serde(default, skip_serializing_if = "VlanTpid::is_default")]
+    pub vlan_tpid: VlanTpid,
     /// MAC address.
     pub mac: MacAddr,
     /// IP MTU.

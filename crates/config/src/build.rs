@@ -46,6 +46,8 @@ pub fn engine_spec(cfg: &Config, fallback_mac: impl Fn(usize) -> [u8; 6]) -> Eng
                         name: i.name.clone(),
                         port: i.port as u16,
                         vlan: i.vlan,
+                        inner_vlan: i.inner_vlan,
+                        tpid: i.tpid,
                         mac: EthernetAddress(mac),
                         mtu: i.mtu,
                         addrs4,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::addr::{IfAddr, IpPrefix};
-pub use vrhost_dataplane::{Path, Paths, PathsError, RouteTarget, Urpf};
+pub use vrhost_dataplane::{Path, Paths, PathsError, RouteTarget, Tpid, Urpf};
 
 /// A complete, validated configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,8 +166,12 @@ pub struct Interface {
     /// Index into [`Config::ports`].
     pub port: usize,
     /// 802.1Q VLAN ID, 1..=4094; `None` for untagged. No two interfaces
-    /// share a (port, VLAN).
+    /// share a (port, VLAN), or with QinQ a (port, VLAN, inner VLAN).
     pub vlan: Option<u16>,
+    /// QinQ: the inner VLAN ID, 1..=4094, under `vlan`.
+    pub inner_vlan: Option<u16>,
+    /// The outer tag's TPID (0x8100 by default, or 0x88a8).
+    pub tpid: Tpid,
     /// The interface's own `mac`, else its port's; `None` only when the port
     /// uses its Linux interface's MAC.
     pub mac: Option<[u8; 6]>,

@@ -49,7 +49,7 @@ pub use build::engine_spec;
 pub use config::{
     allowed_cores, available_cores, parse_cpu_list, Api, Config, ControlPlane, Dataplane, Driver,
     FpmIn, Interface, Limits, Neighbor, Path, Paths, PathsError, Port, Route, RouteTarget, Router,
-    Urpf,
+    Tpid, Urpf,
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use example::{EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};

@@ -149,8 +149,12 @@ pub struct RawInterface {
     pub name: Option<String>,
     /// Name of the port it attaches to.
     pub port: Option<String>,
-    /// 802.1Q VLAN ID; untagged when absent.
+    /// 802.1Q VLAN ID; untagged when absent. The outer tag with `inner_vlan`.
     pub vlan: Option<i64>,
+    /// QinQ: the inner VLAN ID under `vlan`.
+    pub inner_vlan: Option<i64>,
+    /// TPID of the outer tag: `0x8100` (when absent) or `0x88a8`.
+    pub vlan_tpid: Option<String>,
     /// Addresses with subnet lengths, `10.0.0.1/24`.
     pub addresses: Option<Vec<String>>,
     /// IP MTU; the port's when absent.

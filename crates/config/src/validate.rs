@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::addr::{format_mac, is_group_mac, parse_ip_addr, parse_mac, parse_prefix, IfAddr};
 use crate::config::{
     Api, Config, ControlPlane, Dataplane, Driver, FpmIn, Interface, Limits, Neighbor, Port, Route,
-    RouteTarget, Router, Urpf,
+    RouteTarget, Router, Tpid, Urpf,
 };
 use crate::config::{Path as Gateway, Paths, PathsError};
 use crate::error::ConfigErrors;
@@ -883,19 +883,55 @@ impl Validator<'_, '_> {
             1..=4094,
             " (IEEE 802.1Q: 0 marks priority-tagged frames, 4095 is reserved)",
         );
-        let vlan_ok = vlan.is_some() || (raw.vlan.is_none() && !item.is_bad("vlan"));
+        let inner_vlan = self.int::<u16>(
+            || item.key("inner_vlan"),
+            raw.inner_vlan,
+            1..=4094,
+            " (the QinQ inner tag, IEEE 802.1ad)",
+        );
+        if raw.inner_vlan.is_some() && raw.vlan.is_none() {
+            self.err(
+                item.key("inner_vlan"),
+                "needs vlan, the outer tag (QinQ: vlan = OUTER, inner_vlan = INNER)",
+            );
+        }
+        let tpid = match raw.vlan_tpid.as_deref() {
+            None => Tpid::Dot1q,
+            Some("0x8100") => Tpid::Dot1q,
+            Some("0x88a8") => Tpid::Dot1ad,
+            Some(other) => {
+                self.err(
+                    item.key("vlan_tpid"),
+                    format!(
+                        "\"{other}\" is not a TPID; \"0x8100\" (802.1Q) or \"0x88a8\" (802.1ad)"
+                    ),
+                );
+                Tpid::Dot1q
+            }
+        };
+        if raw.vlan_tpid.is_some() && raw.vlan.is_none() {
+            self.err(
+                item.key("vlan_tpid"),
+                "needs vlan: an untagged interface has no TPID",
+            );
+        }
+        let vlan_ok = (vlan.is_some() || (raw.vlan.is_none() && !item.is_bad("vlan")))
+            && (inner_vlan.is_some() || (raw.inner_vlan.is_none() && !item.is_bad("inner_vlan")));
         if let (Some(p), true) = (port, vlan_ok) {
-            let key = if vlan.is_some() {
+            let key = if inner_vlan.is_some() {
+                item.key("inner_vlan")
+            } else if vlan.is_some() {
                 item.key("vlan")
             } else {
                 item.key("port")
             };
             let port_name = &shared.facts[p].name;
-            match shared.vlan_users.get(&(p, vlan)) {
+            match shared.vlan_users.get(&(p, vlan, inner_vlan)) {
                 Some(other) => {
-                    let tag = match vlan {
-                        Some(v) => format!("VLAN {v}"),
-                        None => "untagged".to_string(),
+                    let tag = match (vlan, inner_vlan) {
+                        (Some(v), Some(n)) => format!("VLAN {v} inner VLAN {n}"),
+                        (Some(v), None) => format!("VLAN {v}"),
+                        (None, _) => "untagged".to_string(),
                     };
                     self.err(
                         key,
@@ -906,7 +942,9 @@ impl Validator<'_, '_> {
                     );
                 }
                 None => {
-                    shared.vlan_users.insert((p, vlan), item.label.clone());
+                    shared
+                        .vlan_users
+                        .insert((p, vlan, inner_vlan), item.label.clone());
                 }
             }
         }
@@ -988,6 +1026,8 @@ impl Validator<'_, '_> {
             name: raw.name.clone().unwrap_or_default(),
             port: port.unwrap_or(0),
             vlan,
+            inner_vlan,
+            tpid,
             mac,
             mtu: mtu_known.unwrap_or(DEFAULT_MTU),
             addresses,
@@ -1483,7 +1523,7 @@ struct Shared<'a> {
     facts: &'a [PortFacts],
     port_index: &'a HashMap<String, usize>,
     /// (port, VLAN) → the interface that has it.
-    vlan_users: HashMap<(usize, Option<u16>), String>,
+    vlan_users: HashMap<(usize, Option<u16>, Option<u16>), String>,
     /// netns → the router that has it.
     netns_users: HashMap<String, String>,
     /// FPM listener → the router that has it.

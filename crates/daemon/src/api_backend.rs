@@ -19,14 +19,14 @@ use anyhow::Result;
 use vrhost_api::types::{
     BulkResult, BulkRoutes, CounterSet, Gateway, IfaceAddr, InterfaceCounters, InterfaceInfo,
     MacAddr, Neighbor, Outcome, PortInfo, Prefix, ReloadReport, Route, RoutePage,
-    RouteTarget as ApiTarget, UrpfMode, VrControl, VrCounters, VrInfo, VrPolicy, VrSpec,
+    RouteTarget as ApiTarget, UrpfMode, VlanTpid, VrControl, VrCounters, VrInfo, VrPolicy, VrSpec,
     WorkerInfo,
 };
 use vrhost_api::{ApiConfig, ApiError, ApiHandle, Auth, Backend, BadTokenHash};
 use vrhost_config::Config;
 use vrhost_dataplane::{
     sum_ifaces, sum_ports, BuildError, Counters, IfaceId, InterfaceSpec, Limits, Path, Paths,
-    PortId, RouteHop, RouteTarget, RouterSpec, TableWriter, Urpf, VrId, WorkerCounters,
+    PortId, RouteHop, RouteTarget, RouterSpec, TableWriter, Tpid, Urpf, VrId, WorkerCounters,
 };
 use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
@@ -164,6 +164,11 @@ impl RuntimeBackend {
                     name: f.name.clone(),
                     port: s.port_name(PortId::new(f.port)).to_string(),
                     vlan: f.vlan,
+                    inner_vlan: f.inner_vlan,
+                    vlan_tpid: match f.tpid {
+                        Tpid::Dot1q => VlanTpid::Dot1q,
+                        Tpid::Dot1ad => VlanTpid::Dot1ad,
+                    },
                     mac: MacAddr(f.mac.0),
                     mtu: f.mtu,
                     addresses: addresses(f),
@@ -215,6 +220,11 @@ impl RuntimeBackend {
                 name: i.name.clone(),
                 port: port.get(),
                 vlan: i.vlan,
+                inner_vlan: i.inner_vlan,
+                tpid: match i.vlan_tpid {
+                    VlanTpid::Dot1q => Tpid::Dot1q,
+                    VlanTpid::Dot1ad => Tpid::Dot1ad,
+                },
                 mac: EthernetAddress(
                     i.mac
                         .map(|m| m.0)

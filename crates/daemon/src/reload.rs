@@ -298,7 +298,7 @@ pub fn refusal(
         if matches!(change, VrChange::Add(_) | VrChange::Rebuild(_)) {
             new_ifaces += r.interfaces.len();
             for i in &r.interfaces {
-                let Some(owner) = now.demux_owner(i.port, i.vlan) else {
+                let Some(owner) = now.demux_owner(i.port, i.vlan, i.inner_vlan) else {
                     continue;
                 };
                 let owner = now.vr_name(owner);

@@ -542,6 +542,42 @@ async fn a_tenant_cannot_make_the_api_hold_more_than_its_limits() {
 }
 
 #[tokio::test]
+async fn qinq_interfaces_through_the_api() {
+    let f = Fixture::new();
+    let path = "/v1/vrs/red/interfaces";
+    let body = json!({"name": "red7", "port": "p0", "vlan": 70, "inner_vlan": 7,
+        "vlan_tpid": "0x88a8", "addresses": ["10.70.0.1/24"]});
+    let (s, v) = f.post_json(&f.admin, path, body.clone()).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (_, list) = f.call(&f.red, "GET", path, None).await;
+    let red7 = list
+        .as_array()
+        .and_then(|l| l.iter().find(|i| i["name"] == "red7"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(red7["inner_vlan"], 7, "{list}");
+    assert_eq!(red7["vlan_tpid"], "0x88a8", "{list}");
+    // Another interface on the same (port, outer, inner): 409; another
+    // inner VLAN: fine.
+    let mut clash = body.clone();
+    clash["name"] = json!("red6");
+    clash["addresses"] = json!(["10.71.0.1/24"]);
+    let (s, _) = f.post_json(&f.admin, path, clash.clone()).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    clash["inner_vlan"] = json!(8);
+    let (s, v) = f.post_json(&f.admin, path, clash).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    // No outer VLAN, or a TPID that is none: 400.
+    for bad in [
+        json!({"name": "red5", "port": "p0", "inner_vlan": 7}),
+        json!({"name": "red5", "port": "p0", "vlan": 5, "vlan_tpid": "0x9100"}),
+    ] {
+        let (s, v) = f.post_json(&f.admin, path, bad).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    }
+}
+
+#[tokio::test]
 async fn an_interface_added_with_urpf_keeps_it() {
     let f = Fixture::new();
     let path = "/v1/vrs/red/interfaces";

@@ -4,9 +4,10 @@ use vrhost_wire::ethernet::{EtherType, EthernetAddress, EthernetFrame};
 use vrhost_wire::vlan::VlanHeader;
 
 use crate::drop_reason::DropReason;
-use crate::iface::NO_IFACE;
+use crate::iface::{qinq_key, NO_IFACE};
 use crate::iface::{Iface, Port};
 use crate::mbuf::Mbuf;
+use crate::spec::Tpid;
 
 /// Where a frame goes after demux.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,21 +28,45 @@ pub(crate) fn process(ports: &[Port], ifaces: &[Iface], m: &mut Mbuf) -> Next {
     }
     let eth = EthernetFrame::new_unchecked(data);
     let dst = eth.dst_addr();
-    let (vlan, l3_off, ethertype) = match eth.ethertype() {
-        EtherType::Vlan => {
-            if data.len() < 18 {
-                return Next::Drop(DropReason::TruncatedL2);
-            }
-            let tag = VlanHeader::new_unchecked(&data[14..18]);
-            // VID 0 is a priority tag: the frame belongs to the untagged interface (802.1Q §9.6).
-            (tag.vlan_id(), 18u16, tag.ethertype())
-        }
-        other => (0, 14u16, other),
-    };
+    let outer_tpid = u16::from(eth.ethertype());
     let Some(port) = ports.get(m.port as usize) else {
         return Next::Drop(DropReason::NoInterface);
     };
-    let iface = port.demux[(vlan & 0x0fff) as usize];
+    // No tag, one (TPID 0x8100 or 0x88a8), or two (QinQ: the inner TPID is
+    // 0x8100). VID 0 is a priority tag: the frame belongs to the untagged
+    // interface (802.1Q §9.6).
+    let (iface, l3_off, ethertype) = match Tpid::of(outer_tpid) {
+        None => (port.demux[0], 14u16, eth.ethertype()),
+        Some(tpid) => {
+            let Some(tag) = data.get(14..18) else {
+                return Next::Drop(DropReason::TruncatedL2);
+            };
+            let tag = VlanHeader::new_unchecked(tag);
+            let vid = tag.vlan_id() & 0x0fff;
+            let found = match tag.ethertype() {
+                EtherType::Vlan => {
+                    let Some(inner) = data.get(18..22) else {
+                        return Next::Drop(DropReason::TruncatedL2);
+                    };
+                    let inner = VlanHeader::new_unchecked(inner);
+                    let found = port.qinq.get(&qinq_key(vid, inner.vlan_id()));
+                    match found {
+                        Some(&i) => (i, 22u16, inner.ethertype()),
+                        None => (NO_IFACE, 22, inner.ethertype()),
+                    }
+                }
+                inner => (port.demux[usize::from(vid)], 18, inner),
+            };
+            // The tag must be the interface's: a 0x88a8 frame never lands
+            // on an 802.1Q interface, nor the other way round.
+            match ifaces.get(usize::from(found.0)) {
+                Some(i) if vid != 0 && i.tpid != tpid => {
+                    return Next::Drop(DropReason::NoInterface)
+                }
+                _ => found,
+            }
+        }
+    };
     if iface == NO_IFACE {
         return Next::Drop(DropReason::NoInterface);
     }

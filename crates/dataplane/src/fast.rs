@@ -260,7 +260,9 @@ impl Egress {
         Egress {
             mac: e.mac,
             vlan: e.vlan,
-            mtu: e.mtu,
+            // 0 where the fast path does not write the L2 header (QinQ,
+            // 802.1ad): every frame there fails the size test.
+            mtu: e.fast_mtu,
             port: e.port,
         }
     }

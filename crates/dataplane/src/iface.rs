@@ -16,12 +16,20 @@ pub struct Iface {
     pub vr: u16,
     /// Port index.
     pub port: u16,
-    /// VLAN tag on egress, if any.
+    /// VLAN tag on egress, if any (the outer one with `inner_vlan`).
     pub vlan: Option<u16>,
+    /// QinQ: the inner VLAN tag under `vlan`.
+    pub inner_vlan: Option<u16>,
+    /// The outer tag's TPID.
+    pub tpid: crate::spec::Tpid,
     /// MAC.
     pub mac: EthernetAddress,
     /// IP MTU.
     pub mtu: u16,
+    /// The MTU the fast path checks: `mtu`, or 0 on an interface whose
+    /// frames it does not write (QinQ: two tags), which sends every frame
+    /// leaving there through the full stages at no cost to the others.
+    pub fast_mtu: u16,
     /// IPv4 addresses.
     pub addrs4: Vec<(Ipv4Addr, u8)>,
     /// IPv6 addresses (configured, then the link-local one).
@@ -146,6 +154,14 @@ pub(crate) struct Port {
     pub mtu: u16,
     /// VLAN ID (0 = untagged or priority-tagged) → interface.
     pub demux: Box<[u16]>,
+    /// QinQ: (outer VLAN << 12 | inner VLAN) → interface.
+    pub qinq: std::collections::HashMap<u32, u16>,
+}
+
+/// The key of a QinQ interface in [`Port::qinq`].
+#[inline]
+pub(crate) fn qinq_key(outer: u16, inner: u16) -> u32 {
+    u32::from(outer & 0x0fff) << 12 | u32::from(inner & 0x0fff)
 }
 
 /// Marks "no interface" in a port's VLAN demux table.

@@ -49,7 +49,7 @@ pub use mbuf::{Mbuf, MbufPool};
 pub use neighbor::Event;
 pub use spec::{
     EngineSpec, IfaceId, InterfaceSpec, Limits, Path, Paths, PathsError, PortId, PortSpec,
-    RouteTarget, RouterSpec, Urpf, VrId,
+    RouteTarget, RouterSpec, Tpid, Urpf, VrId,
 };
 pub use tables::{BuildError, NextHops, RouteHop, Shared, TableWriter};
 pub use worker::{NextHop, TxBatch, Vr, Worker, WorkerCounters};

@@ -13,7 +13,6 @@ use vrhost_wire::ethernet::{self, EtherType, EthernetAddress, EthernetFrame};
 use vrhost_wire::icmpv6::{Icmpv6Packet, Icmpv6Repr, NdiscRepr};
 use vrhost_wire::ip::IpProtocol;
 use vrhost_wire::ipv6::{self as wire6, Ipv6Packet, Ipv6Repr};
-use vrhost_wire::vlan::VlanHeader;
 
 use crate::counters::CounterCells;
 use crate::drop_reason::DropReason;
@@ -166,30 +165,14 @@ impl Ctx<'_> {
     #[inline]
     pub fn send(&mut self, mut m: Mbuf, egress: u16, dst: EthernetAddress, ethertype: EtherType) {
         let e = &self.ifaces[egress as usize];
-        let l2_len: usize = if e.vlan.is_some() { 18 } else { 14 };
+        let l2_len: usize = l2_len(e);
         let delta = m.l3_off as isize - l2_len as isize;
         if !m.adjust_head(delta) {
             self.drop(m, DropReason::NoBuffer);
             return;
         }
         m.l3_off = l2_len as u16;
-        let data = m.data_mut();
-        let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
-        eth.set_dst_addr(dst);
-        eth.set_src_addr(e.mac);
-        match e.vlan {
-            Some(vid) => {
-                eth.set_ethertype(EtherType::Vlan);
-                let mut tag = VlanHeader::new_unchecked(&mut data[14..18]);
-                // PCP 0, DEI 0: the bytes under the tag are what the
-                // buffer held before (an old MAC, when a tag is pushed).
-                tag.set_pcp(0);
-                tag.set_dei(false);
-                tag.set_vlan_id(vid);
-                tag.set_ethertype(ethertype);
-            }
-            None => eth.set_ethertype(ethertype),
-        }
+        write_l2(e, m.data_mut(), dst, ethertype);
         self.enqueue(m, egress);
     }
 
@@ -497,5 +480,37 @@ impl Ctx<'_> {
         c.l3_off = m.l3_off;
         c.local_origin = false;
         self.punt(vr, c);
+    }
+}
+
+/// The L2 header length of what leaves `e`: 14, 18 with a tag, 22 with two.
+#[inline]
+pub(crate) fn l2_len(e: &Iface) -> usize {
+    match (e.vlan, e.inner_vlan) {
+        (None, _) => 14,
+        (Some(_), None) => 18,
+        (Some(_), Some(_)) => 22,
+    }
+}
+
+/// Writes `e`'s L2 header toward `dst` into the first [`l2_len`] bytes of
+/// `data`: MACs, the tags (outer TPID as configured, inner 0x8100; PCP 0,
+/// DEI 0), and `ethertype`.
+pub(crate) fn write_l2(e: &Iface, data: &mut [u8], dst: EthernetAddress, ethertype: EtherType) {
+    let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
+    eth.set_dst_addr(dst);
+    eth.set_src_addr(e.mac);
+    let tags = [e.vlan, e.inner_vlan];
+    let mut at = 12;
+    for (k, vid) in tags.into_iter().map_while(|v| v).enumerate() {
+        let tpid = if k == 0 { e.tpid.value() } else { 0x8100 };
+        if let Some(t) = data.get_mut(at..at + 4) {
+            t[..2].copy_from_slice(&tpid.to_be_bytes());
+            t[2..].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
+        }
+        at += 4;
+    }
+    if let Some(t) = data.get_mut(at..at + 2) {
+        t.copy_from_slice(&u16::from(ethertype).to_be_bytes());
     }
 }

@@ -170,10 +170,13 @@ impl Worker {
         else {
             return false;
         };
+        // A tagged burst's interface must take 802.1Q tags (its frames'
+        // TPID is 0x8100), not 802.1ad ones.
         let Some((vr, mac, urpf)) = self
             .shared
             .ifaces
             .get(usize::from(iface))
+            .filter(|i| L2 == 14 || i.tpid == crate::spec::Tpid::Dot1q)
             .map(|i| (i.vr, i.mac.0, i.urpf))
         else {
             return false;

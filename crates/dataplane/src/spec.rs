@@ -296,8 +296,13 @@ pub struct InterfaceSpec {
     pub name: String,
     /// Index into [`EngineSpec::ports`].
     pub port: u16,
-    /// 802.1Q VLAN ID, or untagged.
+    /// 802.1Q VLAN ID, or untagged; the outer (service) tag with
+    /// `inner_vlan`.
     pub vlan: Option<u16>,
+    /// QinQ: the inner (customer) VLAN ID under `vlan` (802.1ad).
+    pub inner_vlan: Option<u16>,
+    /// The outer tag's TPID.
+    pub tpid: Tpid,
     /// The interface's MAC.
     pub mac: EthernetAddress,
     /// IP MTU.
@@ -309,6 +314,37 @@ pub struct InterfaceSpec {
     pub addrs6: Vec<(Ipv6Addr, u8)>,
     /// Reverse-path check of the sources of what arrives here.
     pub urpf: Urpf,
+}
+
+/// The TPID of an interface's outer VLAN tag: 0x8100 (802.1Q, the
+/// default) or 0x88a8 (802.1ad service tag, usual for QinQ). An inner tag
+/// is always 0x8100.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Tpid {
+    /// 0x8100.
+    #[default]
+    Dot1q,
+    /// 0x88a8.
+    Dot1ad,
+}
+
+impl Tpid {
+    /// The EtherType value.
+    pub fn value(self) -> u16 {
+        match self {
+            Tpid::Dot1q => 0x8100,
+            Tpid::Dot1ad => 0x88a8,
+        }
+    }
+
+    /// The TPID of `value`, if it is one.
+    pub fn of(value: u16) -> Option<Tpid> {
+        match value {
+            0x8100 => Some(Tpid::Dot1q),
+            0x88a8 => Some(Tpid::Dot1ad),
+            _ => None,
+        }
+    }
 }
 
 /// Unicast reverse-path forwarding on an interface (RFC 3704): whether the

@@ -20,7 +20,6 @@ use vrhost_wire::ethernet::{EtherType, EthernetFrame};
 use vrhost_wire::icmpv6::{Icmpv6Message, Icmpv6Packet, NdiscRepr};
 use vrhost_wire::ip::IpProtocol;
 use vrhost_wire::ipv6::Ipv6Packet;
-use vrhost_wire::vlan::VlanHeader;
 
 use crate::iface::Iface;
 use crate::mbuf::Mbuf;
@@ -88,13 +87,19 @@ pub fn judge(iface: &Iface, frame: &[u8]) -> Verdict {
 }
 
 /// Fills `out` with the frame of `m` as the TAP carries it: without the
-/// 802.1Q tag it arrived with (`m.l3_off == 18`), unchanged otherwise.
+/// VLAN tags it arrived with (one when `m.l3_off == 18`, two when 22),
+/// unchanged otherwise.
 pub fn untagged_copy(m: &Mbuf, out: &mut Mbuf) {
     let d = m.data();
-    if m.l3_off == 18 && d.len() >= 18 {
-        let o = out.set_len_from_start(d.len() - 4);
+    let tags = match m.l3_off {
+        18 => 4,
+        22 => 8,
+        _ => 0,
+    };
+    if tags > 0 && d.len() >= 14 + tags {
+        let o = out.set_len_from_start(d.len() - tags);
         o[..12].copy_from_slice(&d[..12]);
-        o[12..].copy_from_slice(&d[16..]);
+        o[12..].copy_from_slice(&d[12 + tags..]);
     } else {
         out.fill(d);
     }
@@ -102,33 +107,24 @@ pub fn untagged_copy(m: &Mbuf, out: &mut Mbuf) {
 
 /// Readies a frame the kernel sent on the TAP of `iface` (judged
 /// [`Verdict::Send`]) for the interface's port: the interface's MAC as
-/// source, and its 802.1Q tag pushed in front of the EtherType (PCP 0,
-/// DEI 0) when it has a VLAN. Sets `l3_off`. False, with the frame
-/// unchanged, when it is too short or there is no headroom for the tag.
+/// source, and its VLAN tags pushed in front of the EtherType (PCP 0,
+/// DEI 0; the outer TPID as configured) when it has any. Sets `l3_off`.
+/// False, with the frame unchanged, when it is too short or there is no
+/// headroom for the tags.
 pub fn tag_for_port(iface: &Iface, m: &mut Mbuf) -> bool {
     if m.len() < 14 {
         return false;
     }
-    let Some(vid) = iface.vlan else {
-        EthernetFrame::new_unchecked(m.data_mut()).set_src_addr(iface.mac);
-        m.l3_off = 14;
-        return true;
+    let l2 = crate::output::l2_len(iface);
+    let ethertype = {
+        let d = m.data();
+        EtherType::from(u16::from_be_bytes([d[12], d[13]]))
     };
-    if !m.adjust_head(-4) {
+    let dst = EthernetFrame::new_unchecked(m.data()).dst_addr();
+    if !m.adjust_head(14 - l2 as isize) {
         return false;
     }
-    let d = m.data_mut();
-    // The MACs move to the front; the EtherType stays where the tag ends.
-    d.copy_within(4..16, 0);
-    let inner = EtherType::from(u16::from_be_bytes([d[16], d[17]]));
-    let mut eth = EthernetFrame::new_unchecked(&mut d[..]);
-    eth.set_src_addr(iface.mac);
-    eth.set_ethertype(EtherType::Vlan);
-    let mut tag = VlanHeader::new_unchecked(&mut d[14..18]);
-    tag.set_pcp(0);
-    tag.set_dei(false);
-    tag.set_vlan_id(vid & 0x0fff);
-    tag.set_ethertype(inner);
-    m.l3_off = 18;
+    crate::output::write_l2(iface, m.data_mut(), dst, ethertype);
+    m.l3_off = l2 as u16;
     true
 }

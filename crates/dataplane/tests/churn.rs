@@ -35,6 +35,8 @@ fn churning(i: u32) -> Prefix4 {
 
 fn spec() -> EngineSpec {
     let iface = |name: &str, port, mac, addr| InterfaceSpec {
+        inner_vlan: None,
+        tpid: Default::default(),
         urpf: Default::default(),
         name: name.into(),
         port,

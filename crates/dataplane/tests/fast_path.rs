@@ -46,6 +46,8 @@ fn iface(
     a: [u8; 4],
 ) -> InterfaceSpec {
     InterfaceSpec {
+        inner_vlan: None,
+        tpid: Default::default(),
         urpf: Default::default(),
         name: name.into(),
         port,

@@ -578,6 +578,8 @@ fn rewrites_the_vlan_tag_between_tagged_interfaces() {
     use std::net::IpAddr;
     use vrhost_dataplane::{EngineSpec, InterfaceSpec, PortSpec, RouteTarget, RouterSpec};
     let iface = |name: &str, vlan: u16, addr: Ipv4Addr| InterfaceSpec {
+        inner_vlan: None,
+        tpid: Default::default(),
         urpf: Default::default(),
         name: name.into(),
         port: 0,

@@ -44,6 +44,8 @@ fn gw_mac(vr: usize) -> EthernetAddress {
 
 fn spec() -> EngineSpec {
     let iface = |name: String, port: u16, vlan: u16, mac, net: u8| InterfaceSpec {
+        inner_vlan: None,
+        tpid: Default::default(),
         urpf: Default::default(),
         name,
         port,

@@ -44,6 +44,8 @@ fn green() -> RouterSpec {
         name: "green".into(),
         interfaces: vec![
             InterfaceSpec {
+                inner_vlan: None,
+                tpid: Default::default(),
                 urpf: Default::default(),
                 name: "green0".into(),
                 port: 2,
@@ -54,6 +56,8 @@ fn green() -> RouterSpec {
                 addrs6: vec![],
             },
             InterfaceSpec {
+                inner_vlan: None,
+                tpid: Default::default(),
                 urpf: Default::default(),
                 name: "green1".into(),
                 port: 1,
@@ -257,6 +261,8 @@ fn interfaces_come_and_go_while_the_vr_forwards() {
     let mut e = engine();
     let red_frame = udp_on(RED0_MAC);
     let extra = InterfaceSpec {
+        inner_vlan: None,
+        tpid: Default::default(),
         urpf: Default::default(),
         name: "red9".into(),
         port: 2,

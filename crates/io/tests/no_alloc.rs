@@ -87,6 +87,8 @@ fn steady_state_forwarding_allocates_nothing() {
             name: "r".into(),
             interfaces: vec![
                 InterfaceSpec {
+                    inner_vlan: None,
+                    tpid: Default::default(),
                     urpf: Default::default(),
                     name: "in0".into(),
                     port: 0,
@@ -97,6 +99,8 @@ fn steady_state_forwarding_allocates_nothing() {
                     addrs6: vec![],
                 },
                 InterfaceSpec {
+                    inner_vlan: None,
+                    tpid: Default::default(),
                     urpf: Default::default(),
                     name: "out0".into(),
                     port: 1,

@@ -61,6 +61,8 @@ fn spec(tables: &[Vec<(Ipv4Addr, u8)>]) -> EngineSpec {
                 name: name.into(),
                 interfaces: vec![
                     InterfaceSpec {
+                        inner_vlan: None,
+                        tpid: Default::default(),
                         urpf: Default::default(),
                         name: format!("{name}-down"),
                         port: 0,
@@ -71,6 +73,8 @@ fn spec(tables: &[Vec<(Ipv4Addr, u8)>]) -> EngineSpec {
                         addrs6: vec![],
                     },
                     InterfaceSpec {
+                        inner_vlan: None,
+                        tpid: Default::default(),
                         urpf: Default::default(),
                         name: format!("{name}-up"),
                         port: 1,

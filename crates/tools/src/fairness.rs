@@ -348,6 +348,8 @@ fn check(what: &str, value: f64, min: f64, max: f64) -> serde_json::Value {
 
 fn spec(weights: [u32; 2], traffic_a: Traffic, tables: &[Vec<(Ipv4Addr, u8)>]) -> EngineSpec {
     let iface = |name: &str, port: u16, vlan: Option<u16>, mac, addr| InterfaceSpec {
+        inner_vlan: None,
+        tpid: Default::default(),
         urpf: Default::default(),
         name: name.into(),
         port,

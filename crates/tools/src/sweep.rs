@@ -143,6 +143,8 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
     // comparable).
     let v6 = w.family == Family::Ipv6;
     let iface = |name: String, port: u16, vlan: Option<u16>, mac, k: u8| InterfaceSpec {
+        inner_vlan: None,
+        tpid: Default::default(),
         urpf: Default::default(),
         name,
         port,

@@ -230,6 +230,8 @@ fn every_resource_through_the_running_router() {
 
     // An interface added to red while it runs, used by a route, then removed.
     let extra = InterfaceSpec {
+        inner_vlan: None,
+        vlan_tpid: Default::default(),
         urpf: Default::default(),
         name: "red9".into(),
         port: "p1".into(),
@@ -293,6 +295,8 @@ fn every_resource_through_the_running_router() {
     let spec = VrSpec {
         name: "green".into(),
         interfaces: vec![InterfaceSpec {
+            inner_vlan: None,
+            vlan_tpid: Default::default(),
             urpf: Default::default(),
             name: "green0".into(),
             port: "p0".into(),

@@ -903,6 +903,8 @@ fn a_hostile_tenant_cannot_hurt_another() {
     let purple = vrhost_api::types::VrSpec {
         name: "purple".into(),
         interfaces: vec![vrhost_api::types::InterfaceSpec {
+            inner_vlan: None,
+            vlan_tpid: Default::default(),
             urpf: Default::default(),
             name: "p0".into(),
             port: "bp".into(),

@@ -67,6 +67,8 @@ fn build(spec: &VrSpec, key: &str) -> Result<FixtureVr, ApiError> {
             ));
         }
         interfaces.push(InterfaceInfo {
+            inner_vlan: None,
+            vlan_tpid: Default::default(),
             name: s.name.clone(),
             port: s.port.clone(),
             vlan: s.vlan,
@@ -239,6 +241,8 @@ impl Backend for FixtureBackend {
                 };
             }
             v.interfaces.push(InterfaceInfo {
+                inner_vlan: None,
+                vlan_tpid: Default::default(),
                 name: iface.name.clone(),
                 port: iface.port.clone(),
                 vlan: iface.vlan,

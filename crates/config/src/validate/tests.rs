@@ -524,6 +524,53 @@ fn two_interfaces_on_the_same_port_and_vlan() {
     )));
 }
 
+#[test]
+fn qinq_interfaces_share_an_outer_vlan_by_inner_vlan() {
+    let two = |inner_a: u16, inner_b: u16| {
+        format!(
+            "  [[router.interface]]\n  name = \"red1\"\n  port = \"p1\"\n  vlan = 100\n  inner_vlan = {inner_a}\n  vlan_tpid = \"0x88a8\"\n\
+             [[router]]\nname = \"blue\"\n  [[router.interface]]\n  name = \"blue0\"\n  port = \"p1\"\n  vlan = 100\n  inner_vlan = {inner_b}\n"
+        )
+    };
+    let c = valid(&with(&two(200, 201)));
+    let red1 = &c.routers[0].interfaces[1];
+    assert_eq!(
+        (red1.vlan, red1.inner_vlan, red1.tpid),
+        (Some(100), Some(200), Tpid::Dot1ad)
+    );
+    assert_eq!(c.routers[1].interfaces[0].tpid, Tpid::Dot1q);
+    only(
+        &with(&two(200, 200)),
+        "router \"blue\".interface \"blue0\".inner_vlan",
+        "port \"p1\" VLAN 100 inner VLAN 200 is already used by router \"red\".interface \"red1\"",
+    );
+    // A plain VLAN 100 and QinQ under 100 do not clash (one tag or two).
+    valid(&with(
+        "  [[router.interface]]\n  name = \"red1\"\n  port = \"p1\"\n  vlan = 100\n\
+         [[router]]\nname = \"blue\"\n  [[router.interface]]\n  name = \"blue0\"\n  port = \"p1\"\n  vlan = 100\n  inner_vlan = 7\n",
+    ));
+    only(
+        &with("  inner_vlan = 5\n"),
+        "router \"red\".interface \"red0\".inner_vlan",
+        "needs vlan, the outer tag",
+    );
+    only(
+        &with("  vlan = 5\n  inner_vlan = 4095\n"),
+        "router \"red\".interface \"red0\".inner_vlan",
+        "4095 is outside 1..=4094",
+    );
+    only(
+        &with("  vlan = 5\n  vlan_tpid = \"0x9100\"\n"),
+        "router \"red\".interface \"red0\".vlan_tpid",
+        "\"0x9100\" is not a TPID",
+    );
+    only(
+        &with("  vlan_tpid = \"0x88a8\"\n"),
+        "router \"red\".interface \"red0\".vlan_tpid",
+        "needs vlan",
+    );
+}
+
 // ---- ports --------------------------------------------------------------
 
 const MEMORY: &str = "[[port]]\nname = \"m\"\ndriver = \"memory\"\nrx = \"bench.pcap\"\nmac = \"02:00:00:00:00:0a\"\n";

@@ -145,7 +145,12 @@ impl TableWriter {
         self.vr(vr)?;
         if let Ok(gi) = self.iface_index(vr, &i.name) {
             let f = &self.shared.ifaces[gi as usize];
-            let same = f.port == i.port && f.vlan == i.vlan && f.mac == i.mac && f.urpf == i.urpf;
+            let same = f.port == i.port
+                && f.vlan == i.vlan
+                && f.inner_vlan == i.inner_vlan
+                && f.tpid == i.tpid
+                && f.mac == i.mac
+                && f.urpf == i.urpf;
             return if same {
                 Ok(false)
             } else {
@@ -212,9 +217,19 @@ impl TableWriter {
         }
         let f = &mut self.shared.ifaces[gi as usize];
         if let Some(port) = self.shared.ports.get_mut(f.port as usize) {
-            let slot = &mut port.demux[f.vlan.unwrap_or(0) as usize];
-            if *slot == gi {
-                *slot = NO_IFACE;
+            match (f.vlan, f.inner_vlan) {
+                (Some(outer), Some(inner)) => {
+                    let key = qinq_key(outer, inner);
+                    if port.qinq.get(&key) == Some(&gi) {
+                        port.qinq.remove(&key);
+                    }
+                }
+                (vlan, _) => {
+                    let slot = &mut port.demux[vlan.unwrap_or(0) as usize];
+                    if *slot == gi {
+                        *slot = NO_IFACE;
+                    }
+                }
             }
         }
         // The slot stays (indices never move); its name is free again.
@@ -386,20 +401,31 @@ pub(super) fn build_iface(
             port: i.port,
         });
     };
-    let vlan = match i.vlan {
-        Some(v) if !(1..=4094).contains(&v) => {
+    for v in [i.vlan, i.inner_vlan].into_iter().flatten() {
+        if !(1..=4094).contains(&v) {
             return Err(BuildError::BadVlan {
                 iface: i.name.clone(),
                 vlan: v,
+            });
+        }
+    }
+    let slot = match (i.vlan, i.inner_vlan) {
+        (None, Some(_)) => {
+            return Err(BuildError::InnerWithoutOuter {
+                iface: i.name.clone(),
             })
         }
-        Some(v) => v,
-        None => 0,
+        (Some(outer), Some(inner)) => port.qinq.entry(qinq_key(outer, inner)).or_insert(NO_IFACE),
+        (vlan, None) => &mut port.demux[usize::from(vlan.unwrap_or(0))],
     };
-    let slot = &mut port.demux[vlan as usize];
     if *slot != NO_IFACE {
+        let first = shared.ifaces[*slot as usize].name.clone();
+        let vlan = match (i.vlan, i.inner_vlan) {
+            (Some(o), Some(n)) => format!("{o}.{n}"),
+            (v, _) => v.unwrap_or(0).to_string(),
+        };
         return Err(BuildError::DuplicateDemux {
-            first: shared.ifaces[*slot as usize].name.clone(),
+            first,
             second: i.name.clone(),
             port: port.name.clone(),
             vlan,
@@ -422,8 +448,16 @@ pub(super) fn build_iface(
         vr: vr_idx as u16,
         port: i.port,
         vlan: i.vlan,
+        inner_vlan: i.inner_vlan,
+        tpid: i.tpid,
         mac: i.mac,
         mtu,
+        // Two tags, or an 802.1ad outer tag, are written by the full stages only.
+        fast_mtu: if i.inner_vlan.is_some() || i.tpid != Tpid::Dot1q {
+            0
+        } else {
+            mtu
+        },
         addrs4: i.addrs4.clone(),
         addrs6,
         mcast,

@@ -28,7 +28,7 @@ use vrhost_fib::{FibHandle, FibReader, IpPrefix, NextHopId, Prefix, Prefix4, Pre
 use vrhost_wire::ethernet::{self, EthernetAddress};
 use vrhost_wire::ipv6 as wire6;
 
-use crate::iface::{link_local_from_mac, Iface, Port, NO_IFACE};
+use crate::iface::{link_local_from_mac, qinq_key, Iface, Port, NO_IFACE};
 use crate::neighbor::Event;
 
 mod interfaces;
@@ -36,7 +36,7 @@ mod neighbors;
 mod routes;
 mod vrs;
 use crate::spec::{
-    EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, RouteTarget, RouterSpec, VrId,
+    EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, RouteTarget, RouterSpec, Tpid, VrId,
 };
 
 /// What a FIB leaf points at, as published to every worker.
@@ -180,22 +180,23 @@ impl Shared {
             return false;
         };
         self.vr_alive(VrId::new(usize::from(i.vr)))
-            && self.demux_slot(i.port, i.vlan) == Some(iface.get())
+            && self.demux_slot(i.port, i.vlan, i.inner_vlan) == Some(iface.get())
     }
 
-    /// The interface the demux table gives `port` and `vlan` (`None`:
-    /// untagged), or [`NO_IFACE`].
-    fn demux_slot(&self, port: u16, vlan: Option<u16>) -> Option<u16> {
-        self.ports
-            .get(usize::from(port))?
-            .demux
-            .get(usize::from(vlan.unwrap_or(0)))
-            .copied()
+    /// The interface the demux tables give `port`, `vlan` (`None`:
+    /// untagged) and `inner` (QinQ), or [`NO_IFACE`].
+    fn demux_slot(&self, port: u16, vlan: Option<u16>, inner: Option<u16>) -> Option<u16> {
+        let port = self.ports.get(usize::from(port))?;
+        match (vlan, inner) {
+            (Some(outer), Some(inner)) => port.qinq.get(&qinq_key(outer, inner)).copied(),
+            _ => port.demux.get(usize::from(vlan.unwrap_or(0))).copied(),
+        }
     }
 
-    /// The live VR whose interface has `port` and `vlan` (`None`: untagged).
-    pub fn demux_owner(&self, port: u16, vlan: Option<u16>) -> Option<VrId> {
-        let gi = self.demux_slot(port, vlan)?;
+    /// The live VR whose interface has `port`, `vlan` (`None`: untagged)
+    /// and `inner` (QinQ).
+    pub fn demux_owner(&self, port: u16, vlan: Option<u16>, inner: Option<u16>) -> Option<VrId> {
+        let gi = self.demux_slot(port, vlan, inner)?;
         let vr = VrId::new(usize::from(self.ifaces.get(usize::from(gi))?.vr));
         self.vr_alive(vr).then_some(vr)
     }
@@ -319,7 +320,7 @@ pub enum BuildError {
         /// Port index.
         port: u16,
     },
-    /// Two interfaces claim one (port, VLAN).
+    /// Two interfaces claim one (port, VLAN) or (port, VLAN, inner VLAN).
     #[error("interfaces {first:?} and {second:?} both use port {port:?} VLAN {vlan}")]
     DuplicateDemux {
         /// First interface.
@@ -328,8 +329,14 @@ pub enum BuildError {
         second: String,
         /// Port name.
         port: String,
-        /// VLAN, 0 for untagged.
-        vlan: u16,
+        /// VLAN, 0 for untagged; `OUTER.INNER` for QinQ.
+        vlan: String,
+    },
+    /// An inner VLAN without an outer one.
+    #[error("interface {iface:?}: inner_vlan needs vlan (the outer tag)")]
+    InnerWithoutOuter {
+        /// Interface name.
+        iface: String,
     },
     /// A VLAN ID outside 1–4094.
     #[error("interface {iface:?}: VLAN {vlan} outside 1-4094")]
@@ -491,6 +498,7 @@ impl TableWriter {
                 name: p.name.clone(),
                 mtu: p.mtu,
                 demux: vec![NO_IFACE; 4096].into_boxed_slice(),
+                qinq: HashMap::new(),
             })
             .collect();
         let shared = Shared {

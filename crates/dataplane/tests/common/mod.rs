@@ -53,6 +53,8 @@ fn router(
         name: name.into(),
         interfaces: vec![
             InterfaceSpec {
+                inner_vlan: None,
+                tpid: Default::default(),
                 urpf: Default::default(),
                 name: format!("{name}0"),
                 port: ports.0,
@@ -63,6 +65,8 @@ fn router(
                 addrs6: vec![(RED0_6, 64)],
             },
             InterfaceSpec {
+                inner_vlan: None,
+                tpid: Default::default(),
                 urpf: Default::default(),
                 name: format!("{name}1"),
                 port: ports.1,
