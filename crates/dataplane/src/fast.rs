@@ -5,7 +5,7 @@
 //! action would be the plain one:
 //!
 //! ```text
-//!   untagged or one 802.1Q tag, IPv4 with IHL 5 (no options), checksum good,
+//!   untagged, one tag or two (QinQ), IPv4 with IHL 5 (no options), checksum good,
 //!   total length within the frame, no martian source or destination,
 //!   destination below 224/4 (no multicast, class E or broadcast),
 //!   source passes the ingress interface's uRPF check if it has one,
@@ -43,7 +43,7 @@ use crate::worker::{NextHop, Vr};
 /// burst). Returns `None`, the frame untouched, otherwise: it is for the
 /// full stages.
 ///
-/// Untagged (`l3_off` 14) and 802.1Q-tagged (18) frames both qualify; each
+/// Untagged (`l3_off` 14), tagged (18) and QinQ (22) frames all qualify; each
 /// has its own out-of-line copy ([`v4_at`], which the plain burst calls
 /// directly), with its header offsets constant.
 #[inline]
@@ -57,14 +57,15 @@ pub(crate) fn v4(
     match m.l3_off {
         14 => v4_at::<14, false>(ctx, vr, m, id, urpf),
         18 => v4_at::<18, false>(ctx, vr, m, id, urpf),
+        22 => v4_at::<22, false>(ctx, vr, m, id, urpf),
         _ => None,
     }
 }
 
 /// [`v4`] for a frame whose IPv4 header starts `L2` bytes in: 14
-/// (untagged) or 18 (one 802.1Q tag).
+/// (untagged), 18 (one tag) or 22 (two).
 ///
-/// Works on one fixed-size view of the L2 and IPv4 headers (38 bytes, so a
+/// Works on one fixed-size view of the L2 and IPv4 headers (`L2` + 20 bytes, so a
 /// frame shorter than that takes the full stages; no minimum-size frame
 /// is); the L2 header is written in place or by [`retag`]. Everything is written only
 /// once every check has passed.
@@ -87,7 +88,7 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
     // One length test for both headers: `l3_len` cannot underflow below,
     // and with `L2` a constant the split and the IPv4 view are free.
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
-    let (l2, ip) = m.data_mut().first_chunk_mut::<38>()?.split_at_mut(L2);
+    let (l2, ip) = m.data_mut().get_mut(..L2 + 20)?.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<20>()?;
     let l3_len = len - L2;
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
@@ -129,7 +130,8 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
         },
         _ => return None,
     };
-    let e = Egress::of(&ctx.ifaces[egress as usize]);
+    let ifaces = ctx.ifaces;
+    let e = Egress::of(&ifaces[egress as usize]);
     if total_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
@@ -138,10 +140,11 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
     ip[8] = ttl - 1;
     [ip[10], ip[11]] = ipv4::checksum_after_ttl_decrement(checksum);
     // In place while the header keeps its length (through the view).
+    let tags = &ifaces[egress as usize].tags;
     if e.l2_len() == L2 {
-        e.write(l2, mac);
+        e.write(l2, mac, tags);
     } else {
-        retag(m, L2, e, mac);
+        retag(m, L2, e, mac, tags);
     }
     Some(leave(ctx, m, egress, e, total_len))
 }
@@ -149,7 +152,7 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
 /// The IPv6 fast path: [`v4`]'s twin for a frame demuxed as IPv6.
 ///
 /// ```text
-///   untagged or one 802.1Q tag, version 6, payload within the frame,
+///   untagged, one tag or two, version 6, payload within the frame,
 ///   no Hop-by-Hop header, neither address in ::/8, fe00::/8 or ff00::/8
 ///   (unspecified, loopback, link-local, multicast: the full stages' scope
 ///   rules, RFC 4291), FIB answer: gateway or attached host, hop limit > 1,
@@ -170,6 +173,7 @@ pub(crate) fn v6(
     match m.l3_off {
         14 => v6_at::<14, false>(ctx, vr, m, id, urpf),
         18 => v6_at::<18, false>(ctx, vr, m, id, urpf),
+        22 => v6_at::<22, false>(ctx, vr, m, id, urpf),
         _ => None,
     }
 }
@@ -185,7 +189,7 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
     urpf: Urpf,
 ) -> Option<u16> {
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
-    let (l2, ip) = m.data_mut().first_chunk_mut::<58>()?.split_at_mut(L2);
+    let (l2, ip) = m.data_mut().get_mut(..L2 + 40)?.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<40>()?;
     let l3_len = len - L2;
     let packet_len = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
@@ -231,16 +235,18 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
         }
         _ => return None,
     };
-    let e = Egress::of(&ctx.ifaces[egress as usize]);
+    let ifaces = ctx.ifaces;
+    let e = Egress::of(&ifaces[egress as usize]);
     if packet_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
     let mac = vr.neighbors.usable_mac(neigh, ctx.now)?;
     ip[7] = hop_limit - 1;
+    let tags = &ifaces[egress as usize].tags;
     if e.l2_len() == L2 {
-        e.write(l2, mac);
+        e.write(l2, mac, tags);
     } else {
-        retag(m, L2, e, mac);
+        retag(m, L2, e, mac, tags);
     }
     Some(leave(ctx, m, egress, e, packet_len))
 }
@@ -249,7 +255,7 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
 #[derive(Clone, Copy)]
 struct Egress {
     mac: EthernetAddress,
-    vlan: Option<u16>,
+    l2: u8,
     mtu: u16,
     port: u16,
 }
@@ -259,38 +265,33 @@ impl Egress {
     fn of(e: &Iface) -> Egress {
         Egress {
             mac: e.mac,
-            vlan: e.vlan,
-            // 0 where the fast path does not write the L2 header (QinQ,
-            // 802.1ad): every frame there fails the size test.
-            mtu: e.fast_mtu,
+            l2: e.l2_len,
+            mtu: e.mtu,
             port: e.port,
         }
     }
 
-    /// Its L2 header length: 14, or 18 with a tag.
+    /// Its L2 header length: 14, 18 with a tag, 22 with two.
     #[inline(always)]
     fn l2_len(self) -> usize {
-        if self.vlan.is_some() {
-            18
-        } else {
-            14
-        }
+        usize::from(self.l2)
     }
 
     /// Whether a frame whose L3 header is `L2` bytes in, with `room` bytes
-    /// of headroom, can take this L2 header (pushing a tag takes 4 bytes of
-    /// headroom; a received frame has 128).
+    /// of headroom, can take this L2 header (pushing tags takes 4 or 8 bytes
+    /// of headroom; a received frame has 128).
     #[inline(always)]
     fn fits<const L2: usize>(self, room: usize) -> bool {
         L2 + room >= self.l2_len()
     }
 
-    /// Writes the Ethernet header toward `dst` (and the tag) into `l2`,
-    /// the frame's first 14 or 18 bytes: TPID, then the TCI with PCP 0,
-    /// DEI 0 and the VID, as the full stages write it. The EtherType (the
-    /// inner one, tagged) is the frame's already.
+    /// Writes the Ethernet header toward `dst` (and the tags) into `l2`,
+    /// the frame's first 14, 18 or 22 bytes: the MACs, then the interface's
+    /// tag bytes (TPID and TCI with PCP 0, DEI 0 and the VID, twice for
+    /// QinQ), as the full stages write them. The EtherType (the innermost,
+    /// tagged) is the frame's already.
     #[inline(always)]
-    fn write(self, l2: &mut [u8], dst: EthernetAddress) {
+    fn write(self, l2: &mut [u8], dst: EthernetAddress, tags: &[u8; 8]) {
         // Fixed-size views: with `l2`'s length a constant where this is
         // inlined, no write below tests a bound.
         if let Some(eth) = l2.first_chunk_mut::<12>() {
@@ -298,9 +299,9 @@ impl Egress {
             d.copy_from_slice(&dst.0);
             s.copy_from_slice(&self.mac.0);
         }
-        if let (Some(vid), Some(tag)) = (self.vlan, l2.get_mut(12..16)) {
-            tag[..2].copy_from_slice(&0x8100u16.to_be_bytes());
-            tag[2..].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
+        let t = l2.len().saturating_sub(14);
+        if let (Some(to), Some(from)) = (l2.get_mut(12..12 + t), tags.get(..t)) {
+            to.copy_from_slice(from);
         }
     }
 }
@@ -326,19 +327,18 @@ fn leave(ctx: &mut Ctx<'_>, m: &mut Mbuf, egress: u16, e: Egress, l3_len: usize)
     e.port
 }
 
-/// The rare case: a tag pushed or popped, by moving the start of the frame
+/// The rare case: tags pushed or popped, by moving the start of the frame
 /// (whose L2 header is `l2_len` bytes) to `e`'s header length. The MACs are
-/// rewritten anyway, so popping a tag is a 4-byte trim of the front and
-/// pushing one takes 4 bytes of headroom (tested by the caller), and the
-/// inner EtherType needs no write either way (popping brings the tag's
-/// inner EtherType to bytes 12-13, pushing moves the untagged one to
-/// 16-17).
+/// rewritten anyway, so popping a tag is a 4-byte trim of the front (8 for
+/// both of QinQ) and pushing takes 4 or 8 bytes of headroom (tested by
+/// the caller), and the innermost EtherType needs no write either way: it
+/// stays right before the L3 header, where the new L2 header ends.
 #[cold]
-fn retag(m: &mut Mbuf, l2_len: usize, e: Egress, mac: EthernetAddress) {
+fn retag(m: &mut Mbuf, l2_len: usize, e: Egress, mac: EthernetAddress, tags: &[u8; 8]) {
     let out_l2 = e.l2_len();
     let moved = m.adjust_head(l2_len as isize - out_l2 as isize);
     debug_assert!(moved, "headroom tested by the caller");
     if let Some(l2) = m.data_mut().get_mut(..out_l2) {
-        e.write(l2, mac);
+        e.write(l2, mac, tags);
     }
 }

@@ -26,10 +26,12 @@ pub struct Iface {
     pub mac: EthernetAddress,
     /// IP MTU.
     pub mtu: u16,
-    /// The MTU the fast path checks: `mtu`, or 0 on an interface whose
-    /// frames it does not write (QinQ: two tags), which sends every frame
-    /// leaving there through the full stages at no cost to the others.
-    pub fast_mtu: u16,
+    /// The L2 header of what leaves: 14 bytes, 18 with a tag, 22 with two.
+    pub l2_len: u8,
+    /// The tags of what leaves, as written after the MACs (`l2_len` − 14
+    /// bytes of them): the outer TPID and TCI (PCP 0, DEI 0), then 0x8100
+    /// and the inner TCI.
+    pub tags: [u8; 8],
     /// IPv4 addresses.
     pub addrs4: Vec<(Ipv4Addr, u8)>,
     /// IPv6 addresses (configured, then the link-local one).
@@ -41,6 +43,23 @@ pub struct Iface {
     pub control_mcast: bool,
     /// Reverse-path check of what arrives here (RFC 3704).
     pub urpf: Urpf,
+}
+
+/// The L2 header length and tag bytes ([`Iface::l2_len`], [`Iface::tags`])
+/// of an interface with these tags.
+pub fn l2_of(vlan: Option<u16>, inner: Option<u16>, tpid: crate::spec::Tpid) -> (u8, [u8; 8]) {
+    let mut tags = [0u8; 8];
+    let Some(outer) = vlan else {
+        return (14, tags);
+    };
+    tags[..2].copy_from_slice(&tpid.value().to_be_bytes());
+    tags[2..4].copy_from_slice(&(outer & 0x0fff).to_be_bytes());
+    let Some(inner) = inner else {
+        return (18, tags);
+    };
+    tags[4..6].copy_from_slice(&0x8100u16.to_be_bytes());
+    tags[6..].copy_from_slice(&(inner & 0x0fff).to_be_bytes());
+    (22, tags)
 }
 
 /// A MAC of a link-local control group: 01:00:5e:00:00:xx (224.0.0.0/24,

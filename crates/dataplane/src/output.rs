@@ -486,11 +486,7 @@ impl Ctx<'_> {
 /// The L2 header length of what leaves `e`: 14, 18 with a tag, 22 with two.
 #[inline]
 pub(crate) fn l2_len(e: &Iface) -> usize {
-    match (e.vlan, e.inner_vlan) {
-        (None, _) => 14,
-        (Some(_), None) => 18,
-        (Some(_), Some(_)) => 22,
-    }
+    usize::from(e.l2_len)
 }
 
 /// Writes `e`'s L2 header toward `dst` into the first [`l2_len`] bytes of
@@ -500,17 +496,11 @@ pub(crate) fn write_l2(e: &Iface, data: &mut [u8], dst: EthernetAddress, etherty
     let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
     eth.set_dst_addr(dst);
     eth.set_src_addr(e.mac);
-    let tags = [e.vlan, e.inner_vlan];
-    let mut at = 12;
-    for (k, vid) in tags.into_iter().map_while(|v| v).enumerate() {
-        let tpid = if k == 0 { e.tpid.value() } else { 0x8100 };
-        if let Some(t) = data.get_mut(at..at + 4) {
-            t[..2].copy_from_slice(&tpid.to_be_bytes());
-            t[2..].copy_from_slice(&(vid & 0x0fff).to_be_bytes());
-        }
-        at += 4;
+    let t = l2_len(e) - 14;
+    if let (Some(to), Some(from)) = (data.get_mut(12..12 + t), e.tags.get(..t)) {
+        to.copy_from_slice(from);
     }
-    if let Some(t) = data.get_mut(at..at + 2) {
-        t.copy_from_slice(&u16::from(ethertype).to_be_bytes());
+    if let Some(to) = data.get_mut(12 + t..14 + t) {
+        to.copy_from_slice(&u16::from(ethertype).to_be_bytes());
     }
 }

@@ -157,6 +157,13 @@ fn a_double_tagged_frame_reaches_its_own_vr_and_leaves_untagged() {
         assert_eq!(out[0].ipv4().ttl(), 63);
         assert_eq!(out[0].frame.len(), f.len() - 8, "both tags popped");
     }
+    // Both took the fast path, which pops and pushes tags in place.
+    assert_eq!(
+        e.port_counters(vrhost_dataplane::PortId::new(1)).tx_packets,
+        1
+    );
+    let red0 = e.iface_counters(RED0);
+    assert_eq!((red0.fast_path, red0.forwarded), (1, 1));
 }
 
 #[test]
@@ -340,4 +347,41 @@ fn an_8021ad_interface_with_one_tag() {
     let out = send(&mut e, 1, &f, SEC);
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(&out[0].frame[12..18], &[0x88, 0xa8, 0x01, 0x2c, 0x08, 0x00]);
+}
+
+#[test]
+fn the_fast_path_and_the_full_stages_write_the_same_frames() {
+    let frames = [
+        (
+            0,
+            qinq(RED0_MAC, 0x88a8, 100, 200, EtherType::Ipv4, &udp_to(REMOTE)),
+        ),
+        (
+            0,
+            qinq(
+                BLUE0_MAC,
+                0x88a8,
+                100,
+                201,
+                EtherType::Ipv4,
+                &udp_to(REMOTE),
+            ),
+        ),
+        (1, from_the_gateway().1),
+    ];
+    let run = |fast: bool| {
+        let mut e = engine();
+        e.set_fast_path(fast);
+        let out: Vec<(u16, Vec<u8>)> = frames
+            .iter()
+            .flat_map(|(port, f)| send(&mut e, *port, f, SEC))
+            .map(|o| (o.port, o.frame))
+            .collect();
+        (out, e.iface_counters(RED0).fast_path)
+    };
+    let (fast, fast_count) = run(true);
+    let (full, full_count) = run(false);
+    assert_eq!(fast, full);
+    assert_eq!(fast.len(), 3);
+    assert_eq!((fast_count, full_count), (1, 0));
 }

@@ -432,6 +432,7 @@ pub(super) fn build_iface(
         });
     }
     *slot = gi;
+    let (l2_len, tags) = crate::iface::l2_of(i.vlan, i.inner_vlan, i.tpid);
     // An interface never sends more than its port carries.
     let mtu = i.mtu.min(port.mtu);
     let (addrs6, mcast) = l3_config(i.mac, &i.addrs4, &i.addrs6);
@@ -452,12 +453,8 @@ pub(super) fn build_iface(
         tpid: i.tpid,
         mac: i.mac,
         mtu,
-        // Two tags, or an 802.1ad outer tag, are written by the full stages only.
-        fast_mtu: if i.inner_vlan.is_some() || i.tpid != Tpid::Dot1q {
-            0
-        } else {
-            mtu
-        },
+        l2_len,
+        tags,
         addrs4: i.addrs4.clone(),
         addrs6,
         mcast,

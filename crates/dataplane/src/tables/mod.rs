@@ -36,7 +36,7 @@ mod neighbors;
 mod routes;
 mod vrs;
 use crate::spec::{
-    EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, RouteTarget, RouterSpec, Tpid, VrId,
+    EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, RouteTarget, RouterSpec, VrId,
 };
 
 /// What a FIB leaf points at, as published to every worker.
