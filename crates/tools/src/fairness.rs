@@ -5,7 +5,8 @@
 //!   paced ring "b-in" ──▶ VR b ──▶ "out" VLAN 2         receive ring, like a NIC queue)
 //! ```
 //!
-//! Both VRs have the same addresses. Frames arrive open-loop (a
+//! Both VRs have the same addresses and the same table of 1,000 routes.
+//! Frames arrive open-loop (a
 //! [`PacedPort`]: a set rate into a 4096-frame ring that drops what does not
 //! fit, like a NIC), so what one VR offers does not depend on the router.
 //! Rates are multiples of the capacity C measured first (both VRs
@@ -255,8 +256,17 @@ pub fn run(a: Args) -> Result<ExitCode> {
     // it. So B passes by delivering as much as alone, or by getting at least
     // its half of the cycles the two VRs' packets took.
     let solo = find("b-alone-at-share", true).map_or(0.0, |o| o.vrs[1].delivered);
-    let ratio = find("weights-1-3", true).map_or(0.0, |o| {
-        o.vrs[1].forwarded_pps / o.vrs[0].forwarded_pps.max(1.0)
+    // A weight is a share of the cycles (docs/isolation.md); packets follow
+    // only as far as a packet of either VR costs the same. It does not
+    // quite: the VR held to a quarter of the cycles runs shorter bursts and
+    // pays more per packet (both VRs have one table and one kind of frame),
+    // so the packet ratio is reported beside the check, not checked.
+    let (ratio, packet_ratio) = find("weights-1-3", true).map_or((0.0, 0.0), |o| {
+        let [a, b] = &o.vrs;
+        (
+            b.cpu_share / a.cpu_share.max(f64::MIN_POSITIVE),
+            b.forwarded_pps / a.forwarded_pps.max(1.0),
+        )
     });
     // Work conservation: A alone with fair sharing on keeps the worker as busy
     // with its packets as VR b alone with it off (the same single-VR load, no
@@ -295,12 +305,16 @@ pub fn run(a: Args) -> Result<ExitCode> {
             "B keeps >= 95% of its solo throughput (or of its half of the cycles) while A floods TTL-expired packets",
             "a-10x-ttl-expired",
         ),
-        check(
-            "weights 1:3 under saturation give 1:3 +- 5%",
-            ratio,
-            3.0 * 0.95,
-            3.0 * 1.05,
-        ),
+        {
+            let mut c = check(
+                "weights 1:3 under saturation give 1:3 +- 5% of the cycles",
+                ratio,
+                3.0 * 0.95,
+                3.0 * 1.05,
+            );
+            c["forwarded_ratio"] = json!(packet_ratio);
+            c
+        },
         check(
             "work-conserving: A alone with fair sharing keeps the worker >= 90% as busy as B alone without it",
             alone,
@@ -434,11 +448,14 @@ fn scenario(
     core: usize,
     span: Duration,
 ) -> Result<Outcome> {
+    // One table for both VRs (each its own copy): a packet of either costs
+    // the same, so packet counts show the shares of cycles the scheduler
+    // deals. With two different random tables of 1,000 routes, b's packets
+    // were about 7% cheaper than a's, and weights 1:3 forwarded 1:3.22
+    // while the cycles were 1:2.99.
     let mut rng = SmallRng::seed_from_u64(42);
-    let tables = [
-        workload::table(ROUTES, &mut rng),
-        workload::table(ROUTES, &mut rng),
-    ];
+    let table = workload::table(ROUTES, &mut rng);
+    let tables = [table.clone(), table];
     let spec = spec(s.weights, s.traffic_a, &tables);
     let ttl_a = match s.traffic_a {
         Traffic::Normal => 64,
