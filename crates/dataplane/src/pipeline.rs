@@ -122,25 +122,38 @@ impl Worker {
         let Some(first) = rx.first() else {
             return false;
         };
-        // The first frame's tag, if any, names the burst's VLAN, and its
-        // EtherType the burst's family.
-        let (vid, ethertype) = match first.data().get(12..18) {
-            Some(&[0x81, 0x00, hi, lo, e0, e1]) => {
-                (Some(u16::from_be_bytes([hi, lo]) & 0x0fff), [e0, e1])
+        // The first frame's tags, if any, name the burst's VLAN (or QinQ
+        // pair), and its EtherType the burst's family.
+        let (tag, ethertype) = match first.data().get(12..22) {
+            Some(&[0x81, 0x00, hi, lo, e0, e1, ..]) if [e0, e1] != [0x81, 0x00] => {
+                (Tag::One(u16::from_be_bytes([hi, lo]) & 0x0fff), [e0, e1])
             }
-            Some(&[e0, e1, ..]) => (None, [e0, e1]),
+            Some(&[t0, t1, o0, o1, 0x81, 0x00, i0, i1, e0, e1])
+                if [t0, t1] == [0x88, 0xa8] || [t0, t1] == [0x81, 0x00] =>
+            {
+                (
+                    Tag::Two([t0, t1, o0 & 0x0f, o1, 0x81, 0x00, i0 & 0x0f, i1]),
+                    [e0, e1],
+                )
+            }
+            Some(&[0x81, 0x00, ..] | &[0x88, 0xa8, ..]) => return false,
+            Some(&[e0, e1, ..]) => (Tag::None, [e0, e1]),
+            // Shorter than 22 bytes: the full demux judges it.
             _ => return false,
         };
         // One copy of the passes for each family and tagging, each with
-        // its header offsets constant.
+        // its header offsets constant (QinQ IPv6, whose header ends past
+        // the 58 bytes the passes read, is demuxed frame by frame).
         let v6 = ethertype == Ipv6Addr::ETHERTYPE;
         let mut dsts4 = std::mem::take(&mut self.dsts);
         let mut dsts6 = std::mem::take(&mut self.dsts6);
-        let plain = match (v6, vid) {
-            (false, None) => self.plain_family::<Ipv4Addr, 14>(rx, now, tx, 0, &mut dsts4),
-            (false, Some(vid)) => self.plain_family::<Ipv4Addr, 18>(rx, now, tx, vid, &mut dsts4),
-            (true, None) => self.plain_family::<Ipv6Addr, 14>(rx, now, tx, 0, &mut dsts6),
-            (true, Some(vid)) => self.plain_family::<Ipv6Addr, 18>(rx, now, tx, vid, &mut dsts6),
+        let plain = match (v6, tag) {
+            (false, Tag::None) => self.plain_family::<Ipv4Addr, 14>(rx, now, tx, tag, &mut dsts4),
+            (false, Tag::One(_)) => self.plain_family::<Ipv4Addr, 18>(rx, now, tx, tag, &mut dsts4),
+            (false, Tag::Two(_)) => self.plain_family::<Ipv4Addr, 22>(rx, now, tx, tag, &mut dsts4),
+            (true, Tag::None) => self.plain_family::<Ipv6Addr, 14>(rx, now, tx, tag, &mut dsts6),
+            (true, Tag::One(_)) => self.plain_family::<Ipv6Addr, 18>(rx, now, tx, tag, &mut dsts6),
+            (true, Tag::Two(_)) => false,
         };
         (self.dsts, self.dsts6) = (dsts4, dsts6);
         plain
@@ -155,28 +168,38 @@ impl Worker {
         rx: &mut Vec<Mbuf>,
         now: u64,
         tx: &mut TxBatch,
-        vid: u16,
+        tag: Tag,
         dsts: &mut Vec<A>,
     ) -> bool {
         let port = match rx.first() {
             Some(m) => m.port,
             None => return false,
         };
-        let Some(&iface) = self
-            .shared
-            .ports
-            .get(usize::from(port))
-            .and_then(|p| p.demux.get(usize::from(vid)))
-        else {
+        let Some(p) = self.shared.ports.get(usize::from(port)) else {
             return false;
         };
-        // A tagged burst's interface must take 802.1Q tags (its frames'
-        // TPID is 0x8100), not 802.1ad ones.
+        let found = match tag {
+            Tag::None => p.demux.first(),
+            Tag::One(vid) => p.demux.get(usize::from(vid)),
+            Tag::Two(t) => p.qinq.get(&crate::iface::qinq_key(
+                u16::from_be_bytes([t[2], t[3]]),
+                u16::from_be_bytes([t[6], t[7]]),
+            )),
+        };
+        let Some(&iface) = found else {
+            return false;
+        };
+        // The interface must take the burst's tags as they are: an
+        // 802.1Q tag is 0x8100, a QinQ outer tag the interface's TPID.
         let Some((vr, mac, urpf)) = self
             .shared
             .ifaces
             .get(usize::from(iface))
-            .filter(|i| L2 == 14 || i.tpid == crate::spec::Tpid::Dot1q)
+            .filter(|i| match tag {
+                Tag::None => true,
+                Tag::One(_) => i.tpid == crate::spec::Tpid::Dot1q,
+                Tag::Two(t) => i.tpid.value().to_be_bytes() == [t[0], t[1]],
+            })
             .map(|i| (i.vr, i.mac.0, i.urpf))
         else {
             return false;
@@ -195,7 +218,7 @@ impl Worker {
             dsts.resize(n, A::UNSPECIFIED);
         }
         let dsts = &mut dsts[..n];
-        let Some(bytes) = plain_demux::<L2, A>(rx, dsts, port, iface, mac, vid) else {
+        let Some(bytes) = plain_demux::<L2, A>(rx, dsts, port, iface, mac, tag) else {
             return false;
         };
         let mut ctx = ctx!(self, now, tx, &self.peers);
@@ -612,9 +635,22 @@ fn word_at<const AT: usize>(h: &[u8; 58]) -> [u8; 8] {
     w
 }
 
+/// The tags of a plain burst's frames, as its first frame has them.
+#[derive(Clone, Copy)]
+enum Tag {
+    /// Untagged (`L2` 14).
+    None,
+    /// One 802.1Q tag with this VLAN (`L2` 18).
+    One(u16),
+    /// QinQ (`L2` 22): bytes 12-19 of the frame, outer TPID and TCI then
+    /// 0x8100 and the inner TCI, with PCP and DEI cleared.
+    Two([u8; 8]),
+}
+
 /// The demux of a plain burst ([`Worker::plain_burst`]): checks that every
 /// frame of `rx` came on `port`, is addressed to `mac` and carries the
-/// family of `A`, untagged (`L2` 14) or in VLAN `vid` (`L2` 18), writes each
+/// family of `A`, untagged (`L2` 14), in one VLAN (`L2` 18) or one QinQ pair
+/// (`L2` 22) as `tag` says, writes each
 /// destination address into `dsts` and marks the frame demuxed to `iface`.
 /// Returns the burst's bytes, or `None` at the first frame that differs
 /// (the fields already set are set again by the full demux), or that is
@@ -626,24 +662,36 @@ fn plain_demux<const L2: usize, A: Family>(
     port: u16,
     iface: u16,
     mac: [u8; 6],
-    vid: u16,
+    tag: Tag,
 ) -> Option<u64> {
     // Destination MAC and EtherType as one word: the interface's MAC in
     // bytes 0-5 and the EtherType in bytes 6-7, compared with the frame's
-    // bytes 0-5 and 12-13. Tagged, the MAC alone, then bytes 12-17 as a
+    // bytes 0-5 and 12-13. Tagged, the MAC alone, then bytes 12-19 as a
     // second word: TPID 81 00, the TCI's VID (its PCP and DEI masked off)
-    // and the inner EtherType.
-    const { assert!(L2 == 14 || L2 == 18) };
-    let tagged = L2 == 18;
+    // and the inner EtherType; with two tags, both tags, and the EtherType
+    // at 20-21 on its own.
+    const { assert!(L2 == 14 || L2 == 18 || L2 == 22) };
+    let tagged = L2 > 14;
     let [m0, m1, m2, m3, m4, m5] = mac;
     let [e0, e1] = A::ETHERTYPE;
     let want = match tagged {
         false => u64::from_le_bytes([m0, m1, m2, m3, m4, m5, e0, e1]),
         true => u64::from_le_bytes([m0, m1, m2, m3, m4, m5, 0, 0]),
     };
-    let [v0, v1] = vid.to_be_bytes();
-    let want_tag = u64::from_le_bytes([0x81, 0x00, v0, v1, e0, e1, 0, 0]);
-    let tag_mask = u64::from_le_bytes([0xff, 0xff, 0x0f, 0xff, 0xff, 0xff, 0, 0]);
+    let (want_tag, tag_mask) = match tag {
+        Tag::Two(t) => (
+            u64::from_le_bytes(t),
+            u64::from_le_bytes([0xff, 0xff, 0x0f, 0xff, 0xff, 0xff, 0x0f, 0xff]),
+        ),
+        Tag::One(vid) => {
+            let [v0, v1] = vid.to_be_bytes();
+            (
+                u64::from_le_bytes([0x81, 0x00, v0, v1, e0, e1, 0, 0]),
+                u64::from_le_bytes([0xff, 0xff, 0x0f, 0xff, 0xff, 0xff, 0, 0]),
+            )
+        }
+        Tag::None => (0, 0),
+    };
     let mut bytes = 0u64;
     for (m, dst) in rx.iter_mut().zip(dsts.iter_mut()) {
         let d = m.data();
@@ -653,7 +701,14 @@ fn plain_demux<const L2: usize, A: Family>(
         // replaced by the EtherType untagged, instead of gathering the 8
         // bytes one by one.
         let head = u64::from_le_bytes(word_at::<0>(h));
-        let (got, tag_ok) = if tagged {
+        let (got, tag_ok) = if L2 == 22 {
+            let tags = u64::from_le_bytes(word_at::<12>(h));
+            let et_ok = [h[20], h[21]] == [e0, e1];
+            (
+                head & 0x0000_ffff_ffff_ffff,
+                tags & tag_mask == want_tag && et_ok,
+            )
+        } else if tagged {
             let tag = u64::from_le_bytes(word_at::<12>(h));
             (head & 0x0000_ffff_ffff_ffff, tag & tag_mask == want_tag)
         } else {

@@ -130,6 +130,13 @@ fn from_the_gateway() -> (Vec<u8>, Vec<u8>) {
     (l3, f)
 }
 
+/// UDP to a remote host from the host behind VR `inner`'s QinQ interface
+/// (200 red, 201 blue).
+fn remote_via(inner: u16) -> Vec<u8> {
+    let mac = if inner == 200 { RED0_MAC } else { BLUE0_MAC };
+    qinq(mac, 0x88a8, 100, inner, EtherType::Ipv4, &udp_to(REMOTE))
+}
+
 fn udp_to(dst: Ipv4Addr) -> Vec<u8> {
     ipv4(HOST, dst, IpProtocol::Udp, 64, false, &udp(18))
 }
@@ -352,21 +359,8 @@ fn an_8021ad_interface_with_one_tag() {
 #[test]
 fn the_fast_path_and_the_full_stages_write_the_same_frames() {
     let frames = [
-        (
-            0,
-            qinq(RED0_MAC, 0x88a8, 100, 200, EtherType::Ipv4, &udp_to(REMOTE)),
-        ),
-        (
-            0,
-            qinq(
-                BLUE0_MAC,
-                0x88a8,
-                100,
-                201,
-                EtherType::Ipv4,
-                &udp_to(REMOTE),
-            ),
-        ),
+        (0, remote_via(200)),
+        (0, remote_via(201)),
         (1, from_the_gateway().1),
     ];
     let run = |fast: bool| {
@@ -384,4 +378,24 @@ fn the_fast_path_and_the_full_stages_write_the_same_frames() {
     assert_eq!(fast, full);
     assert_eq!(fast.len(), 3);
     assert_eq!((fast_count, full_count), (1, 0));
+}
+
+#[test]
+fn a_burst_of_several_qinq_pairs_goes_each_frame_to_its_own_vr() {
+    let mut e = engine();
+    let (red, blue) = (remote_via(200), remote_via(201));
+    let wrong = qinq(RED0_MAC, 0x8100, 100, 200, EtherType::Ipv4, &udp_to(REMOTE));
+    // All of one pair (the plain burst), then mixed pairs and a wrong TPID.
+    let out = common::send_burst(&mut e, &[(0, &red), (0, &red), (0, &red)], SEC);
+    assert_eq!(out.iter().map(|o| o.port).collect::<Vec<_>>(), [1, 1, 1]);
+    let out = common::send_burst(
+        &mut e,
+        &[(0, &red), (0, &blue), (0, &wrong), (0, &red)],
+        SEC,
+    );
+    let mut ports: Vec<u16> = out.iter().map(|o| o.port).collect();
+    ports.sort_unstable();
+    assert_eq!(ports, [1, 1, 2]);
+    assert_eq!(drops(&e, DropReason::NoInterface), 1);
+    assert_eq!(e.iface_counters(RED0).forwarded, 5);
 }
