@@ -97,6 +97,8 @@ struct Counters {
     filtered: AtomicU64,
     undecodable: AtomicU64,
     ignored_next_hops: AtomicU64,
+    /// A route naming only a next-hop object was logged (once per watcher).
+    warned_next_hop_object: std::sync::atomic::AtomicBool,
 }
 
 /// A running watcher of one namespace. Dropping it stops the thread.
@@ -551,7 +553,11 @@ impl Watcher {
             // kernel sends a route's next hops along with its object's id.
             RawTarget::Group(id) => {
                 self.c.filtered.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(netns = %self.netns, prefix = %raw.prefix, id, "route names only a next-hop object (nexthop_compat_mode is 0); skipped");
+                if self.c.warned_next_hop_object.swap(true, Ordering::Relaxed) {
+                    tracing::debug!(netns = %self.netns, prefix = %raw.prefix, id, "route names only a next-hop object; skipped");
+                } else {
+                    tracing::warn!(netns = %self.netns, prefix = %raw.prefix, id, "routes that name only a next-hop object are skipped (net.ipv4.nexthop_compat_mode is 0 in the namespace; 1, the default, sends their next hops too); counted in filtered, logged once");
+                }
                 return None;
             }
             // No interface check: the kernel files IPv6 blackhole and

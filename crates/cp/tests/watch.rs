@@ -288,3 +288,28 @@ fn overrun_ends_in_a_resync_equal_to_the_kernel_table() {
     assert!(s.resyncs >= 2, "no resync after the overrun: {s:?}");
     eprintln!("{s:?}");
 }
+
+/// With `net.ipv4.nexthop_compat_mode = 0` a route that uses a next-hop
+/// object carries only its id: the watcher skips it and counts it, and
+/// says so (once); routes with their own next hops still arrive.
+#[test]
+fn routes_that_name_only_a_next_hop_object_are_counted() {
+    let (ns, _ports) = lab("nhcompat0");
+    ns.ip("nexthop add id 7 via 10.0.0.250 dev red0");
+    common::ip(&format!(
+        "netns exec {} sysctl -qw net.ipv4.nexthop_compat_mode=0",
+        ns.name
+    ));
+    let (tx, rx) = vrhost_cp::channel(1 << 20);
+    let w = NsWatcher::start(&ns.name, tx).unwrap();
+    wait_for(&rx, 5, |e| matches!(e, CpEvent::Resync { .. }));
+    let before = w.stats().filtered;
+    ns.ip("route add 10.8.0.0/16 nhid 7");
+    ns.ip("route add 10.9.0.0/16 via 10.0.0.251");
+    // The plain route arrives; the one naming the object does not.
+    let ev = wait_for(&rx, 5, |e| {
+        route(e, Op::Add, "10.9.0.0/16").is_some() || route(e, Op::Add, "10.8.0.0/16").is_some()
+    });
+    assert!(route(&ev, Op::Add, "10.9.0.0/16").is_some(), "{ev:?}");
+    assert!(w.stats().filtered > before, "{:?}", w.stats());
+}
