@@ -294,10 +294,10 @@ mod tests {
             Paths::target([path("10.0.0.2", 1), path("10.0.0.3", 1)]).unwrap()
         );
         assert_eq!(
-            routes[1].target.paths(),
+            routes[1].target.paths().collect::<Vec<_>>(),
             [path("10.0.0.2", 1), path("10.0.0.3", 3)]
         );
-        assert_eq!(routes[2].target.paths().len(), 2);
+        assert_eq!(routes[2].target.paths().count(), 2);
         // One next hop with a weight is a plain route.
         assert_eq!(
             routes[3].target,

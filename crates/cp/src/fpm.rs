@@ -723,7 +723,7 @@ fn apply(shared: &Shared, generation: u64, d: Decoded) -> bool {
                 install(shared, &mut t, generation, prefix, None);
             }
             Change::NextHop(id, obj) => {
-                if t.nexthops.len() >= max_objects && t.nexthops.resolve(id).is_none() {
+                if t.nexthops.len() >= max_objects && !t.nexthops.contains(id) {
                     c.over_limit.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }

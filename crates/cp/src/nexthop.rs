@@ -198,6 +198,11 @@ impl NextHops {
         self.objs.len()
     }
 
+    /// Whether object `id` is held.
+    pub fn contains(&self, id: u32) -> bool {
+        self.objs.contains_key(&id)
+    }
+
     /// True when none is held.
     pub fn is_empty(&self) -> bool {
         self.objs.is_empty()

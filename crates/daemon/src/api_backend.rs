@@ -398,7 +398,7 @@ fn same(c: &TableWriter, vr: VrId, hop: RouteHop, t: &RouteTarget) -> bool {
         ) => {
             let mut have: Vec<Path> = c.hop_paths(vr, &hop).into_iter().map(|(_, p)| p).collect();
             have.sort_unstable();
-            have == t.paths()
+            have.iter().copied().eq(t.paths())
         }
         _ => false,
     }

@@ -165,7 +165,7 @@ impl Ctx<'_> {
     #[inline]
     pub fn send(&mut self, mut m: Mbuf, egress: u16, dst: EthernetAddress, ethertype: EtherType) {
         let e = &self.ifaces[egress as usize];
-        let l2_len: usize = l2_len(e);
+        let l2_len = usize::from(e.l2_len);
         let delta = m.l3_off as isize - l2_len as isize;
         if !m.adjust_head(delta) {
             self.drop(m, DropReason::NoBuffer);
@@ -483,20 +483,14 @@ impl Ctx<'_> {
     }
 }
 
-/// The L2 header length of what leaves `e`: 14, 18 with a tag, 22 with two.
-#[inline]
-pub(crate) fn l2_len(e: &Iface) -> usize {
-    usize::from(e.l2_len)
-}
-
-/// Writes `e`'s L2 header toward `dst` into the first [`l2_len`] bytes of
-/// `data`: MACs, the tags (outer TPID as configured, inner 0x8100; PCP 0,
+/// Writes `e`'s L2 header toward `dst` into the first [`Iface::l2_len`]
+/// bytes of `data`: MACs, the tags (outer TPID as configured, inner 0x8100; PCP 0,
 /// DEI 0), and `ethertype`.
 pub(crate) fn write_l2(e: &Iface, data: &mut [u8], dst: EthernetAddress, ethertype: EtherType) {
     let mut eth = EthernetFrame::new_unchecked(&mut data[..]);
     eth.set_dst_addr(dst);
     eth.set_src_addr(e.mac);
-    let t = l2_len(e) - 14;
+    let t = usize::from(e.l2_len) - 14;
     if let (Some(to), Some(from)) = (data.get_mut(12..12 + t), e.tags.get(..t)) {
         to.copy_from_slice(from);
     }

@@ -115,7 +115,7 @@ pub fn tag_for_port(iface: &Iface, m: &mut Mbuf) -> bool {
     if m.len() < 14 {
         return false;
     }
-    let l2 = crate::output::l2_len(iface);
+    let l2 = usize::from(iface.l2_len);
     let ethertype = {
         let d = m.data();
         EtherType::from(u16::from_be_bytes([d[12], d[13]]))

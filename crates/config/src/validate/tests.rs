@@ -789,7 +789,7 @@ fn route_via_takes_a_list_with_optional_weights() {
         weight,
     };
     assert_eq!(
-        c.routers[0].routes[0].target.paths(),
+        c.routers[0].routes[0].target.paths().collect::<Vec<_>>(),
         [p("10.0.0.8", 3), p("10.0.0.9", 1)]
     );
     // A list of one is a plain route.

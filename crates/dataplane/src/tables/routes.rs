@@ -7,7 +7,9 @@ use super::*;
 pub(super) enum Checked {
     /// A fixed next hop (blackhole, unreachable).
     Fixed(NextHopId),
-    /// Gateways with their egress interfaces and weights (one: no group).
+    /// One gateway, with its egress interface.
+    Gateway(u16, IpAddr),
+    /// Several gateways with their egress interfaces and weights.
     Gateways(Vec<(u16, IpAddr, u16)>),
 }
 
@@ -28,10 +30,7 @@ impl TableWriter {
         let c = &mut self.vrs[vr];
         match checked {
             Checked::Fixed(id) => id,
-            Checked::Gateways(g) if g.len() == 1 => c.nexthop(RouteHop::Gateway {
-                iface: g[0].0,
-                addr: g[0].1,
-            }),
+            Checked::Gateway(iface, addr) => c.nexthop(RouteHop::Gateway { iface, addr }),
             Checked::Gateways(g) => {
                 let members = g
                     .into_iter()
@@ -372,30 +371,32 @@ impl TableWriter {
         v4: bool,
     ) -> Result<Checked, BuildError> {
         self.vr(vr)?;
-        let paths = match target {
-            RouteTarget::Blackhole => return Ok(Checked::Fixed(NH_BLACKHOLE)),
-            RouteTarget::Unreachable => return Ok(Checked::Fixed(NH_UNREACHABLE)),
-            RouteTarget::Via(_) | RouteTarget::Multipath(_) => target.paths(),
-        };
         let router = || self.shared.vrs[vr].name.clone();
-        paths
-            .into_iter()
-            .map(|p| {
-                if p.via.is_ipv4() != v4 {
-                    return Err(BuildError::FamilyMismatch {
-                        router: router(),
-                        via: p.via,
-                    });
-                }
-                self.on_link_iface(vr, p.via)
-                    .map(|iface| (iface, p.via, p.weight))
-                    .ok_or_else(|| BuildError::GatewayOffLink {
-                        router: router(),
-                        via: p.via,
-                    })
-            })
-            .collect::<Result<_, _>>()
-            .map(Checked::Gateways)
+        let egress = |via: IpAddr| {
+            if via.is_ipv4() != v4 {
+                return Err(BuildError::FamilyMismatch {
+                    router: router(),
+                    via,
+                });
+            }
+            self.on_link_iface(vr, via)
+                .ok_or_else(|| BuildError::GatewayOffLink {
+                    router: router(),
+                    via,
+                })
+        };
+        match target {
+            RouteTarget::Blackhole => Ok(Checked::Fixed(NH_BLACKHOLE)),
+            RouteTarget::Unreachable => Ok(Checked::Fixed(NH_UNREACHABLE)),
+            // The common route: no allocation.
+            &RouteTarget::Via(via) => Ok(Checked::Gateway(egress(via)?, via)),
+            RouteTarget::Multipath(paths) => paths
+                .as_slice()
+                .iter()
+                .map(|p| Ok((egress(p.via)?, p.via, p.weight)))
+                .collect::<Result<_, _>>()
+                .map(Checked::Gateways),
+        }
     }
 }
 
