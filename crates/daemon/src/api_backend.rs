@@ -234,6 +234,7 @@ impl RuntimeBackend {
                 mtu: i.mtu.unwrap_or(port_mtu).min(port_mtu),
                 addrs4,
                 addrs6,
+                filters: Default::default(),
             });
         }
         let mut routes4 = Vec::new();
@@ -267,6 +268,7 @@ impl RuntimeBackend {
                 .map(|n| (n.address, EthernetAddress(n.mac.0)))
                 .collect(),
             limits: limits(&spec.policy),
+            filters: Vec::new(),
         })
     }
 }

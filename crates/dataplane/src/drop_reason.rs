@@ -107,6 +107,8 @@ drop_reasons! {
     PuntRateLimit = "punt-rate-limit",
     /// The source fails the ingress interface's reverse-path check (`urpf`): no usable route back (loose), or not back out of that interface (strict) (RFC 3704).
     Urpf = "urpf",
+    /// Denied by a rule list of the interface it came in on (`filter_in`) or would have left by (`filter_out`), or by the list's default.
+    Filtered = "filtered",
 }
 
 #[cfg(test)]

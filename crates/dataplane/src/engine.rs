@@ -144,6 +144,25 @@ impl Engine {
         self.commit(|c| c.add_interface(vr, iface))
     }
 
+    /// Replaces VR `vr`'s rule lists as a whole, published at once.
+    pub fn set_filters(
+        &mut self,
+        vr: VrId,
+        filters: &[crate::filter::FilterSpec],
+    ) -> Result<bool, BuildError> {
+        self.commit(|c| c.set_filters(vr, filters))
+    }
+
+    /// Sets the rule lists an interface of VR `vr` applies, published at once.
+    pub fn set_interface_filters(
+        &mut self,
+        vr: VrId,
+        iface: &str,
+        names: &crate::spec::IfaceFilters,
+    ) -> Result<bool, BuildError> {
+        self.commit(|c| c.set_interface_filters(vr, iface, names))
+    }
+
     /// Removes an interface of VR `vr`, published at once.
     pub fn remove_interface(&mut self, vr: VrId, iface: &str) -> Result<bool, BuildError> {
         self.commit(|c| c.remove_interface(vr, iface))

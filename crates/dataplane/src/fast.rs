@@ -10,6 +10,7 @@
 //!   destination below 224/4 (no multicast, class E or broadcast),
 //!   source passes the ingress interface's uRPF check if it has one,
 //!   FIB answer: gateway or attached host, TTL > 1, fits the egress MTU,
+//!   the ingress `filter_in` and egress `filter_out` permit it, if any,
 //!   neighbor static or reachable (no probe due)
 //!       │ yes                                        │ any no
 //!       ▼                                            ▼
@@ -29,6 +30,7 @@ use vrhost_wire::ethernet::EthernetAddress;
 use vrhost_wire::ipv4::{self, Ipv4Packet};
 
 use crate::ecmp;
+use crate::filter::{Filter, Verdict};
 use crate::iface::Iface;
 use crate::ipv4_input::martian_octet;
 use crate::mbuf::Mbuf;
@@ -88,7 +90,9 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
     // One length test for both headers: `l3_len` cannot underflow below,
     // and with `L2` a constant the split and the IPv4 view are free.
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
-    let (l2, ip) = m.data_mut().get_mut(..L2 + 20)?.split_at_mut(L2);
+    // The headers, and after them what a rule list may look at.
+    let (head, tail) = m.data_mut().split_at_mut_checked(L2 + 20)?;
+    let (l2, ip) = head.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<20>()?;
     let l3_len = len - L2;
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
@@ -135,7 +139,15 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
     if total_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
+    let lists = Lists::of(ifaces, m_iface, egress);
+    let verdicts = match lists {
+        Some(lists) => Some(lists.judge4::<L2>(l2, ip, tail.get(..total_len - 20)?)?),
+        None => None,
+    };
     let mac = vr.neighbors.usable_mac(neigh, ctx.now)?;
+    if let (Some(lists), Some(v)) = (lists, verdicts) {
+        lists.count(ctx, v);
+    }
     // The TTL and checksum are those read above (the TTL is > 1).
     ip[8] = ttl - 1;
     [ip[10], ip[11]] = ipv4::checksum_after_ttl_decrement(checksum);
@@ -189,7 +201,8 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
     urpf: Urpf,
 ) -> Option<u16> {
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
-    let (l2, ip) = m.data_mut().get_mut(..L2 + 40)?.split_at_mut(L2);
+    let (head, tail) = m.data_mut().split_at_mut_checked(L2 + 40)?;
+    let (l2, ip) = head.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<40>()?;
     let l3_len = len - L2;
     let packet_len = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
@@ -240,7 +253,15 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
     if packet_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
+    let lists = Lists::of(ifaces, m_iface, egress);
+    let verdicts = match lists {
+        Some(lists) => Some(lists.judge6::<L2>(l2, ip, tail.get(..packet_len - 40)?)?),
+        None => None,
+    };
     let mac = vr.neighbors.usable_mac(neigh, ctx.now)?;
+    if let (Some(lists), Some(v)) = (lists, verdicts) {
+        lists.count(ctx, v);
+    }
     ip[7] = hop_limit - 1;
     let tags = &ifaces[egress as usize].tags;
     if e.l2_len() == L2 {
@@ -249,6 +270,82 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
         retag(m, L2, e, mac, tags);
     }
     Some(leave(ctx, m, egress, e, packet_len))
+}
+
+/// The rule lists a packet meets: its ingress interface's `filter_in` and
+/// its egress interface's `filter_out`.
+///
+/// The fast path judges a packet by both once its egress is known and
+/// counts the verdicts only once it is sure to send it; a packet either
+/// list denies is left to the full stages, which drop and count it, so
+/// nothing is counted twice.
+#[derive(Clone, Copy)]
+struct Lists<'a> {
+    input: Option<&'a Filter>,
+    output: Option<&'a Filter>,
+}
+
+impl<'a> Lists<'a> {
+    /// The lists between `ingress` and `egress`, `None` when there are none.
+    #[inline(always)]
+    fn of(ifaces: &'a [Iface], ingress: u16, egress: u16) -> Option<Lists<'a>> {
+        let input = ifaces.get(usize::from(ingress))?.filter_in.as_deref();
+        let output = ifaces.get(usize::from(egress))?.filter_out.as_deref();
+        (input.is_some() || output.is_some()).then_some(Lists { input, output })
+    }
+
+    /// The verdicts on an IPv4 packet (`l2` its L2 header, `ip` its fixed
+    /// header, `rest` the remainder), or `None` when one list denies it.
+    #[inline(never)]
+    fn judge4<const L2: usize>(
+        self,
+        l2: &[u8],
+        ip: &[u8; 20],
+        rest: &[u8],
+    ) -> Option<[Option<Verdict>; 2]> {
+        let pcp = pcp::<L2>(l2);
+        let judge = |f: Option<&Filter>| f.map(|f| f.judge4(ip, rest, pcp));
+        self.passes([judge(self.input), judge(self.output)])
+    }
+
+    /// [`Lists::judge4`] for IPv6.
+    #[inline(never)]
+    fn judge6<const L2: usize>(
+        self,
+        l2: &[u8],
+        ip: &[u8; 40],
+        rest: &[u8],
+    ) -> Option<[Option<Verdict>; 2]> {
+        let pcp = pcp::<L2>(l2);
+        let judge = |f: Option<&Filter>| f.map(|f| f.judge6(ip, rest, pcp));
+        self.passes([judge(self.input), judge(self.output)])
+    }
+
+    #[inline(always)]
+    fn passes(self, v: [Option<Verdict>; 2]) -> Option<[Option<Verdict>; 2]> {
+        v.iter().flatten().all(|v| v.permit).then_some(v)
+    }
+
+    /// Counts the verdicts of a packet that leaves.
+    #[inline(always)]
+    fn count(self, ctx: &Ctx<'_>, v: [Option<Verdict>; 2]) {
+        let worker = ctx.counters.index;
+        for (f, v) in [(self.input, v[0]), (self.output, v[1])] {
+            if let (Some(f), Some(v)) = (f, v) {
+                f.count(worker, v);
+            }
+        }
+    }
+}
+
+/// The VLAN priority of a received frame's L2 header `l2` (its outer tag).
+#[inline(always)]
+fn pcp<const L2: usize>(l2: &[u8]) -> u8 {
+    if L2 >= 18 {
+        l2.get(14).map_or(0, |b| b >> 5)
+    } else {
+        0
+    }
 }
 
 /// What the fast path needs of the egress interface, copied out of it.

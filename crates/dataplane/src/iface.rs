@@ -1,10 +1,12 @@
 //! Interfaces and ports as the pipeline sees them.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use vrhost_wire::ethernet::EthernetAddress;
 
-use crate::spec::Urpf;
+use crate::filter::Filter;
+use crate::spec::{IfaceFilters, Urpf};
 use vrhost_wire::ipv6 as wire6;
 
 /// An interface at run time.
@@ -43,6 +45,10 @@ pub struct Iface {
     pub control_mcast: bool,
     /// Reverse-path check of what arrives here (RFC 3704).
     pub urpf: Urpf,
+    /// The rule list applied to every IP packet that enters here.
+    pub filter_in: Option<Arc<Filter>>,
+    /// The rule list applied to every packet forwarded out of here.
+    pub filter_out: Option<Arc<Filter>>,
 }
 
 /// The L2 header length and tag bytes ([`Iface::l2_len`], [`Iface::tags`])
@@ -71,6 +77,15 @@ pub(crate) fn control_group_mac(m: EthernetAddress) -> bool {
 }
 
 impl Iface {
+    /// The names of its rule lists.
+    pub fn filter_names(&self) -> IfaceFilters {
+        let name = |f: &Option<Arc<Filter>>| f.as_ref().map(|f| f.name().to_string());
+        IfaceFilters {
+            input: name(&self.filter_in),
+            output: name(&self.filter_out),
+        }
+    }
+
     /// The address ICMP errors and ARP requests leave from: the one whose
     /// subnet covers `toward`, else the first.
     pub fn source4(&self, toward: Ipv4Addr) -> Option<Ipv4Addr> {

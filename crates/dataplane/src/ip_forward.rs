@@ -36,6 +36,14 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, nh: NextHop) {
     if pkt.ttl() <= 1 {
         return icmp_error::send_v4(ctx, vr, m, Icmp4::TtlExceeded, DropReason::TtlExpired);
     }
+    // The egress interface's rule list, on the whole packet (before any
+    // fragmenting): a denied packet is dropped, never answered.
+    if let Some(f) = &ctx.ifaces[egress as usize].filter_out {
+        let pcp = crate::filter::pcp_of(m.data(), m.l3_off as usize);
+        if !f.permits4(ctx.counters.index, m.l3(), pcp) {
+            return ctx.drop(m, DropReason::Filtered);
+        }
+    }
     let mtu = ctx.ifaces[egress as usize].mtu;
     if pkt.total_len() > mtu {
         if pkt.dont_frag() {
@@ -58,6 +66,12 @@ pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, nh: NextHop) {
     // RFC 8200 §3 / RFC 4443 §3.3.
     if pkt.hop_limit() <= 1 {
         return icmp_error::send_v6(ctx, vr, m, Icmp6::HopLimitExceeded, DropReason::TtlExpired);
+    }
+    if let Some(f) = &ctx.ifaces[egress as usize].filter_out {
+        let pcp = crate::filter::pcp_of(m.data(), m.l3_off as usize);
+        if !f.permits6(ctx.counters.index, m.l3(), pcp) {
+            return ctx.drop(m, DropReason::Filtered);
+        }
     }
     let mtu = ctx.ifaces[egress as usize].mtu;
     if 40 + pkt.payload_len() as usize > mtu as usize {

@@ -11,6 +11,7 @@ use vrhost_wire::Error as WireError;
 
 use crate::drop_reason::DropReason;
 use crate::icmp_error::Icmp4;
+use crate::iface::Iface;
 use crate::mbuf::Mbuf;
 use crate::spec::Urpf;
 use crate::urpf;
@@ -60,15 +61,17 @@ static MARTIAN_OCTET: [bool; 256] = {
 };
 
 /// `route` is the FIB's answer for the destination when the burst's batch
-/// lookup already has it (`Worker::routes`); `urpf` is the ingress
-/// interface's reverse-path check ([`crate::urpf`]).
+/// lookup already has it (`Worker::routes`); `iface` is the ingress
+/// interface, whose reverse-path check ([`crate::urpf`]) and `filter_in`
+/// ([`crate::filter`]) apply, the latter counted in worker `worker`'s row.
 #[inline]
 pub(crate) fn process(
     vr: &mut Vr,
     m: &mut Mbuf,
     route: Option<Option<NextHopId>>,
-    urpf: Urpf,
+    (iface, worker): (&Iface, usize),
 ) -> Next {
+    let urpf = iface.urpf;
     let l3_off = m.l3_off as usize;
     let pkt = match Ipv4Packet::new_checked(m.l3()) {
         Ok(p) => p,
@@ -114,6 +117,14 @@ pub(crate) fn process(
                 }
                 Ok(_) => {}
             }
+        }
+    }
+    // The interface's rule list, on every packet that passed the checks
+    // above: forwarded, for the router, or punted.
+    if let Some(f) = &iface.filter_in {
+        let pcp = crate::filter::pcp_of(m.data(), l3_off);
+        if !f.permits4(worker, m.l3().get(..total_len).unwrap_or(&[]), pcp) {
+            return Next::Drop(DropReason::Filtered);
         }
     }
     if dst.is_multicast() {

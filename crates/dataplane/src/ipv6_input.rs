@@ -32,8 +32,10 @@ fn link_scope_group(a: &Ipv6Addr) -> bool {
     a.segments()[0] == 0xff02
 }
 
+/// `iface` is the ingress interface, whose reverse-path check and
+/// `filter_in` apply (counted in worker `worker`'s row).
 #[inline]
-pub(crate) fn process(vr: &mut Vr, iface: &Iface, m: &mut Mbuf) -> Next {
+pub(crate) fn process(vr: &mut Vr, (iface, worker): (&Iface, usize), m: &mut Mbuf) -> Next {
     let l3_off = m.l3_off as usize;
     let pkt = match Ipv6Packet::new_checked(m.l3()) {
         Ok(p) => p,
@@ -60,6 +62,13 @@ pub(crate) fn process(vr: &mut Vr, iface: &Iface, m: &mut Mbuf) -> Next {
         return Next::Drop(DropReason::Urpf);
     }
     m.truncate(l3_off + 40 + payload_len);
+    // The interface's rule list (neighbor discovery always passes it).
+    if let Some(f) = &iface.filter_in {
+        let pcp = crate::filter::pcp_of(m.data(), l3_off);
+        if !f.permits6(worker, m.l3(), pcp) {
+            return Next::Drop(DropReason::Filtered);
+        }
+    }
     if dst.is_multicast() {
         // Link-scope groups are for the router; it routes no multicast.
         return if link_scope_group(&dst) {

@@ -17,6 +17,7 @@ pub mod counters;
 pub mod drop_reason;
 pub mod engine;
 pub mod fair;
+pub mod filter;
 pub mod iface;
 pub mod mbuf;
 pub mod neighbor;
@@ -44,12 +45,13 @@ pub use counters::{CounterCells, Counters};
 pub use drop_reason::DropReason;
 pub use engine::{sum_ifaces, sum_ports, Engine, VrInfo};
 pub use fair::{Clock, Fair};
+pub use filter::{Action, Filter, FilterError, FilterSpec, PortRange, Rule};
 pub use iface::{link_local_from_mac, Iface};
 pub use mbuf::{Mbuf, MbufPool};
 pub use neighbor::Event;
 pub use spec::{
-    EngineSpec, IfaceId, InterfaceSpec, Limits, Path, Paths, PathsError, PortId, PortSpec,
-    RouteTarget, RouterSpec, Tpid, Urpf, VrId,
+    EngineSpec, IfaceFilters, IfaceId, InterfaceSpec, Limits, Path, Paths, PathsError, PortId,
+    PortSpec, RouteTarget, RouterSpec, Tpid, Urpf, VrId,
 };
 pub use tables::{BuildError, NextHops, RouteHop, Shared, TableWriter};
 pub use worker::{NextHop, TxBatch, Vr, Worker, WorkerCounters};

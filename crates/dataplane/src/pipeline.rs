@@ -906,14 +906,16 @@ fn stages(
     let iface = &ctx.ifaces[m.iface as usize];
     match next {
         demux::Next::Arp => arp_input::process(ctx, vr, m),
-        demux::Next::Ipv4 => match ipv4_input::process(vr, &mut m, route, iface.urpf) {
-            ipv4_input::Next::Forward(nh) => ip_forward::v4(ctx, vr, m, nh),
-            ipv4_input::Next::Local => local::v4(ctx, vr, m),
-            ipv4_input::Next::Punt => ctx.punt(vr, m),
-            ipv4_input::Next::Icmp(err, reason) => icmp_error::send_v4(ctx, vr, m, err, reason),
-            ipv4_input::Next::Drop(reason) => ctx.drop(m, reason),
-        },
-        demux::Next::Ipv6 => match ipv6_input::process(vr, iface, &mut m) {
+        demux::Next::Ipv4 => {
+            match ipv4_input::process(vr, &mut m, route, (iface, ctx.counters.index)) {
+                ipv4_input::Next::Forward(nh) => ip_forward::v4(ctx, vr, m, nh),
+                ipv4_input::Next::Local => local::v4(ctx, vr, m),
+                ipv4_input::Next::Punt => ctx.punt(vr, m),
+                ipv4_input::Next::Icmp(err, reason) => icmp_error::send_v4(ctx, vr, m, err, reason),
+                ipv4_input::Next::Drop(reason) => ctx.drop(m, reason),
+            }
+        }
+        demux::Next::Ipv6 => match ipv6_input::process(vr, (iface, ctx.counters.index), &mut m) {
             ipv6_input::Next::Forward(nh) => ip_forward::v6(ctx, vr, m, nh),
             ipv6_input::Next::Local => local::v6(ctx, vr, m),
             ipv6_input::Next::Icmp(err, reason) => icmp_error::send_v6(ctx, vr, m, err, reason),

@@ -41,6 +41,8 @@ pub struct RouterSpec {
     pub neighbors: Vec<(IpAddr, EthernetAddress)>,
     /// Per-VR limits.
     pub limits: Limits,
+    /// Named rule lists its interfaces' `filter_in` and `filter_out` name.
+    pub filters: Vec<crate::filter::FilterSpec>,
 }
 
 /// A VR's index in the tables: what [`TableWriter::add_vr`](crate::TableWriter::add_vr)
@@ -316,6 +318,19 @@ pub struct InterfaceSpec {
     pub addrs6: Vec<(Ipv6Addr, u8)>,
     /// Reverse-path check of the sources of what arrives here.
     pub urpf: Urpf,
+    /// The VR's rule lists applied here, by name.
+    pub filters: IfaceFilters,
+}
+
+/// The rule lists of an interface, by name: one for what enters it
+/// (every IP packet, forwarded or for the router) and one for what is
+/// forwarded out of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct IfaceFilters {
+    /// `filter_in`.
+    pub input: Option<String>,
+    /// `filter_out`.
+    pub output: Option<String>,
 }
 
 /// The TPID of an interface's outer VLAN tag: 0x8100 (802.1Q, the

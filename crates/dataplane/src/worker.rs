@@ -365,6 +365,9 @@ pub struct WorkerCounters {
     /// Turns of the worker's driver loop so far: a watchdog that sees it
     /// stop moving knows the worker is stuck.
     pub heartbeat: crate::counters::Cell,
+    /// The worker's index among its peers: its row of each rule list's
+    /// counters ([`crate::filter::Filter::hits`]).
+    pub index: usize,
 }
 
 /// One worker's whole state.
@@ -442,6 +445,8 @@ impl Worker {
         for s in &senders {
             writer.attach_worker(s.clone());
         }
+        // Rule lists built before the workers existed get their rows.
+        writer.size_filters();
         receivers
             .into_iter()
             .enumerate()
@@ -452,14 +457,14 @@ impl Worker {
                     .filter(|(j, _)| *j != k)
                     .map(|(_, s)| s.clone())
                     .collect();
-                Worker::new(writer, n, inbox, peers)
+                Worker::new(writer, (k, n), inbox, peers)
             })
             .collect()
     }
 
     fn new(
         writer: &TableWriter,
-        n_workers: usize,
+        (index, n_workers): (usize, usize),
         inbox: Receiver<Event>,
         peers: Vec<SyncSender<Event>>,
     ) -> Worker {
@@ -485,6 +490,7 @@ impl Worker {
                 .collect(),
             load_permille: crate::counters::Cell::default(),
             heartbeat: crate::counters::Cell::default(),
+            index,
         });
         let (weights, vr_ports) = fair_inputs(&shared);
         let fair = Fair::new(&weights, &vr_ports, shared.ports.len());

@@ -45,6 +45,7 @@ fn spec() -> EngineSpec {
         mtu: 1500,
         addrs4: vec![(addr, 24)],
         addrs6: vec![],
+        filters: Default::default(),
     };
     let mut routes4: Vec<_> = (0..PREFIXES)
         .map(|i| (stable(i), RouteTarget::Via(IpAddr::V4(GW_A))))
@@ -71,6 +72,7 @@ fn spec() -> EngineSpec {
             routes6: vec![],
             neighbors: vec![(IpAddr::V4(GW_A), MAC_A), (IpAddr::V4(GW_B), MAC_B)],
             limits: Limits::default(),
+            filters: Vec::new(),
         }],
     }
 }

@@ -22,9 +22,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use common::{eth, fix_ipv4_checksum, ipv4, send_burst, udp, Out, HOST_MAC, SEC};
 use proptest::prelude::*;
 use vrhost_dataplane::{
-    Engine, EngineSpec, IfaceId, InterfaceSpec, Limits, PortId, PortSpec, RouteTarget, RouterSpec,
-    VrId,
+    Action, Engine, EngineSpec, FilterSpec, IfaceId, InterfaceSpec, Limits, PortId, PortRange,
+    PortSpec, RouteTarget, RouterSpec, Rule, VrId,
 };
+use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::{EtherType, EthernetAddress};
 use vrhost_wire::ip::IpProtocol;
 
@@ -56,6 +57,7 @@ fn iface(
         mtu,
         addrs4: vec![(Ipv4Addr::from(a), 24)],
         addrs6: vec![(v6(u16::from(a[1]), 1), 64)],
+        filters: Default::default(),
     }
 }
 
@@ -115,8 +117,92 @@ fn spec() -> EngineSpec {
                 icmp_rate: 1_000_000,
                 ..Limits::default()
             },
+            filters: vec![],
         }],
     }
+}
+
+/// [`spec`] with rule lists: `in` on what enters in0 and tin0 (deny
+/// UDP to port 9 toward 172.20/16, PCP 3 toward 198.18/15, UDP to ports
+/// 10–100 from 2001:db8::/64 toward 2001:db8:100::/48; default permit),
+/// and `out` on what leaves out0 (permit 192.0.2/24, 2001:db8:100::/48 and
+/// ICMP of both families; default deny).
+fn filtered_spec() -> EngineSpec {
+    let p = |s: &str| {
+        let (a, l) = s.split_once('/').expect("prefix");
+        IpPrefix::new(a.parse().expect("addr"), l.parse().expect("len")).expect("prefix")
+    };
+    let deny = Action::Deny;
+    let permit = Action::Permit;
+    let input = FilterSpec {
+        name: "in".into(),
+        default: permit,
+        rules: vec![
+            Rule {
+                action: deny,
+                dst: Some(p("172.20.0.0/16")),
+                protocol: Some(17),
+                dst_port: Some(PortRange::one(9)),
+                ..Rule::default()
+            },
+            Rule {
+                action: deny,
+                dst: Some(p("198.18.0.0/15")),
+                pcp: Some(3),
+                ..Rule::default()
+            },
+            Rule {
+                action: permit,
+                src: Some(p("10.0.0.2/32")),
+                ..Rule::default()
+            },
+            Rule {
+                action: deny,
+                src: Some(p("2001:db8::/64")),
+                dst: Some(p("2001:db8:100::/48")),
+                protocol: Some(17),
+                dst_port: Some(PortRange { lo: 10, hi: 100 }),
+                ..Rule::default()
+            },
+        ],
+    };
+    let output = FilterSpec {
+        name: "out".into(),
+        default: deny,
+        rules: vec![
+            Rule {
+                action: permit,
+                dst: Some(p("192.0.2.0/24")),
+                ..Rule::default()
+            },
+            Rule {
+                action: permit,
+                dst: Some(p("2001:db8:100::/48")),
+                ..Rule::default()
+            },
+            Rule {
+                action: permit,
+                protocol: Some(1),
+                ..Rule::default()
+            },
+            Rule {
+                action: permit,
+                protocol: Some(58),
+                ..Rule::default()
+            },
+        ],
+    };
+    let mut s = spec();
+    let r = &mut s.routers[0];
+    r.filters = vec![input, output];
+    for i in &mut r.interfaces {
+        match i.name.as_str() {
+            "in0" | "tin0" => i.filters.input = Some("in".into()),
+            "out0" => i.filters.output = Some("out".into()),
+            _ => {}
+        }
+    }
+    s
 }
 
 /// Destinations that reach every kind of next hop and every special case of input.
@@ -305,10 +391,27 @@ fn run(e: &mut Engine, frames: &[(u16, Vec<u8>)], now: u64) -> Vec<Out> {
 }
 
 fn engines() -> (Engine, Engine) {
-    let fast = Engine::new(&spec()).expect("spec builds");
-    let mut slow = Engine::new(&spec()).expect("spec builds");
+    engines_of(&spec())
+}
+
+fn engines_of(spec: &EngineSpec) -> (Engine, Engine) {
+    let fast = Engine::new(spec).expect("spec builds");
+    let mut slow = Engine::new(spec).expect("spec builds");
     slow.set_fast_path(false);
     (fast, slow)
+}
+
+/// Each rule list's counters: (interface, in or out, per-rule hits).
+fn filter_hits(e: &Engine) -> Vec<(String, &'static str, Vec<u64>)> {
+    let mut v = Vec::new();
+    for i in e.ifaces() {
+        for (dir, f) in [("in", &i.filter_in), ("out", &i.filter_out)] {
+            if let Some(f) = f {
+                v.push((i.name.clone(), dir, f.hits()));
+            }
+        }
+    }
+    v
 }
 
 /// Every counter of every port, interface and the VR, as comparable values.
@@ -704,6 +807,26 @@ fn forwarded_frames_leave_in_arrival_order_however_a_burst_is_queued() {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// The same through rule lists on the way in and out: the fast path
+    /// forwards only what both lists let through, and every rule counts
+    /// what it matched once, whichever path the packet took.
+    #[test]
+    fn fast_and_full_stages_agree_through_filters(
+        bursts in proptest::collection::vec(proptest::collection::vec(frame_strategy(), 1..40), 1..4),
+    ) {
+        let (mut fast, mut slow) = engines_of(&filtered_spec());
+        for (i, burst) in bursts.iter().enumerate() {
+            let frames: Vec<_> = burst.iter().map(|f| (f.port, build(f))).collect();
+            let now = (i as u64 + 1) * SEC;
+            both(&mut fast, &mut slow, &frames, now);
+        }
+        prop_assert_eq!(
+            without_fast_count(all_counters(&fast)),
+            without_fast_count(all_counters(&slow))
+        );
+        prop_assert_eq!(filter_hits(&fast), filter_hits(&slow));
+    }
 
     /// Any mix of frames, in bursts at advancing times: the same output,
     /// frame for frame, and the same counters.

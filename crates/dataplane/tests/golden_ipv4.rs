@@ -588,6 +588,7 @@ fn rewrites_the_vlan_tag_between_tagged_interfaces() {
         mtu: 1500,
         addrs4: vec![(addr, 24)],
         addrs6: vec![],
+        filters: Default::default(),
     };
     let spec = EngineSpec {
         ports: vec![PortSpec {

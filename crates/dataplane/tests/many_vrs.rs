@@ -57,6 +57,7 @@ fn spec() -> EngineSpec {
             Ipv6Addr::new(0x2001, 0xdb8, u16::from(net), 0, 0, 0, 0, 1),
             64,
         )],
+        filters: Default::default(),
     };
     let routers = (0..VRS)
         .map(|i| RouterSpec {
@@ -84,6 +85,7 @@ fn spec() -> EngineSpec {
                 icmp_rate: 1_000_000,
                 ..Limits::default()
             },
+            filters: Vec::new(),
         })
         .collect();
     let port = |name: &str| PortSpec {

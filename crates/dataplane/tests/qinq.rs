@@ -57,6 +57,7 @@ fn iface(
         addrs4: vec![(Ipv4Addr::new(10, net, 0, 1), 24)],
         addrs6: vec![],
         urpf: Default::default(),
+        filters: Default::default(),
     }
 }
 
@@ -80,6 +81,7 @@ fn router(name: &str, inner: u16, port: u16, mac: EthernetAddress) -> RouterSpec
         routes6: vec![],
         neighbors: vec![(IpAddr::V4(GW), GW_MAC), (IpAddr::V4(HOST), HOST_MAC)],
         limits: Limits::default(),
+        filters: Vec::new(),
     }
 }
 

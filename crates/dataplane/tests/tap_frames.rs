@@ -32,6 +32,8 @@ fn iface(vlan: Option<u16>) -> Iface {
         mcast: vec![],
         control_mcast: true,
         urpf: Default::default(),
+        filter_in: None,
+        filter_out: None,
     }
 }
 

@@ -54,6 +54,7 @@ fn green() -> RouterSpec {
                 mtu: 1500,
                 addrs4: vec![(RED0, 24)],
                 addrs6: vec![],
+                filters: Default::default(),
             },
             InterfaceSpec {
                 inner_vlan: None,
@@ -66,6 +67,7 @@ fn green() -> RouterSpec {
                 mtu: 1500,
                 addrs4: vec![(RED1, 24)],
                 addrs6: vec![],
+                filters: Default::default(),
             },
         ],
         routes4: vec![(
@@ -75,6 +77,7 @@ fn green() -> RouterSpec {
         routes6: vec![],
         neighbors: vec![(IpAddr::V4(GW), GW_MAC)],
         limits: Limits::default(),
+        filters: Vec::new(),
     }
 }
 
@@ -271,6 +274,7 @@ fn interfaces_come_and_go_while_the_vr_forwards() {
         mtu: 1500,
         addrs4: vec![(Ipv4Addr::new(10, 9, 0, 1), 24)],
         addrs6: vec![],
+        filters: Default::default(),
     };
     assert_eq!(e.add_interface(RED, &extra), Ok(true));
     assert_eq!(e.add_interface(RED, &extra), Ok(false), "idempotent");

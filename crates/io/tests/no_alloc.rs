@@ -97,6 +97,7 @@ fn steady_state_forwarding_allocates_nothing() {
                     mtu: 1500,
                     addrs4: vec![(Ipv4Addr::new(10, 0, 0, 1), 24)],
                     addrs6: vec![],
+                    filters: Default::default(),
                 },
                 InterfaceSpec {
                     inner_vlan: None,
@@ -109,6 +110,7 @@ fn steady_state_forwarding_allocates_nothing() {
                     mtu: 1500,
                     addrs4: vec![(Ipv4Addr::new(10, 1, 0, 1), 24)],
                     addrs6: vec![],
+                    filters: Default::default(),
                 },
             ],
             routes4: (0..1000u32)
@@ -131,6 +133,7 @@ fn steady_state_forwarding_allocates_nothing() {
                     EthernetAddress([2, 9, 9, 9, 9, 9]),
                 ),
             ],
+            filters: Vec::new(),
             limits: Limits {
                 icmp_rate: 1000,
                 ..Limits::default()

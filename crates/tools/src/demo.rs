@@ -71,6 +71,7 @@ fn spec(tables: &[Vec<(Ipv4Addr, u8)>]) -> EngineSpec {
                         mtu: 1500,
                         addrs4: vec![(Ipv4Addr::new(10, 0, 0, 1), 24)],
                         addrs6: vec![],
+                        filters: Default::default(),
                     },
                     InterfaceSpec {
                         inner_vlan: None,
@@ -83,6 +84,7 @@ fn spec(tables: &[Vec<(Ipv4Addr, u8)>]) -> EngineSpec {
                         mtu: 1500,
                         addrs4: vec![(Ipv4Addr::new(10, 1, 0, 1), 24)],
                         addrs6: vec![],
+                        filters: Default::default(),
                     },
                 ],
                 routes4,
@@ -95,6 +97,7 @@ fn spec(tables: &[Vec<(Ipv4Addr, u8)>]) -> EngineSpec {
                     icmp_rate: 1000,
                     ..Limits::default()
                 },
+                filters: Vec::new(),
             }
         })
         .collect();

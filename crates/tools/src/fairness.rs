@@ -372,6 +372,7 @@ fn spec(weights: [u32; 2], traffic_a: Traffic, tables: &[Vec<(Ipv4Addr, u8)>]) -
         mtu: 1500,
         addrs4: vec![(addr, 24)],
         addrs6: vec![],
+        filters: Default::default(),
     };
     let names = [("a", "a-in", "a-out"), ("b", "b-in", "b-out")];
     let routers = (0..2)
@@ -409,6 +410,7 @@ fn spec(weights: [u32; 2], traffic_a: Traffic, tables: &[Vec<(Ipv4Addr, u8)>]) -
                     (IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), HOST_MAC),
                 ],
                 limits,
+                filters: Vec::new(),
             }
         })
         .collect();

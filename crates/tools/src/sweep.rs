@@ -161,6 +161,7 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
             })
             .into_iter()
             .collect(),
+        filters: Default::default(),
     };
     let (_, gw) = host_and_gateway(w.family);
     let gws: Vec<IpAddr> = (0..w.paths.max(1) as u8)
@@ -211,6 +212,7 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
                     })
                     .collect(),
                 limits: Limits::default(),
+                filters: Vec::new(),
             }
         })
         .collect();

@@ -150,7 +150,8 @@ impl TableWriter {
                 && f.inner_vlan == i.inner_vlan
                 && f.tpid == i.tpid
                 && f.mac == i.mac
-                && f.urpf == i.urpf;
+                && f.urpf == i.urpf
+                && f.filter_names() == i.filters;
             return if same {
                 Ok(false)
             } else {
@@ -174,7 +175,14 @@ impl TableWriter {
         }
         let name = self.shared.vrs[vr].name.clone();
         let cp = self.shared.vrs[vr].limits.control_plane;
-        let gi = build_iface(&mut self.shared, &mut self.vrs[vr], vr, &name, cp, i)?;
+        let filters = self.shared.vrs[vr].filters.clone();
+        let gi = build_iface(
+            &mut self.shared,
+            &mut self.vrs[vr],
+            (vr, &name, &filters),
+            cp,
+            i,
+        )?;
         self.shared.vrs[vr].ifaces.push(IfaceId::new(gi));
         self.vrs[vr].fib_dirty = true;
         self.topology_dirty = true;
@@ -255,7 +263,7 @@ impl TableWriter {
             .sum()
     }
 
-    fn iface_index(&self, vr: usize, name: &str) -> Result<u16, BuildError> {
+    pub(super) fn iface_index(&self, vr: usize, name: &str) -> Result<u16, BuildError> {
         self.vr(vr)?;
         self.shared.vrs[vr]
             .ifaces
@@ -388,12 +396,12 @@ fn check_address(iface: &str, addr: IpAddr, len: u8) -> Result<(), BuildError> {
 pub(super) fn build_iface(
     shared: &mut Shared,
     c: &mut VrControl,
-    vr_idx: usize,
-    router: &str,
+    (vr_idx, router, filters): (usize, &str, &[Arc<crate::filter::Filter>]),
     control_mcast: bool,
     i: &InterfaceSpec,
 ) -> Result<u16, BuildError> {
     let gi = shared.ifaces.len() as u16;
+    let (filter_in, filter_out) = super::filters::resolve(filters, &i.name, &i.filters)?;
     let Some(port) = shared.ports.get_mut(i.port as usize) else {
         return Err(BuildError::NoSuchPort {
             router: router.to_string(),
@@ -460,6 +468,8 @@ pub(super) fn build_iface(
         mcast,
         control_mcast,
         urpf: i.urpf,
+        filter_in,
+        filter_out,
     });
     Ok(gi)
 }

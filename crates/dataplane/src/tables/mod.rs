@@ -31,6 +31,7 @@ use vrhost_wire::ipv6 as wire6;
 use crate::iface::{link_local_from_mac, qinq_key, Iface, Port, NO_IFACE};
 use crate::neighbor::Event;
 
+mod filters;
 mod interfaces;
 mod neighbors;
 mod routes;
@@ -129,6 +130,8 @@ pub(crate) struct VrShared {
     pub fib4: FibReader<Ipv4Addr>,
     pub fib6: FibReader<Ipv6Addr>,
     pub nexthops: Arc<ArcSwap<NextHops>>,
+    /// Its rule lists, in order; its interfaces point at them.
+    pub filters: Vec<Arc<crate::filter::Filter>>,
     /// False once deleted: the slot stays so that indices never move.
     pub alive: bool,
 }
@@ -392,6 +395,25 @@ pub enum BuildError {
         router: String,
         /// The limit.
         limit: u32,
+    },
+    /// A rule list that does not build.
+    #[error(transparent)]
+    Filter(crate::filter::FilterError),
+    /// Two rule lists of one name.
+    #[error("router {router:?}: two filters named {filter:?}")]
+    DuplicateFilter {
+        /// VR name.
+        router: String,
+        /// The name.
+        filter: String,
+    },
+    /// An interface names a rule list the VR does not have.
+    #[error("interface {iface:?}: no filter {filter:?} in its router")]
+    NoSuchFilter {
+        /// Interface name.
+        iface: String,
+        /// The name.
+        filter: String,
     },
     /// A route whose prefix family differs from its gateway's.
     #[error("router {router:?}: gateway {via} is not of the prefix's family")]

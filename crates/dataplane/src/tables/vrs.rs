@@ -95,14 +95,14 @@ impl TableWriter {
         ] {
             c.nexthop(nh);
         }
+        let filters = self.build_filters(&r.name, &r.filters, &[])?;
         let mut vr_ifaces = Vec::new();
         let cp = r.limits.control_plane;
         for i in &r.interfaces {
             vr_ifaces.push(IfaceId::new(build_iface(
                 &mut self.shared,
                 &mut c,
-                vr_idx,
-                &r.name,
+                (vr_idx, &r.name, &filters),
                 cp,
                 i,
             )?));
@@ -114,6 +114,7 @@ impl TableWriter {
             fib4: c.fib4.reader(),
             fib6: c.fib6.reader(),
             nexthops: Arc::new(ArcSwap::from_pointee(NextHops::default())),
+            filters,
             alive: true,
         });
         self.vrs.push(c);

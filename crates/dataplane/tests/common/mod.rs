@@ -63,6 +63,7 @@ fn router(
                 mtu: 1500,
                 addrs4: vec![(RED0, 24)],
                 addrs6: vec![(RED0_6, 64)],
+                filters: Default::default(),
             },
             InterfaceSpec {
                 inner_vlan: None,
@@ -75,6 +76,7 @@ fn router(
                 mtu: RED1_MTU,
                 addrs4: vec![(RED1, 24)],
                 addrs6: vec![(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), 64)],
+                filters: Default::default(),
             },
         ],
         routes4: vec![
@@ -97,6 +99,7 @@ fn router(
         ],
         neighbors: vec![(IpAddr::V4(GW), gw_mac), (IpAddr::V6(GW6), gw_mac)],
         limits,
+        filters: Vec::new(),
     }
 }
 

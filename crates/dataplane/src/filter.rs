@@ -1,0 +1,921 @@
+//! Per-interface filters: a VR's named, ordered rule lists, applied to
+//! what enters an interface (`filter_in`) or what is forwarded out of it
+//! (`filter_out`). First match wins; a packet no rule matches gets the
+//! list's default.
+//!
+//! ```text
+//!   packet ─▶ key: source, destination, protocol, source port or ICMP type,
+//!            destination port or ICMP code, VLAN priority
+//!        ─▶ per field, the elementary interval the value falls in ─▶ its class
+//!        ─▶ AND of the classes' rule bit vectors ─▶ lowest bit: the first rule that matches
+//! ```
+//!
+//! Classification is the bit-vector scheme of Lakshman and Stiliadis
+//! (SIGCOMM 1998), not a scan of the rules. Each field's rule ranges cut
+//! its value space into elementary intervals; every interval gets the bit
+//! vector of the rules that cover it, and equal vectors are shared as one
+//! class. A packet costs one interval lookup per field (a 64-entry-per-
+//! cache-line index on the value's top bits, then a binary search among
+//! the few boundaries under it) and an AND over the vectors' words. A
+//! summary word per vector (bit `i`: word `i` is not zero) skips the words
+//! where nothing can match, so a list of 4,096 rules ANDs its 64 words
+//! only where the fields agree. A field no rule constrains, or that all
+//! rules cut alike, is folded into one constant vector and not looked at.
+//!
+//! Each rule counts what it matched, per worker ([`Filter::hits`]); the
+//! default has a counter of its own.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use thiserror::Error;
+use vrhost_fib::IpPrefix;
+
+use crate::counters::Cell;
+
+/// What a rule, or a list's default, does with a packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Let it through.
+    #[default]
+    Permit,
+    /// Drop it, counted as `filtered`.
+    Deny,
+}
+
+impl Action {
+    /// The config's word: `permit` or `deny`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Permit => "permit",
+            Action::Deny => "deny",
+        }
+    }
+}
+
+impl std::str::FromStr for Action {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Action, ()> {
+        match s {
+            "permit" => Ok(Action::Permit),
+            "deny" => Ok(Action::Deny),
+            _ => Err(()),
+        }
+    }
+}
+
+/// An inclusive range of ports, `lo` to `hi`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PortRange {
+    /// First port.
+    pub lo: u16,
+    /// Last port.
+    pub hi: u16,
+}
+
+impl PortRange {
+    /// One port.
+    pub fn one(port: u16) -> PortRange {
+        PortRange { lo: port, hi: port }
+    }
+
+    /// Whether `port` is in it.
+    pub fn contains(self, port: u16) -> bool {
+        (self.lo..=self.hi).contains(&port)
+    }
+}
+
+impl fmt::Display for PortRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.lo == self.hi {
+            write!(f, "{}", self.lo)
+        } else {
+            write!(f, "{}-{}", self.lo, self.hi)
+        }
+    }
+}
+
+/// IP protocol numbers a rule's ports apply to: TCP, UDP, SCTP.
+pub const PORT_PROTOCOLS: [u8; 3] = [6, 17, 132];
+/// ICMP for IPv4 and ICMPv6: the protocols `icmp_type` and `icmp_code` apply to.
+pub const ICMP_PROTOCOLS: [u8; 2] = [1, 58];
+
+/// One rule: every field it sets must match (an unset field matches
+/// anything), and then its action applies.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Rule {
+    /// What a match does.
+    pub action: Action,
+    /// Source prefix; with a destination prefix, of the same family. A
+    /// prefix limits the rule to its family.
+    pub src: Option<IpPrefix>,
+    /// Destination prefix.
+    pub dst: Option<IpPrefix>,
+    /// IP protocol (IPv6: the header after any extension headers).
+    pub protocol: Option<u8>,
+    /// Source ports (TCP, UDP or SCTP `protocol` only).
+    pub src_port: Option<PortRange>,
+    /// Destination ports (TCP, UDP or SCTP `protocol` only).
+    pub dst_port: Option<PortRange>,
+    /// ICMP type (`protocol` 1 or 58 only).
+    pub icmp_type: Option<u8>,
+    /// ICMP code (`protocol` 1 or 58 only).
+    pub icmp_code: Option<u8>,
+    /// The VLAN priority (PCP, 0–7) of the frame as it was received; an
+    /// untagged frame's is 0.
+    pub pcp: Option<u8>,
+}
+
+/// A named rule list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FilterSpec {
+    /// Its name, unique in the VR.
+    pub name: String,
+    /// What a packet no rule matches gets.
+    pub default: Action,
+    /// The rules, first match wins.
+    pub rules: Vec<Rule>,
+}
+
+/// Most rules in one list: its bit vectors have 64 words, which one
+/// summary word covers.
+pub const MAX_RULES: usize = 4096;
+
+/// Why a rule list cannot be built. `rule` counts from 1.
+#[derive(Debug, Error, PartialEq, Eq, Clone)]
+pub enum FilterError {
+    /// More than [`MAX_RULES`].
+    #[error("filter {filter:?} has {rules} rules, at most {MAX_RULES} are allowed")]
+    TooManyRules {
+        /// The list.
+        filter: String,
+        /// How many it has.
+        rules: usize,
+    },
+    /// Something wrong with one rule.
+    #[error("filter {filter:?} rule {rule}: {reason}")]
+    Rule {
+        /// The list.
+        filter: String,
+        /// The rule, from 1.
+        rule: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
+}
+
+impl Rule {
+    /// What is wrong with the rule, if anything.
+    pub fn problem(&self) -> Option<&'static str> {
+        if let (Some(s), Some(d)) = (self.src, self.dst) {
+            if matches!(s, IpPrefix::V4(_)) != matches!(d, IpPrefix::V4(_)) {
+                return Some("source and destination are of different families");
+            }
+        }
+        let ported = self.src_port.is_some() || self.dst_port.is_some();
+        if ported && !self.protocol.is_some_and(|p| PORT_PROTOCOLS.contains(&p)) {
+            return Some("ports need protocol tcp, udp or sctp");
+        }
+        let icmp = self.icmp_type.is_some() || self.icmp_code.is_some();
+        if icmp && !self.protocol.is_some_and(|p| ICMP_PROTOCOLS.contains(&p)) {
+            return Some("an ICMP type or code needs protocol icmp or icmpv6");
+        }
+        if self.icmp_code.is_some() && self.icmp_type.is_none() {
+            return Some("an ICMP code needs an ICMP type");
+        }
+        if [self.src_port, self.dst_port]
+            .into_iter()
+            .flatten()
+            .any(|r| r.lo > r.hi)
+        {
+            return Some("a port range's first port is above its last");
+        }
+        if self.pcp.is_some_and(|p| p > 7) {
+            return Some("a VLAN priority (pcp) is 0 to 7");
+        }
+        None
+    }
+
+    /// Whether the rule matches `key`: the reference the classifier is
+    /// tested against, one rule at a time.
+    pub fn matches(&self, key: &PacketKey) -> bool {
+        let within = |p: Option<IpPrefix>, a: IpAddr| p.is_none_or(|p| prefix_contains(p, a));
+        let l4 = |want: Option<u16>, got: Option<u16>| match want {
+            None => true,
+            Some(w) => got == Some(w),
+        };
+        let range = |r: Option<PortRange>, got: Option<u16>| match r {
+            None => true,
+            Some(r) => got.is_some_and(|p| r.contains(p)),
+        };
+        within(self.src, key.src)
+            && within(self.dst, key.dst)
+            && self.protocol.is_none_or(|p| p == key.protocol)
+            && range(self.src_port, key.l4.map(|(s, _)| s))
+            && range(self.dst_port, key.l4.map(|(_, d)| d))
+            && l4(self.icmp_type.map(u16::from), key.l4.map(|(t, _)| t))
+            && l4(self.icmp_code.map(u16::from), key.l4.map(|(_, c)| c))
+            && self.pcp.is_none_or(|p| p == key.pcp)
+    }
+}
+
+fn prefix_contains(p: IpPrefix, a: IpAddr) -> bool {
+    match (p, a) {
+        (IpPrefix::V4(p), IpAddr::V4(a)) => {
+            let (lo, hi) = range4(p.addr(), p.len());
+            (lo..=hi).contains(&u32::from(a))
+        }
+        (IpPrefix::V6(p), IpAddr::V6(a)) => {
+            let (lo, hi) = range6(p.addr(), p.len());
+            (lo..=hi).contains(&u128::from(a))
+        }
+        _ => false,
+    }
+}
+
+fn range4(a: Ipv4Addr, len: u8) -> (u32, u32) {
+    let host = u32::MAX.checked_shr(u32::from(len)).unwrap_or(0);
+    let lo = u32::from(a) & !host;
+    (lo, lo | host)
+}
+
+fn range6(a: Ipv6Addr, len: u8) -> (u128, u128) {
+    let host = u128::MAX.checked_shr(u32::from(len)).unwrap_or(0);
+    let lo = u128::from(a) & !host;
+    (lo, lo | host)
+}
+
+/// What a filter looks at in a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketKey {
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// IP protocol (IPv6: after the extension headers).
+    pub protocol: u8,
+    /// Source and destination port (TCP, UDP, SCTP) or ICMP type and
+    /// code; `None` for another protocol, a fragment other than the first,
+    /// or a header cut short.
+    pub l4: Option<(u16, u16)>,
+    /// VLAN priority of the frame as received.
+    pub pcp: u8,
+}
+
+impl PacketKey {
+    /// The key of IPv4 packet `ip` (from its header to its end, no
+    /// padding), received with VLAN priority `pcp`; `None` when the header
+    /// is cut short.
+    pub fn v4(ip: &[u8], pcp: u8) -> Option<PacketKey> {
+        let h = ip.first_chunk::<20>()?;
+        let ihl = usize::from(h[0] & 0x0f) * 4;
+        let protocol = h[9];
+        // A fragment other than the first carries no transport header.
+        let first = u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0;
+        let l4 = if first {
+            l4_of(protocol, ip.get(ihl..))
+        } else {
+            None
+        };
+        Some(PacketKey {
+            src: IpAddr::V4(Ipv4Addr::new(h[12], h[13], h[14], h[15])),
+            dst: IpAddr::V4(Ipv4Addr::new(h[16], h[17], h[18], h[19])),
+            protocol,
+            l4,
+            pcp,
+        })
+    }
+
+    /// The key of IPv6 packet `ip`: the protocol and transport header
+    /// are those after the extension headers (Hop-by-Hop, Routing,
+    /// Destination Options, Fragment, AH; at most 8 of them).
+    pub fn v6(ip: &[u8], pcp: u8) -> Option<PacketKey> {
+        let h = ip.first_chunk::<40>()?;
+        let src: [u8; 16] = *h[8..].first_chunk()?;
+        let dst: [u8; 16] = *h[24..].first_chunk()?;
+        let (protocol, l4) = upper6(h[6], &ip[40..]);
+        Some(PacketKey {
+            src: IpAddr::V6(Ipv6Addr::from(src)),
+            dst: IpAddr::V6(Ipv6Addr::from(dst)),
+            protocol,
+            l4,
+            pcp,
+        })
+    }
+}
+
+/// The upper-layer protocol of an IPv6 packet whose fixed header names
+/// `next` and is followed by `rest`, and its ports or ICMP type and code,
+/// past the extension headers.
+fn upper6(mut next: u8, rest: &[u8]) -> (u8, Option<(u16, u16)>) {
+    let mut off = 0;
+    for _ in 0..8 {
+        let hdr = rest.get(off..);
+        let (len, nh) = match (next, hdr.and_then(|h| h.first_chunk::<8>())) {
+            // Hop-by-Hop, Routing, Destination Options: (8 + 8 × length) bytes.
+            (0 | 43 | 60, Some(h)) => (8 + 8 * usize::from(h[1]), h[0]),
+            // Fragment: a later fragment has no transport header.
+            (44, Some(h)) => {
+                if u16::from_be_bytes([h[2], h[3]]) >> 3 != 0 {
+                    return (h[0], None);
+                }
+                (8, h[0])
+            }
+            // AH: (4 × length + 8) bytes.
+            (51, Some(h)) => (4 * usize::from(h[1]) + 8, h[0]),
+            (0 | 43 | 60 | 44 | 51, None) => return (next, None),
+            _ => return (next, l4_of(next, hdr)),
+        };
+        next = nh;
+        off += len;
+    }
+    (next, None)
+}
+
+/// Ports or ICMP type and code at the start of transport header `l4`.
+#[inline(always)]
+fn l4_of(protocol: u8, l4: Option<&[u8]>) -> Option<(u16, u16)> {
+    let h = l4?.first_chunk::<4>()?;
+    match protocol {
+        6 | 17 | 132 => Some((
+            u16::from_be_bytes([h[0], h[1]]),
+            u16::from_be_bytes([h[2], h[3]]),
+        )),
+        1 | 58 => Some((u16::from(h[0]), u16::from(h[1]))),
+        _ => None,
+    }
+}
+
+/// The ports' key space: a port, or [`NO_L4`] for a packet without one.
+const NO_L4: u32 = 0x1_0000;
+
+/// A field's value, as an integer whose ranges the classifier cuts.
+trait Field: Copy + Ord + Hash + fmt::Debug {
+    const ZERO: Self;
+    const MAX: Self;
+    const BITS: u32;
+    fn succ(self) -> Option<Self>;
+    fn top(self, shift: u32) -> usize;
+    /// The first value of top-bits slice `t`.
+    fn slice_start(t: usize, shift: u32) -> Self;
+}
+
+impl Field for u32 {
+    const ZERO: u32 = 0;
+    const MAX: u32 = u32::MAX;
+    const BITS: u32 = 32;
+    fn succ(self) -> Option<u32> {
+        self.checked_add(1)
+    }
+    #[inline(always)]
+    fn top(self, shift: u32) -> usize {
+        (self >> shift) as usize
+    }
+    fn slice_start(t: usize, shift: u32) -> u32 {
+        (t as u32) << shift
+    }
+}
+
+impl Field for u128 {
+    const ZERO: u128 = 0;
+    const MAX: u128 = u128::MAX;
+    const BITS: u32 = 128;
+    fn succ(self) -> Option<u128> {
+        self.checked_add(1)
+    }
+    #[inline(always)]
+    fn top(self, shift: u32) -> usize {
+        (self >> shift) as usize
+    }
+    fn slice_start(t: usize, shift: u32) -> u128 {
+        (t as u128) << shift
+    }
+}
+
+/// Up to this many boundaries a field is searched directly; above, through
+/// an index on the value's top bits.
+const DIRECT: usize = 16;
+
+/// One field of one family: its elementary intervals and their classes.
+#[derive(Debug)]
+struct Dim<K> {
+    /// Where each interval starts, ascending; the first is 0.
+    starts: Box<[K]>,
+    /// Each interval's class (the offset of its vector in `vectors`).
+    class: Box<[u32]>,
+    /// The interval of the first value of each top-bits slice, and one
+    /// past the last slice; empty for a field searched directly.
+    top: Box<[u32]>,
+    shift: u32,
+}
+
+impl<K: Field> Dim<K> {
+    /// The class offset of `key`.
+    #[inline(always)]
+    fn class(&self, key: K) -> u32 {
+        let j = if self.top.is_empty() {
+            self.starts.partition_point(|&s| s <= key) - 1
+        } else {
+            let t = key.top(self.shift);
+            let (lo, hi) = (self.top[t] as usize, self.top[t + 1] as usize);
+            lo + self.starts[lo + 1..=hi].partition_point(|&s| s <= key)
+        };
+        self.class[j]
+    }
+}
+
+/// The words of one rule bit vector: a summary word, then one bit per rule.
+struct Vectors {
+    /// Words per vector: 1 + rules / 64, rounded up.
+    stride: usize,
+    words: Vec<u64>,
+    index: HashMap<Box<[u64]>, u32>,
+}
+
+impl Vectors {
+    /// The offset of `bits`' vector (its summary computed), shared with
+    /// an equal one.
+    fn intern(&mut self, bits: &[u64]) -> u32 {
+        if let Some(&at) = self.index.get(bits) {
+            return at;
+        }
+        let at = self.words.len() as u32;
+        let summary = bits
+            .iter()
+            .enumerate()
+            .fold(0u64, |s, (i, &w)| s | (u64::from(w != 0) << i));
+        self.words.push(summary);
+        self.words.extend_from_slice(bits);
+        self.index.insert(bits.into(), at);
+        at
+    }
+}
+
+/// Builds one field from each rule's range of it (`None`: the rule cannot
+/// match in this family), into `v`. Returns the field, or the vector every
+/// value gets when it is the same for all (the field need not be looked at).
+fn build_dim<K: Field>(
+    ranges: &[Option<(K, K)>],
+    words: usize,
+    (key_bits, top_bits): (u32, u32),
+    v: &mut Vectors,
+) -> Result<Dim<K>, u32> {
+    let mut starts = vec![K::ZERO];
+    for &(lo, hi) in ranges.iter().flatten() {
+        starts.push(lo);
+        starts.extend(hi.succ());
+    }
+    starts.sort_unstable();
+    starts.dedup();
+    let mut bits = vec![0u64; starts.len() * words];
+    for (r, range) in ranges.iter().enumerate() {
+        let Some((lo, hi)) = *range else { continue };
+        let from = starts.partition_point(|&s| s < lo);
+        let to = starts.partition_point(|&s| s <= hi);
+        for j in from..to {
+            bits[j * words + r / 64] |= 1 << (r % 64);
+        }
+    }
+    // Classes; neighbouring intervals of one class merge.
+    let (mut s2, mut class) = (Vec::new(), Vec::new());
+    for (j, &start) in starts.iter().enumerate() {
+        let c = v.intern(&bits[j * words..(j + 1) * words]);
+        if class.last() != Some(&c) {
+            s2.push(start);
+            class.push(c);
+        }
+    }
+    if class.len() == 1 {
+        return Err(class[0]);
+    }
+    let shift = key_bits - top_bits;
+    let top = if s2.len() <= DIRECT {
+        Vec::new()
+    } else {
+        let slices = 1usize << top_bits;
+        let mut top = Vec::with_capacity(slices + 1);
+        let mut j = 0;
+        for t in 0..slices {
+            // The interval holding the slice's first value.
+            while j + 1 < s2.len() && s2[j + 1] <= K::slice_start(t, shift) {
+                j += 1;
+            }
+            top.push(j as u32);
+        }
+        top.push((s2.len() - 1) as u32);
+        top
+    };
+    Ok(Dim {
+        starts: s2.into(),
+        class: class.into(),
+        top: top.into(),
+        shift,
+    })
+}
+
+/// `d` where the field tells packets apart; else `None`, its one vector
+/// ANDed into `base`.
+fn keep<T>(d: Result<Dim<T>, u32>, v: &Vectors, base: &mut [u64]) -> Option<Dim<T>> {
+    match d {
+        Ok(d) => Some(d),
+        Err(at) => {
+            let (at, n) = (at as usize + 1, base.len());
+            for (b, w) in base.iter_mut().zip(&v.words[at..at + n]) {
+                *b &= w;
+            }
+            None
+        }
+    }
+}
+
+/// The classifier of one family, over addresses as `K`.
+struct Classifier<K> {
+    src: Option<Dim<K>>,
+    dst: Option<Dim<K>>,
+    /// Class of each protocol number, each VLAN priority (direct tables).
+    protocol: Option<Box<[u32; 256]>>,
+    pcp: Option<[u32; 8]>,
+    src_port: Option<Dim<u32>>,
+    dst_port: Option<Dim<u32>>,
+    /// The AND of the vectors of the fields no packet tells apart.
+    base: Box<[u64]>,
+    vectors: Box<[u64]>,
+    stride: usize,
+}
+
+impl<K: Field> Classifier<K> {
+    fn build(rules: &[Rule], addr: impl Fn(IpPrefix) -> Option<(K, K)>) -> Classifier<K> {
+        let n = rules.len();
+        let words = n.div_ceil(64).max(1);
+        let mut v = Vectors {
+            stride: words + 1,
+            words: Vec::new(),
+            index: HashMap::new(),
+        };
+        let full = (K::ZERO, K::MAX);
+        // A rule whose prefix is of the other family matches nothing here.
+        let family_ok = |r: &Rule| {
+            r.src.is_none_or(|p| addr(p).is_some()) && r.dst.is_none_or(|p| addr(p).is_some())
+        };
+        let addrs = |f: fn(&Rule) -> Option<IpPrefix>| -> Vec<Option<(K, K)>> {
+            rules
+                .iter()
+                .map(|r| match f(r) {
+                    _ if !family_ok(r) => None,
+                    None => Some(full),
+                    Some(p) => addr(p),
+                })
+                .collect()
+        };
+        let ports = |f: fn(&Rule) -> Option<(u32, u32)>| -> Vec<Option<(u32, u32)>> {
+            rules
+                .iter()
+                .map(|r| Some(f(r).unwrap_or((0, NO_L4))))
+                .collect()
+        };
+        let src_port = ports(|r| {
+            r.src_port
+                .map(|p| (u32::from(p.lo), u32::from(p.hi)))
+                .or(r.icmp_type.map(|t| (u32::from(t), u32::from(t))))
+        });
+        let dst_port = ports(|r| {
+            r.dst_port
+                .map(|p| (u32::from(p.lo), u32::from(p.hi)))
+                .or(r.icmp_code.map(|c| (u32::from(c), u32::from(c))))
+        });
+        let small = |f: fn(&Rule) -> Option<u8>, max: u32| -> Vec<Option<(u32, u32)>> {
+            rules
+                .iter()
+                .map(|r| Some(f(r).map_or((0, max), |x| (u32::from(x), u32::from(x)))))
+                .collect()
+        };
+        let mut base = vec![!0u64; words];
+        for (i, w) in base.iter_mut().enumerate() {
+            // Bits past the last rule never match.
+            let valid = n.saturating_sub(i * 64).min(64);
+            *w = if valid == 64 { !0 } else { (1u64 << valid) - 1 };
+        }
+        let d = build_dim(&addrs(|r| r.src), words, (K::BITS, 16), &mut v);
+        let src = keep(d, &v, &mut base);
+        let d = build_dim(&addrs(|r| r.dst), words, (K::BITS, 16), &mut v);
+        let dst = keep(d, &v, &mut base);
+        let d = build_dim(&src_port, words, (17, 11), &mut v);
+        let src_port = keep(d, &v, &mut base);
+        let d = build_dim(&dst_port, words, (17, 11), &mut v);
+        let dst_port = keep(d, &v, &mut base);
+        let d = build_dim(&small(|r| r.protocol, 255), words, (8, 8), &mut v);
+        let protocol =
+            keep(d, &v, &mut base).map(|d| Box::new(std::array::from_fn(|p| d.class(p as u32))));
+        let d = build_dim(&small(|r| r.pcp, 7), words, (3, 3), &mut v);
+        let pcp = keep(d, &v, &mut base).map(|d| std::array::from_fn(|p| d.class(p as u32)));
+        let mut b = Vec::with_capacity(words + 1);
+        b.push(
+            base.iter()
+                .enumerate()
+                .fold(0u64, |s, (i, &w)| s | (u64::from(w != 0) << i)),
+        );
+        b.extend(base);
+        Classifier {
+            src,
+            dst,
+            protocol,
+            pcp,
+            src_port,
+            dst_port,
+            base: b.into(),
+            vectors: v.words.into(),
+            stride: v.stride,
+        }
+    }
+
+    /// The first rule that matches, by index.
+    #[inline]
+    fn first(
+        &self,
+        src: K,
+        dst: K,
+        protocol: u8,
+        l4: Option<(u16, u16)>,
+        pcp: u8,
+    ) -> Option<usize> {
+        let (sp, dp) = match l4 {
+            Some((s, d)) => (u32::from(s), u32::from(d)),
+            None => (NO_L4, NO_L4),
+        };
+        let mut at = [0u32; 6];
+        let mut n = 0;
+        let mut add = |c: Option<u32>| {
+            if let Some(c) = c {
+                at[n] = c;
+                n += 1;
+            }
+        };
+        add(self.dst.as_ref().map(|d| d.class(dst)));
+        add(self.src.as_ref().map(|d| d.class(src)));
+        add(self.protocol.as_ref().map(|t| t[usize::from(protocol)]));
+        add(self.dst_port.as_ref().map(|d| d.class(dp)));
+        add(self.src_port.as_ref().map(|d| d.class(sp)));
+        add(self.pcp.as_ref().map(|t| t[usize::from(pcp & 7)]));
+        let at = &at[..n];
+        let vec = |c: u32| &self.vectors[c as usize..c as usize + self.stride];
+        let mut summary = at.iter().fold(self.base[0], |s, &c| s & vec(c)[0]);
+        while summary != 0 {
+            let i = summary.trailing_zeros() as usize;
+            let w = at.iter().fold(self.base[1 + i], |w, &c| w & vec(c)[1 + i]);
+            if w != 0 {
+                return Some(i * 64 + w.trailing_zeros() as usize);
+            }
+            summary &= summary - 1;
+        }
+        None
+    }
+}
+
+/// A rule list built for the workers: what an interface's `filter_in`
+/// and `filter_out` point at. Replacing a list builds a new one, whose
+/// counters start at zero.
+pub struct Filter {
+    built: Arc<Built>,
+    /// Per worker, a row of `stride` counters: each rule's, then the
+    /// default's (rows apart by whole cache lines).
+    hits: Box<[Cell]>,
+    stride: usize,
+}
+
+struct Built {
+    spec: FilterSpec,
+    v4: Classifier<u32>,
+    v6: Classifier<u128>,
+    actions: Box<[Action]>,
+}
+
+impl fmt::Debug for Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Filter")
+            .field("name", &self.built.spec.name)
+            .field("rules", &self.built.spec.rules.len())
+            .finish()
+    }
+}
+
+impl FilterSpec {
+    /// What is wrong with the list, if anything.
+    pub fn check(&self) -> Result<(), FilterError> {
+        if self.rules.len() > MAX_RULES {
+            return Err(FilterError::TooManyRules {
+                filter: self.name.clone(),
+                rules: self.rules.len(),
+            });
+        }
+        for (i, r) in self.rules.iter().enumerate() {
+            if let Some(reason) = r.problem() {
+                return Err(FilterError::Rule {
+                    filter: self.name.clone(),
+                    rule: i + 1,
+                    reason,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Filter {
+    /// Builds `spec` with counters for `workers` workers.
+    pub fn build(spec: &FilterSpec, workers: usize) -> Result<Filter, FilterError> {
+        spec.check()?;
+        let built = Built {
+            spec: spec.clone(),
+            v4: Classifier::build(&spec.rules, |p| match p {
+                IpPrefix::V4(p) => Some(range4(p.addr(), p.len())),
+                IpPrefix::V6(_) => None,
+            }),
+            v6: Classifier::build(&spec.rules, |p| match p {
+                IpPrefix::V6(p) => Some(range6(p.addr(), p.len())),
+                IpPrefix::V4(_) => None,
+            }),
+            actions: spec.rules.iter().map(|r| r.action).collect(),
+        };
+        Ok(Filter::with_counters(Arc::new(built), workers))
+    }
+
+    fn with_counters(built: Arc<Built>, workers: usize) -> Filter {
+        let stride = (built.actions.len() + 1).next_multiple_of(8);
+        Filter {
+            hits: (0..stride * workers.max(1))
+                .map(|_| Cell::default())
+                .collect(),
+            built,
+            stride,
+        }
+    }
+
+    /// The same list with counters for `workers` workers, the counts so
+    /// far carried over (summed into the first row).
+    pub fn for_workers(&self, workers: usize) -> Filter {
+        let f = Filter::with_counters(self.built.clone(), workers);
+        for (i, n) in self.hits().into_iter().enumerate() {
+            if let Some(c) = f.hits.get(i) {
+                c.add(n);
+            }
+        }
+        f
+    }
+
+    /// How many workers it counts for.
+    pub fn workers(&self) -> usize {
+        self.hits.len() / self.stride
+    }
+
+    /// The list it was built from.
+    pub fn spec(&self) -> &FilterSpec {
+        &self.built.spec
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.built.spec.name
+    }
+
+    /// What each rule matched, then what took the default, summed over
+    /// the workers.
+    pub fn hits(&self) -> Vec<u64> {
+        let n = self.built.actions.len() + 1;
+        let mut sum = vec![0u64; n];
+        for row in self.hits.chunks(self.stride) {
+            for (s, c) in sum.iter_mut().zip(row) {
+                *s += c.get();
+            }
+        }
+        sum
+    }
+
+    /// The first rule that matches `key` (by index), or `None` for the
+    /// default; counts nothing.
+    pub fn first_match(&self, key: &PacketKey) -> Option<usize> {
+        match (key.src, key.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                self.built
+                    .v4
+                    .first(u32::from(s), u32::from(d), key.protocol, key.l4, key.pcp)
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                self.built
+                    .v6
+                    .first(u128::from(s), u128::from(d), key.protocol, key.l4, key.pcp)
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether IPv4 packet `ip` (header to end, no padding), received with
+    /// VLAN priority `pcp`, may pass; counts the rule (or default) that
+    /// decided, in worker `worker`'s row. A header cut short is refused.
+    #[inline]
+    pub(crate) fn permits4(&self, worker: usize, ip: &[u8], pcp: u8) -> bool {
+        let Some((h, rest)) = ip.split_first_chunk::<20>() else {
+            return false;
+        };
+        let v = self.judge4(h, rest, pcp);
+        self.count(worker, v);
+        v.permit
+    }
+
+    /// [`Filter::permits4`] for IPv6 packet `ip`.
+    #[inline]
+    pub(crate) fn permits6(&self, worker: usize, ip: &[u8], pcp: u8) -> bool {
+        let Some((h, rest)) = ip.split_first_chunk::<40>() else {
+            return false;
+        };
+        let v = self.judge6(h, rest, pcp);
+        self.count(worker, v);
+        v.permit
+    }
+
+    /// The verdict on the IPv4 packet whose fixed header is `h`, followed
+    /// by `rest` (options, then the transport header), counting nothing.
+    #[inline]
+    pub(crate) fn judge4(&self, h: &[u8; 20], rest: &[u8], pcp: u8) -> Verdict {
+        let options = usize::from(h[0] & 0x0f).saturating_sub(5) * 4;
+        let protocol = h[9];
+        // A fragment other than the first carries no transport header.
+        let first = u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0;
+        let l4 = if first {
+            l4_of(protocol, rest.get(options..))
+        } else {
+            None
+        };
+        let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
+        let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
+        self.decide(self.built.v4.first(src, dst, protocol, l4, pcp))
+    }
+
+    /// [`Filter::judge4`] for IPv6. Neighbor discovery (ICMPv6 133–137)
+    /// always passes, uncounted, as RFC 4890 §4.4.1 asks: without it no
+    /// neighbor on the link is reachable.
+    #[inline]
+    pub(crate) fn judge6(&self, h: &[u8; 40], rest: &[u8], pcp: u8) -> Verdict {
+        let (protocol, l4) = upper6(h[6], rest);
+        if protocol == 58 && l4.is_some_and(|(t, _)| (133..=137).contains(&t)) {
+            return Verdict {
+                at: None,
+                permit: true,
+            };
+        }
+        let addr = |at: usize| {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&h[at..at + 16]);
+            u128::from_be_bytes(a)
+        };
+        self.decide(self.built.v6.first(addr(8), addr(24), protocol, l4, pcp))
+    }
+
+    #[inline(always)]
+    fn decide(&self, rule: Option<usize>) -> Verdict {
+        match rule {
+            Some(r) => Verdict {
+                at: Some(r),
+                permit: self.built.actions[r] == Action::Permit,
+            },
+            None => Verdict {
+                at: Some(self.built.actions.len()),
+                permit: self.built.spec.default == Action::Permit,
+            },
+        }
+    }
+
+    /// Counts verdict `v` in worker `worker`'s row.
+    #[inline]
+    pub(crate) fn count(&self, worker: usize, v: Verdict) {
+        if let Some(c) = v.at.and_then(|at| self.hits.get(worker * self.stride + at)) {
+            c.inc();
+        }
+    }
+}
+
+/// What a list decided about one packet: the entry that matched (a rule,
+/// or the default after the last rule; `None` for what always passes,
+/// uncounted) and whether it lets the packet through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    at: Option<usize>,
+    /// Let through.
+    pub permit: bool,
+}
+
+/// The VLAN priority of a frame whose L3 header starts `l3_off` bytes in:
+/// its outer tag's PCP, 0 untagged.
+#[inline(always)]
+pub(crate) fn pcp_of(frame: &[u8], l3_off: usize) -> u8 {
+    if l3_off >= 18 {
+        frame.get(14).map_or(0, |b| b >> 5)
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,150 @@
+//! A VR's rule lists and the interfaces that apply them.
+//!
+//! A VR's lists are replaced as a whole ([`TableWriter::set_filters`]):
+//! every list is built and every interface's names are checked before
+//! anything changes, and workers see the new lists and the interfaces
+//! pointing at them in one publication. A list whose rules did not change
+//! keeps its counters.
+
+use super::*;
+use crate::filter::{Filter, FilterSpec};
+use crate::spec::IfaceFilters;
+
+impl TableWriter {
+    /// VR `vr`'s rule lists, as last set (published or not).
+    pub fn filters(&self, vr: VrId) -> Result<Vec<Arc<Filter>>, BuildError> {
+        self.vr(vr.index())?;
+        Ok(self.shared.vrs[vr.index()].filters.clone())
+    }
+
+    /// Replaces VR `vr`'s rule lists with `specs`; `Ok(false)` when they
+    /// are the lists it has. Refused, nothing changed, when a list does
+    /// not build, two share a name, or an interface names one that would
+    /// be gone. Visible after [`TableWriter::commit`].
+    pub fn set_filters(&mut self, vr: VrId, specs: &[FilterSpec]) -> Result<bool, BuildError> {
+        let v = vr.index();
+        self.vr(v)?;
+        let old = &self.shared.vrs[v].filters;
+        if old.len() == specs.len() && old.iter().zip(specs).all(|(f, s)| f.spec() == s) {
+            return Ok(false);
+        }
+        let built = self.build_filters(&self.shared.vrs[v].name.clone(), specs, old)?;
+        let ifaces = self.shared.vrs[v].ifaces.clone();
+        let mut resolved = Vec::with_capacity(ifaces.len());
+        for gi in &ifaces {
+            let i = &self.shared.ifaces[gi.index()];
+            let names = IfaceFilters {
+                input: i.filter_in.as_ref().map(|f| f.name().to_string()),
+                output: i.filter_out.as_ref().map(|f| f.name().to_string()),
+            };
+            resolved.push(resolve(&built, &i.name, &names)?);
+        }
+        for (gi, (input, output)) in ifaces.iter().zip(resolved) {
+            let i = &mut self.shared.ifaces[gi.index()];
+            (i.filter_in, i.filter_out) = (input, output);
+        }
+        self.shared.vrs[v].filters = built;
+        self.topology_dirty = true;
+        Ok(true)
+    }
+
+    /// Sets the lists interface `iface` of VR `vr` applies; `Ok(false)`
+    /// when it applies those already. Visible after commit.
+    pub fn set_interface_filters(
+        &mut self,
+        vr: VrId,
+        iface: &str,
+        names: &IfaceFilters,
+    ) -> Result<bool, BuildError> {
+        let gi = self.iface_index(vr.index(), iface)?;
+        let (input, output) = resolve(&self.shared.vrs[vr.index()].filters, iface, names)?;
+        let i = &mut self.shared.ifaces[usize::from(gi)];
+        let same = |a: &Option<Arc<Filter>>, b: &Option<Arc<Filter>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if same(&i.filter_in, &input) && same(&i.filter_out, &output) {
+            return Ok(false);
+        }
+        (i.filter_in, i.filter_out) = (input, output);
+        self.topology_dirty = true;
+        Ok(true)
+    }
+
+    /// Builds `specs` for VR `router`, reusing each of `old` whose rules are
+    /// the same (so its counters go on).
+    pub(super) fn build_filters(
+        &self,
+        router: &str,
+        specs: &[FilterSpec],
+        old: &[Arc<Filter>],
+    ) -> Result<Vec<Arc<Filter>>, BuildError> {
+        let mut built: Vec<Arc<Filter>> = Vec::with_capacity(specs.len());
+        for s in specs {
+            if built.iter().any(|f| f.name() == s.name) {
+                return Err(BuildError::DuplicateFilter {
+                    router: router.to_string(),
+                    filter: s.name.clone(),
+                });
+            }
+            let f = match old.iter().find(|f| f.spec() == s) {
+                Some(f) => f.clone(),
+                None => Arc::new(Filter::build(s, self.workers.len()).map_err(BuildError::Filter)?),
+            };
+            built.push(f);
+        }
+        Ok(built)
+    }
+
+    /// Gives every list counters for each worker attached: called once the
+    /// workers exist, before they run.
+    pub(crate) fn size_filters(&mut self) {
+        let n = self.workers.len();
+        let mut any = false;
+        for vr in &mut self.shared.vrs {
+            for f in &mut vr.filters {
+                if f.workers() < n {
+                    let g = Arc::new(f.for_workers(n));
+                    for i in &mut self.shared.ifaces {
+                        for slot in [&mut i.filter_in, &mut i.filter_out] {
+                            if slot.as_ref().is_some_and(|x| Arc::ptr_eq(x, f)) {
+                                *slot = Some(g.clone());
+                            }
+                        }
+                    }
+                    *f = g;
+                    any = true;
+                }
+            }
+        }
+        if any {
+            self.topology_dirty = true;
+            self.commit();
+        }
+    }
+}
+
+/// An interface's `filter_in` and `filter_out`, built.
+type Applied = (Option<Arc<Filter>>, Option<Arc<Filter>>);
+
+/// The lists of `filters` that interface `iface` names in `names`.
+pub(super) fn resolve(
+    filters: &[Arc<Filter>],
+    iface: &str,
+    names: &IfaceFilters,
+) -> Result<Applied, BuildError> {
+    let find = |name: &Option<String>| -> Result<Option<Arc<Filter>>, BuildError> {
+        let Some(name) = name else { return Ok(None) };
+        filters
+            .iter()
+            .find(|f| f.name() == name)
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| BuildError::NoSuchFilter {
+                iface: iface.to_string(),
+                filter: name.clone(),
+            })
+    };
+    Ok((find(&names.input)?, find(&names.output)?))
+}
