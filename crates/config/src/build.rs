@@ -52,7 +52,7 @@ pub fn engine_spec(cfg: &Config, fallback_mac: impl Fn(usize) -> [u8; 6]) -> Eng
                         mtu: i.mtu,
                         addrs4,
                         addrs6,
-                        filters: Default::default(),
+                        filters: i.filters.clone(),
                     }
                 })
                 .collect();
@@ -88,7 +88,7 @@ pub fn engine_spec(cfg: &Config, fallback_mac: impl Fn(usize) -> [u8; 6]) -> Eng
                     punt_rate: r.limits.punt_rate,
                     control_plane: r.control.is_some(),
                 },
-                filters: Vec::new(),
+                filters: r.filters.clone(),
             }
         })
         .collect();

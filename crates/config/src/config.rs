@@ -8,7 +8,10 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use crate::addr::{IfAddr, IpPrefix};
-pub use vrhost_dataplane::{Path, Paths, PathsError, RouteTarget, Tpid, Urpf};
+pub use vrhost_dataplane::{
+    Action, FilterSpec, IfaceFilters, Path, Paths, PathsError, PortRange, RouteTarget, Rule, Tpid,
+    Urpf,
+};
 
 /// A complete, validated configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,6 +151,8 @@ pub struct Router {
     pub routes: Vec<Route>,
     /// Static ARP / ND entries.
     pub neighbors: Vec<Neighbor>,
+    /// Named rule lists (`[[router.filter]]`), in file order; names unique.
+    pub filters: Vec<FilterSpec>,
     /// Control-plane binding, if any.
     pub control: Option<ControlPlane>,
     /// Per-router limits, defaults filled in.
@@ -182,6 +187,9 @@ pub struct Interface {
     pub addresses: Vec<IfAddr>,
     /// Reverse-path check of what arrives here (RFC 3704); `off` by default.
     pub urpf: Urpf,
+    /// The router's rule lists applied here (`filter_in`, `filter_out`);
+    /// each names one of [`Router::filters`].
+    pub filters: IfaceFilters,
 }
 
 /// A static route.

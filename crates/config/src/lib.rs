@@ -47,9 +47,9 @@ pub use addr::{
 };
 pub use build::engine_spec;
 pub use config::{
-    allowed_cores, available_cores, parse_cpu_list, Api, Config, ControlPlane, Dataplane, Driver,
-    FpmIn, Interface, Limits, Neighbor, Path, Paths, PathsError, Port, Route, RouteTarget, Router,
-    Tpid, Urpf,
+    allowed_cores, available_cores, parse_cpu_list, Action, Api, Config, ControlPlane, Dataplane,
+    Driver, FilterSpec, FpmIn, IfaceFilters, Interface, Limits, Neighbor, Path, Paths, PathsError,
+    Port, PortRange, Route, RouteTarget, Router, Rule, Tpid, Urpf,
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use example::{EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};

@@ -135,6 +135,9 @@ pub struct RawRouter {
     /// `[[router.neighbor]]`.
     #[serde(default)]
     pub neighbor: Vec<RawNeighbor>,
+    /// `[[router.filter]]`.
+    #[serde(default)]
+    pub filter: Vec<RawFilter>,
     /// `[router.control]`.
     pub control: Option<RawControl>,
     /// `[router.limits]`.
@@ -163,6 +166,67 @@ pub struct RawInterface {
     pub mac: Option<String>,
     /// Reverse-path check: `off` (when absent), `loose` or `strict`.
     pub urpf: Option<String>,
+    /// The router's rule list applied to what enters.
+    pub filter_in: Option<String>,
+    /// The router's rule list applied to what is forwarded out.
+    pub filter_out: Option<String>,
+}
+
+/// `[[router.filter]]`: a named rule list.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFilter {
+    /// Unique in the router.
+    pub name: Option<String>,
+    /// `permit` (when absent) or `deny`: what no rule matches gets.
+    pub default: Option<String>,
+    /// `[[router.filter.rule]]`, first match wins.
+    #[serde(default)]
+    pub rule: Vec<RawRule>,
+}
+
+/// `[[router.filter.rule]]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRule {
+    /// `permit` or `deny`.
+    pub action: Option<String>,
+    /// Source prefix.
+    pub src: Option<String>,
+    /// Destination prefix.
+    pub dst: Option<String>,
+    /// Protocol name or number.
+    pub protocol: Option<Protocol>,
+    /// Source port or `FIRST-LAST` range.
+    pub src_port: Option<Ports>,
+    /// Destination port or range.
+    pub dst_port: Option<Ports>,
+    /// ICMP type.
+    pub icmp_type: Option<i64>,
+    /// ICMP code.
+    pub icmp_code: Option<i64>,
+    /// VLAN priority, 0-7.
+    pub pcp: Option<i64>,
+}
+
+/// A rule's `protocol`: a name or a number.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Protocol {
+    /// `protocol = 47`.
+    Number(i64),
+    /// `protocol = "tcp"`.
+    Name(String),
+}
+
+/// A rule's ports: one, or a `FIRST-LAST` range.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Ports {
+    /// `dst_port = 443`.
+    One(i64),
+    /// `dst_port = "1024-65535"`.
+    Range(String),
 }
 
 /// `[[router.route]]`.
@@ -273,8 +337,17 @@ pub(crate) struct RouterItem {
     pub interfaces: Vec<Item<RawInterface>>,
     pub routes: Vec<Item<RawRoute>>,
     pub neighbors: Vec<Item<RawNeighbor>>,
+    pub filters: Vec<FilterItem>,
     pub control: Option<Item<RawControl>>,
     pub limits: Option<Item<RawLimits>>,
+}
+
+/// A `[[router.filter]]` decoded part by part: its name and default, and
+/// each rule.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FilterItem {
+    pub head: Item<RawFilter>,
+    pub rules: Vec<Item<RawRule>>,
 }
 
 /// A whole file decoded table by table.
@@ -302,6 +375,14 @@ impl Document {
                     interface: r.interfaces.iter().map(|i| i.raw.clone()).collect(),
                     route: r.routes.iter().map(|i| i.raw.clone()).collect(),
                     neighbor: r.neighbors.iter().map(|i| i.raw.clone()).collect(),
+                    filter: r
+                        .filters
+                        .iter()
+                        .map(|f| RawFilter {
+                            rule: f.rules.iter().map(|i| i.raw.clone()).collect(),
+                            ..f.head.raw.clone()
+                        })
+                        .collect(),
                     control: r.control.as_ref().map(|i| i.raw.clone()),
                     limits: r.limits.as_ref().map(|i| i.raw.clone()),
                     ..r.head.raw.clone()
@@ -330,6 +411,12 @@ fn reword(message: &str) -> String {
     }
     if message.starts_with("data did not match any variant of untagged enum Vias") {
         return "expected an address or an array of addresses".into();
+    }
+    if message.starts_with("data did not match any variant of untagged enum Protocol") {
+        return "expected a protocol name (\"tcp\") or number (0-255)".into();
+    }
+    if message.starts_with("data did not match any variant of untagged enum Ports") {
+        return "expected a port (443) or a range (\"1024-65535\")".into();
     }
     message
         .replace("expected i64", "expected an integer")
@@ -504,7 +591,14 @@ pub(crate) fn decode_document(root: &Table, errs: &mut ConfigErrors) -> Document
 }
 
 fn decode_router(table: &Table, label: &str, errs: &mut ConfigErrors) -> RouterItem {
-    const NESTED: [&str; 5] = ["interface", "route", "neighbor", "control", "limits"];
+    const NESTED: [&str; 6] = [
+        "interface",
+        "route",
+        "neighbor",
+        "filter",
+        "control",
+        "limits",
+    ];
     let head: Table = table
         .iter()
         .filter(|(k, _)| !NESTED.contains(&k.as_str()))
@@ -547,6 +641,24 @@ fn decode_router(table: &Table, label: &str, errs: &mut ConfigErrors) -> RouterI
     .map(|(i, t)| decode::<RawNeighbor>(t, &format!("{neighbor_key}[{i}]"), errs))
     .collect();
 
+    let filter_tables = array_of_tables(
+        table.get("filter"),
+        &join(label, "filter"),
+        "[[router.filter]]",
+        errs,
+    );
+    let filter_labels = labels(
+        &format!("{label}."),
+        "filter",
+        names(&filter_tables),
+        MAX_NAME,
+    );
+    let filters = filter_tables
+        .iter()
+        .zip(&filter_labels)
+        .map(|((_, t), l)| decode_filter(t, l, errs))
+        .collect();
+
     let control_key = join(label, "control");
     let control = single_table(table.get("control"), &control_key, "[router.control]", errs)
         .map(|t| decode::<RawControl>(t, &control_key, errs));
@@ -560,9 +672,25 @@ fn decode_router(table: &Table, label: &str, errs: &mut ConfigErrors) -> RouterI
         interfaces,
         routes,
         neighbors,
+        filters,
         control,
         limits,
     }
+}
+
+fn decode_filter(table: &Table, label: &str, errs: &mut ConfigErrors) -> FilterItem {
+    let head: Table = table
+        .iter()
+        .filter(|(k, _)| k.as_str() != "rule")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let head = decode::<RawFilter>(&head, label, errs);
+    let rule_key = join(label, "rule");
+    let rules = array_of_tables(table.get("rule"), &rule_key, "[[router.filter.rule]]", errs)
+        .into_iter()
+        .map(|(i, t)| decode::<RawRule>(t, &format!("{rule_key}[{i}]"), errs))
+        .collect();
+    FilterItem { head, rules }
 }
 
 #[cfg(test)]

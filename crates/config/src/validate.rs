@@ -623,6 +623,8 @@ impl Validator<'_, '_> {
         self.overlaps(&subnets);
 
         let neighbors = self.neighbors(&item.neighbors, &subnets);
+        let filters = self.filters(&item.filters);
+        self.filter_references(&interfaces, &item.interfaces, &filters);
         let control = item.control.as_ref().map(|c| {
             let key = || c.key("netns");
             let netns = c.raw.netns.clone().unwrap_or_default();
@@ -807,6 +809,7 @@ impl Validator<'_, '_> {
             interfaces,
             routes,
             neighbors,
+            filters,
             control,
             limits,
             api_token_sha256,
@@ -1022,6 +1025,7 @@ impl Validator<'_, '_> {
             }
         };
 
+        let filters = self.iface_filters(item);
         Interface {
             name: raw.name.clone().unwrap_or_default(),
             port: port.unwrap_or(0),
@@ -1032,6 +1036,7 @@ impl Validator<'_, '_> {
             mtu: mtu_known.unwrap_or(DEFAULT_MTU),
             addresses,
             urpf,
+            filters,
         }
     }
 
@@ -1594,5 +1599,6 @@ fn interface_address_problem(a: &IfAddr) -> Option<String> {
     }
 }
 
+mod filters;
 #[cfg(test)]
 mod tests;

@@ -8,6 +8,9 @@
 //!   went are removed, routes that appeared or changed target are added (one
 //!   batch per family). Unchanged routes are not touched, and the difference
 //!   is linear in the routes (hash maps, never a scan per route).
+//! * A VR whose rule lists, or the lists its interfaces apply, changed
+//!   (with its routes or alone) gets them replaced as a whole, in the same
+//!   commit; a list whose rules did not change keeps its counters.
 //! * Any other changed VR is rebuilt.
 //! * Ports, worker placement, the API and control-plane bindings need a
 //!   restart: the plan is refused, naming the key.
@@ -51,12 +54,14 @@ pub enum VrChange {
     Add(usize),
     /// Delete the VR and create it again from `spec.routers[k]`.
     Rebuild(usize),
-    /// Change only routes of the VR of `spec.routers[k]`.
+    /// Change only routes and rule lists of the VR of `spec.routers[k]`.
     Routes {
         /// Index into the new spec's routers.
         k: usize,
         /// The route difference.
         diff: RouteDiff,
+        /// The rule lists, or the lists the interfaces apply, changed.
+        filters: bool,
     },
 }
 
@@ -157,7 +162,9 @@ pub fn plan(
     for (k, r) in new.routers.iter().enumerate() {
         let before = old_by_name.get(r.name.as_str()).map(|&o| &old.routers[o]);
         if r.control.is_some()
-            && before.is_none_or(|o| o.control != r.control || o.interfaces != r.interfaces)
+            && before.is_none_or(|o| {
+                o.control != r.control || !same_but_filters(&o.interfaces, &r.interfaces)
+            })
         {
             return Err(Refusal::new(
                 format!("router[{k}].control"),
@@ -194,7 +201,7 @@ pub fn plan(
         if before == r {
             continue;
         }
-        let only_routes = before.interfaces == r.interfaces
+        let only_routes = same_but_filters(&before.interfaces, &r.interfaces)
             && before.neighbors == r.neighbors
             && before.limits == r.limits
             && before.control == r.control;
@@ -202,6 +209,7 @@ pub fn plan(
             VrChange::Routes {
                 k,
                 diff: RouteDiff::between(&old_spec.routers[o], &spec.routers[k]),
+                filters: before.filters != r.filters || before.interfaces != r.interfaces,
             }
         } else {
             VrChange::Rebuild(k)
@@ -213,6 +221,23 @@ pub fn plan(
         changes,
         report,
     })
+}
+
+/// Whether two routers' interfaces differ at most in the rule lists they apply.
+fn same_but_filters(a: &[vrhost_config::Interface], b: &[vrhost_config::Interface]) -> bool {
+    let plain = |i: &vrhost_config::Interface| vrhost_config::Interface {
+        filters: Default::default(),
+        ..i.clone()
+    };
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| plain(x) == plain(y))
+}
+
+/// The lists each interface of `r` applies, by name.
+fn applied(r: &RouterSpec) -> Vec<(String, vrhost_dataplane::IfaceFilters)> {
+    r.interfaces
+        .iter()
+        .map(|i| (i.name.clone(), i.filters.clone()))
+        .collect()
 }
 
 /// What keeps `plan` (to the config `new`) from applying to the running
@@ -289,10 +314,16 @@ pub fn refusal(
                     .into(),
             );
         }
-        if let (VrChange::Routes { diff, .. }, Some(v)) = (change, running) {
+        if let (VrChange::Routes { diff, filters, .. }, Some(v)) = (change, running) {
             let removed = (diff.remove4.as_slice(), diff.remove6.as_slice());
             if let Err(e) = w.check_routes(v, removed, &diff.add4, &diff.add6) {
                 return refuse(&r.name, e.to_string());
+            }
+            // Interfaces added through the API may name lists the config drops.
+            if *filters {
+                if let Err(e) = w.check_filters(v, &r.filters, &applied(r)) {
+                    return refuse(&r.name, e.to_string());
+                }
             }
         }
         if matches!(change, VrChange::Add(_) | VrChange::Rebuild(_)) {
@@ -348,12 +379,16 @@ pub fn apply(plan: &Plan, w: &mut TableWriter) -> Result<(), BuildError> {
                     w.add_vr(r)?;
                 }
             }
-            VrChange::Routes { k, diff } => {
-                let Some(v) = w.working().vr_index(&plan.spec.routers[*k].name) else {
+            VrChange::Routes { k, diff, filters } => {
+                let r = &plan.spec.routers[*k];
+                let Some(v) = w.working().vr_index(&r.name) else {
                     continue;
                 };
                 w.remove_routes(v, &diff.remove4, &diff.remove6);
                 w.add_routes(v, &diff.add4, &diff.add6)?;
+                if *filters {
+                    w.replace_filters(v, &r.filters, &applied(r))?;
+                }
             }
         }
     }
@@ -448,6 +483,68 @@ mod tests {
         assert!(r.reason.contains("needs a restart"), "{r:?}");
     }
 
+    /// Red with a control plane, lists `a` (deny 192.0.2.0/24) and `b`
+    /// (default `b_default`), and `applied` among r0's keys.
+    fn filtered(b_default: &str, applied: &str) -> Config {
+        let s = format!(
+            "[[port]]\nname = \"p0\"\ndriver = \"memory\"\nmac = \"02:00:00:00:00:01\"\n\n\
+             [[router]]\nname = \"red\"\n  [[router.interface]]\n  name = \"r0\"\n  port = \"p0\"\n  \
+             addresses = [\"10.0.0.1/24\"]\n{applied}\n  [router.control]\n  netns = \"vr-red\"\n\
+               [[router.filter]]\n  name = \"a\"\n    [[router.filter.rule]]\n    action = \"deny\"\n    \
+             src = \"192.0.2.0/24\"\n  [[router.filter]]\n  name = \"b\"\n  default = \"{b_default}\"\n"
+        );
+        Config::from_toml_str(&s, std::path::Path::new(".")).expect("valid config")
+    }
+
+    #[test]
+    fn rule_lists_change_in_place_even_with_a_control_plane() {
+        let old = filtered("permit", "  filter_in = \"a\"\n");
+        let mut w = writer(&old);
+        let red = w.working().vr_index("red").expect("red");
+        let a_before = w.filters(red).expect("lists")[0].clone();
+        // `b` changes, and r0 applies it on the way out too.
+        let new = filtered("deny", "  filter_in = \"a\"\n  filter_out = \"b\"\n");
+        let p = plan(&old, &new, mac).expect("plan");
+        let [VrChange::Routes {
+            filters: true,
+            diff,
+            ..
+        }] = p.changes.as_slice()
+        else {
+            panic!("an in-place change, got {:?}", p.changes);
+        };
+        assert_eq!(diff, &RouteDiff::default());
+        assert!(refusal(&p, &new, &w, |_, _| true).is_none());
+        apply(&p, &mut w).expect("apply");
+        w.commit();
+        let lists = w.filters(red).expect("lists");
+        assert!(
+            std::sync::Arc::ptr_eq(&lists[0], &a_before),
+            "`a` kept, counters and all"
+        );
+        assert_eq!(lists[1].spec().default, vrhost_dataplane::Action::Deny);
+        let shared = w.shared();
+        let i = &shared.ifaces()[shared.vr_ifaces(red)[0].index()];
+        assert_eq!(
+            (
+                i.filter_names().input.as_deref(),
+                i.filter_names().output.as_deref()
+            ),
+            (Some("a"), Some("b"))
+        );
+        // Dropping `a` from the config while r0 still names it is the
+        // config's own error; dropping it with the reference is fine.
+        let without_a = "[[port]]\nname = \"p0\"\ndriver = \"memory\"\nmac = \"02:00:00:00:00:01\"\n\
+             [[router]]\nname = \"red\"\n  [[router.interface]]\n  name = \"r0\"\n  port = \"p0\"\n  \
+             addresses = [\"10.0.0.1/24\"]\n  [router.control]\n  netns = \"vr-red\"\n";
+        let newer = Config::from_toml_str(without_a, std::path::Path::new(".")).expect("valid");
+        let p = plan(&new, &newer, mac).expect("plan");
+        assert!(refusal(&p, &newer, &w, |_, _| true).is_none());
+        apply(&p, &mut w).expect("apply");
+        w.commit();
+        assert!(w.filters(red).expect("lists").is_empty());
+    }
+
     /// Every route of VR `name`, sorted.
     fn routes(w: &TableWriter, name: &str) -> Vec<String> {
         let v = w.working().vr_index(name).expect("VR");
@@ -482,7 +579,12 @@ mod tests {
         );
         let p = plan(&old, &new, mac).expect("plan");
         assert_eq!(p.report.changed, vec!["red".to_string()]);
-        let [VrChange::Routes { k: 0, diff }] = p.changes.as_slice() else {
+        let [VrChange::Routes {
+            k: 0,
+            diff,
+            filters: false,
+        }] = p.changes.as_slice()
+        else {
             panic!("one route change, got {:?}", p.changes);
         };
         assert_eq!(diff.remove4, Vec::<Prefix4>::new());

@@ -919,3 +919,56 @@ pub(crate) fn pcp_of(frame: &[u8], l3_off: usize) -> u8 {
 
 #[cfg(test)]
 mod tests;
+
+/// IP protocols a rule may name, by the names of the IANA registry that
+/// operators use.
+pub const PROTOCOL_NAMES: [(&str, u8); 12] = [
+    ("icmp", 1),
+    ("igmp", 2),
+    ("tcp", 6),
+    ("udp", 17),
+    ("gre", 47),
+    ("esp", 50),
+    ("ah", 51),
+    ("icmpv6", 58),
+    ("ospf", 89),
+    ("pim", 103),
+    ("vrrp", 112),
+    ("sctp", 132),
+];
+
+/// The number of protocol `name` ([`PROTOCOL_NAMES`], or a number 0–255).
+pub fn protocol_number(name: &str) -> Option<u8> {
+    PROTOCOL_NAMES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, p)| p)
+        .or_else(|| name.parse().ok())
+}
+
+/// The name of protocol `p` if it has one of [`PROTOCOL_NAMES`].
+pub fn protocol_name(p: u8) -> Option<&'static str> {
+    PROTOCOL_NAMES
+        .iter()
+        .find(|&&(_, n)| n == p)
+        .map(|&(name, _)| name)
+}
+
+impl std::str::FromStr for PortRange {
+    type Err = &'static str;
+    /// `PORT` or `FIRST-LAST`.
+    fn from_str(s: &str) -> Result<PortRange, &'static str> {
+        let port = |t: &str| t.trim().parse::<u16>().map_err(|_| "not a port (0-65535)");
+        let r = match s.split_once('-') {
+            Some((lo, hi)) => PortRange {
+                lo: port(lo)?,
+                hi: port(hi)?,
+            },
+            None => PortRange::one(port(s)?),
+        };
+        if r.lo > r.hi {
+            return Err("the first port is above the last");
+        }
+        Ok(r)
+    }
+}

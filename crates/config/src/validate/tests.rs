@@ -7,7 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::{EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};
+use crate::{Action, PortRange, EXAMPLE, EXAMPLE_ROUTES_FILE, EXAMPLE_ROUTES_FILE_NAME};
 
 /// Cores of the pretend machine.
 const CORES: usize = 4;
@@ -748,6 +748,169 @@ fn interface_urpf_is_off_loose_or_strict() {
         &with("  urpf = \"yes\"\n"),
         "router \"red\".interface \"red0\".urpf",
         "`yes` is not one of off, loose, strict: the reverse-path check (RFC 3704)",
+    );
+}
+
+// ---- filters -------------------------------------------------------------
+
+const FILTERS: &str = r#"  filter_in = "edge"
+  [[router.filter]]
+  name = "edge"
+  default = "deny"
+    [[router.filter.rule]]
+    action = "permit"
+    src = "192.0.2.0/24"
+    protocol = "tcp"
+    dst_port = "1024-65535"
+    [[router.filter.rule]]
+    action = "deny"
+    dst = "2001:db8::/32"
+    protocol = 58
+    icmp_type = 128
+    icmp_code = 0
+    [[router.filter.rule]]
+    action = "permit"
+    protocol = "udp"
+    src_port = 53
+    pcp = 5
+"#;
+
+#[test]
+fn filters_parse_into_rule_lists_the_interfaces_name() {
+    let c = valid(&with(FILTERS));
+    let r = &c.routers[0];
+    assert_eq!(r.interfaces[0].filters.input.as_deref(), Some("edge"));
+    assert_eq!(r.interfaces[0].filters.output, None);
+    let f = &r.filters[0];
+    assert_eq!((f.name.as_str(), f.default), ("edge", Action::Deny));
+    assert_eq!(f.rules.len(), 3);
+    assert_eq!(f.rules[0].action, Action::Permit);
+    assert_eq!(f.rules[0].src, Some("192.0.2.0/24".parse().unwrap()));
+    assert_eq!(f.rules[0].protocol, Some(6));
+    assert_eq!(
+        f.rules[0].dst_port,
+        Some(PortRange {
+            lo: 1024,
+            hi: 65535
+        })
+    );
+    assert_eq!(
+        (
+            f.rules[1].protocol,
+            f.rules[1].icmp_type,
+            f.rules[1].icmp_code
+        ),
+        (Some(58), Some(128), Some(0))
+    );
+    assert_eq!(f.rules[2].src_port, Some(PortRange::one(53)));
+    assert_eq!(f.rules[2].pcp, Some(5));
+    // The default of a list without one is permit.
+    let c = valid(&with("  [[router.filter]]\n  name = \"open\"\n"));
+    assert_eq!(c.routers[0].filters[0].default, Action::Permit);
+}
+
+#[test]
+fn each_bad_filter_key_is_named_with_its_reason() {
+    let rule = |body: &str| {
+        with(&format!(
+            "  [[router.filter]]\n  name = \"f\"\n    [[router.filter.rule]]\n{body}"
+        ))
+    };
+    let key = |k: &str| format!("router \"red\".filter \"f\".rule[0].{k}");
+    for (body, k, why) in [
+        (
+            "    action = \"allow\"\n",
+            "action",
+            "neither \"permit\" nor \"deny\"",
+        ),
+        ("    protocol = \"tcp\"\n", "action", "missing"),
+        (
+            "    action = \"deny\"\n    src = \"10.0.0.1/8\"\n",
+            "src",
+            "10.0.0.0/8",
+        ),
+        (
+            "    action = \"deny\"\n    protocol = \"tcpp\"\n",
+            "protocol",
+            "not a protocol",
+        ),
+        (
+            "    action = \"deny\"\n    protocol = 300\n",
+            "protocol",
+            "not a protocol",
+        ),
+        (
+            "    action = \"deny\"\n    protocol = \"tcp\"\n    dst_port = 70000\n",
+            "dst_port",
+            "not a port",
+        ),
+        (
+            "    action = \"deny\"\n    protocol = \"tcp\"\n    dst_port = \"90-80\"\n",
+            "dst_port",
+            "first port is above",
+        ),
+        (
+            "    action = \"deny\"\n    dst_port = 80\n",
+            "dst_port",
+            "ports need protocol",
+        ),
+        (
+            "    action = \"deny\"\n    protocol = \"gre\"\n    src_port = 80\n",
+            "src_port",
+            "ports need protocol",
+        ),
+        (
+            "    action = \"deny\"\n    icmp_type = 8\n",
+            "icmp_type",
+            "needs protocol = \"icmp\"",
+        ),
+        (
+            "    action = \"deny\"\n    protocol = \"icmp\"\n    icmp_code = 1\n",
+            "icmp_code",
+            "needs icmp_type",
+        ),
+        ("    action = \"deny\"\n    pcp = 8\n", "pcp", "outside 0-7"),
+        (
+            "    action = \"deny\"\n    src = \"10.0.0.0/8\"\n    dst = \"2001:db8::/32\"\n",
+            "dst",
+            "other family",
+        ),
+        (
+            "    action = \"deny\"\n    port = 80\n",
+            "port",
+            "unknown key",
+        ),
+    ] {
+        only(&rule(body), &key(k), why);
+    }
+    only(
+        &with("  [[router.filter]]\n  name = \"f\"\n  default = \"drop\"\n"),
+        "router \"red\".filter \"f\".default",
+        "neither \"permit\" nor \"deny\"",
+    );
+    only(
+        &with("  [[router.filter]]\n  default = \"deny\"\n"),
+        "router \"red\".filter[0].name",
+        "missing",
+    );
+    only(
+        &with("  [[router.filter]]\n  name = \"f\"\n  [[router.filter]]\n  name = \"f\"\n"),
+        "router \"red\".filter[1].name",
+        "duplicate filter name \"f\"; router \"red\".filter \"f\" has it too",
+    );
+}
+
+#[test]
+fn an_interface_names_only_its_routers_filters() {
+    only(
+        &with("  filter_out = \"nope\"\n"),
+        "router \"red\".interface \"red0\".filter_out",
+        "no filter \"nope\"; the router has no [[router.filter]]",
+    );
+    only(
+        &with("  filter_in = \"nope\"\n  [[router.filter]]\n  name = \"edge\"\n"),
+        "router \"red\".interface \"red0\".filter_in",
+        "no filter \"nope\"; the router's filters are \"edge\"",
     );
 }
 

@@ -22,30 +22,76 @@ impl TableWriter {
     /// not build, two share a name, or an interface names one that would
     /// be gone. Visible after [`TableWriter::commit`].
     pub fn set_filters(&mut self, vr: VrId, specs: &[FilterSpec]) -> Result<bool, BuildError> {
-        let v = vr.index();
-        self.vr(v)?;
-        let old = &self.shared.vrs[v].filters;
-        if old.len() == specs.len() && old.iter().zip(specs).all(|(f, s)| f.spec() == s) {
+        self.replace_filters(vr, specs, &[])
+    }
+
+    /// [`TableWriter::set_filters`], and in the same change the lists that
+    /// the interfaces named in `applied` apply (the others keep theirs):
+    /// what a reload or one API call does, all or nothing.
+    pub fn replace_filters(
+        &mut self,
+        vr: VrId,
+        specs: &[FilterSpec],
+        applied: &[(String, IfaceFilters)],
+    ) -> Result<bool, BuildError> {
+        let Some((built, ifaces)) = self.prepare_filters(vr, specs, applied)? else {
             return Ok(false);
-        }
-        let built = self.build_filters(&self.shared.vrs[v].name.clone(), specs, old)?;
-        let ifaces = self.shared.vrs[v].ifaces.clone();
-        let mut resolved = Vec::with_capacity(ifaces.len());
-        for gi in &ifaces {
-            let i = &self.shared.ifaces[gi.index()];
-            let names = IfaceFilters {
-                input: i.filter_in.as_ref().map(|f| f.name().to_string()),
-                output: i.filter_out.as_ref().map(|f| f.name().to_string()),
-            };
-            resolved.push(resolve(&built, &i.name, &names)?);
-        }
-        for (gi, (input, output)) in ifaces.iter().zip(resolved) {
-            let i = &mut self.shared.ifaces[gi.index()];
+        };
+        for (gi, (input, output)) in ifaces {
+            let i = &mut self.shared.ifaces[usize::from(gi)];
             (i.filter_in, i.filter_out) = (input, output);
         }
-        self.shared.vrs[v].filters = built;
+        self.shared.vrs[vr.index()].filters = built;
         self.topology_dirty = true;
         Ok(true)
+    }
+
+    /// Whether [`TableWriter::replace_filters`] would succeed, changing nothing.
+    pub fn check_filters(
+        &self,
+        vr: VrId,
+        specs: &[FilterSpec],
+        applied: &[(String, IfaceFilters)],
+    ) -> Result<(), BuildError> {
+        self.prepare_filters(vr, specs, applied).map(|_| ())
+    }
+
+    /// The lists and every interface's resolved lists after the change;
+    /// `None` when nothing would change.
+    fn prepare_filters(
+        &self,
+        vr: VrId,
+        specs: &[FilterSpec],
+        applied: &[(String, IfaceFilters)],
+    ) -> Result<Option<Prepared>, BuildError> {
+        let v = vr.index();
+        self.vr(v)?;
+        let mut names: Vec<(u16, IfaceFilters)> = Vec::new();
+        for gi in &self.shared.vrs[v].ifaces {
+            names.push((gi.get(), self.shared.ifaces[gi.index()].filter_names()));
+        }
+        for (iface, f) in applied {
+            let gi = self.iface_index(v, iface)?;
+            if let Some(slot) = names.iter_mut().find(|(g, _)| *g == gi) {
+                slot.1 = f.clone();
+            }
+        }
+        let old = &self.shared.vrs[v].filters;
+        let same_lists =
+            old.len() == specs.len() && old.iter().zip(specs).all(|(f, s)| f.spec() == s);
+        let same_names = names
+            .iter()
+            .all(|(gi, n)| self.shared.ifaces[usize::from(*gi)].filter_names() == *n);
+        if same_lists && same_names {
+            return Ok(None);
+        }
+        let built = self.build_filters(&self.shared.vrs[v].name, specs, old)?;
+        let mut resolved = Vec::with_capacity(names.len());
+        for (gi, n) in &names {
+            let name = &self.shared.ifaces[usize::from(*gi)].name;
+            resolved.push((*gi, resolve(&built, name, n)?));
+        }
+        Ok(Some((built, resolved)))
     }
 
     /// Sets the lists interface `iface` of VR `vr` applies; `Ok(false)`
@@ -127,6 +173,9 @@ impl TableWriter {
 
 /// An interface's `filter_in` and `filter_out`, built.
 type Applied = (Option<Arc<Filter>>, Option<Arc<Filter>>);
+
+/// A VR's lists, built, and each of its interfaces' (by global index).
+type Prepared = (Vec<Arc<Filter>>, Vec<(u16, Applied)>);
 
 /// The lists of `filters` that interface `iface` names in `names`.
 pub(super) fn resolve(
