@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::types::{
-    BulkResult, BulkRoutes, IfaceAddr, InterfaceSpec, Neighbor, Outcome, PortInfo, Prefix,
+    BulkResult, BulkRoutes, Filters, IfaceAddr, InterfaceSpec, Neighbor, Outcome, PortInfo, Prefix,
     ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
 };
 
@@ -68,6 +68,13 @@ pub trait Backend: Send + Sync + 'static {
     /// of the same prefix with another target is replaced when `replace`,
     /// otherwise answers 409.
     fn add_route(&self, vr: &str, route: &Route, replace: bool) -> Result<Outcome, ApiError>;
+
+    /// The VR's rule lists with their counters, and every interface's lists.
+    fn get_filters(&self, vr: &str) -> Result<Filters, ApiError>;
+
+    /// Replaces the VR's rule lists, and sets the lists of the interfaces
+    /// the body names, all or nothing (`Replaced` or `Unchanged`).
+    fn set_filters(&self, vr: &str, filters: &Filters) -> Result<Outcome, ApiError>;
 
     /// Removes one route (`Deleted` or `Missing`).
     fn delete_route(&self, vr: &str, prefix: Prefix) -> Result<Outcome, ApiError>;

@@ -20,9 +20,9 @@ use thiserror::Error;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::types::{
-    AddressBody, BulkResult, BulkRoutes, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor,
-    Outcome, OutcomeBody, PortInfo, Prefix, ReloadReport, Route, RoutePage, VrCounters, VrInfo,
-    VrSpec, WorkerInfo,
+    AddressBody, BulkResult, BulkRoutes, Filters, IfaceAddr, InterfaceInfo, InterfaceSpec,
+    Neighbor, Outcome, OutcomeBody, PortInfo, Prefix, ReloadReport, Route, RoutePage, VrCounters,
+    VrInfo, VrSpec, WorkerInfo,
 };
 
 /// Why a call failed.
@@ -521,6 +521,17 @@ impl Client {
     /// `POST /v1/vrs/{vr}/routes/bulk`.
     pub fn bulk_routes(&self, vr: &str, req: &BulkRoutes) -> Result<BulkResult, ClientError> {
         self.send("POST", &format!("/v1/vrs/{}/routes/bulk", seg(vr)), req)
+    }
+
+    /// `GET /v1/vrs/{vr}/filters`.
+    pub fn filters(&self, vr: &str) -> Result<Filters, ClientError> {
+        self.get(&format!("/v1/vrs/{}/filters", seg(vr)))
+    }
+
+    /// `PUT /v1/vrs/{vr}/filters`.
+    pub fn set_filters(&self, vr: &str, f: &Filters) -> Result<Outcome, ClientError> {
+        let body: OutcomeBody = self.send("PUT", &format!("/v1/vrs/{}/filters", seg(vr)), f)?;
+        Ok(body.result)
     }
 
     /// `GET /v1/vrs/{vr}/neighbors`.

@@ -12,8 +12,8 @@ use crate::client::{Client, ClientError};
 use crate::error::ApiError;
 use crate::table;
 use crate::types::{
-    BulkRoutes, Gateway, IfaceAddr, InterfaceSpec, MacAddr, Neighbor, Outcome, Prefix, Route,
-    RouteTarget, UrpfMode, VlanTpid, VrSpec,
+    BulkRoutes, Filters, Gateway, IfaceAddr, InterfaceFilters, InterfaceSpec, MacAddr, Neighbor,
+    Outcome, Prefix, Route, RouteTarget, UrpfMode, VlanTpid, VrSpec,
 };
 
 /// Where `vrhost ctl` looks for the API when neither `--socket` nor `--url` is given.
@@ -64,6 +64,10 @@ pub enum CtlCommand {
     /// List, add or delete static neighbours.
     #[command(subcommand)]
     Neigh(NeighCommand),
+    /// Show or replace a VR's rule lists (filters) and the interfaces
+    /// that apply them.
+    #[command(subcommand)]
+    Filters(FiltersCommand),
     /// Counters of one VR, or of every VR the token may see.
     Counters {
         /// VR name.
@@ -189,6 +193,12 @@ pub enum IfaceCommand {
         /// Reverse-path check (RFC 3704): off, loose or strict.
         #[arg(long, default_value = "off")]
         urpf: UrpfMode,
+        /// The VR's rule list applied to what enters.
+        #[arg(long)]
+        filter_in: Option<String>,
+        /// The VR's rule list applied to what is forwarded out.
+        #[arg(long)]
+        filter_out: Option<String>,
     },
     /// Delete an interface (refused while routes go through it).
     Del {
@@ -233,6 +243,49 @@ pub enum AddrCommand {
         #[arg(long)]
         missing_ok: bool,
     },
+}
+
+/// `vrhost ctl filters ...`.
+#[derive(Subcommand, Debug)]
+pub enum FiltersCommand {
+    /// Every list with its rules and what each matched, and the lists
+    /// each interface applies.
+    Show {
+        /// VR name.
+        vr: String,
+    },
+    /// Replace the VR's lists with those of a file, all or nothing: a TOML
+    /// file of `[[filter]]` tables (the keys of the config's
+    /// `[[router.filter]]`) and optional `[[interface]]` tables (`name`,
+    /// `filter_in`, `filter_out`), or the same as JSON.
+    Set {
+        /// VR name.
+        vr: String,
+        /// TOML or JSON file.
+        file: PathBuf,
+    },
+    /// Set the lists one interface applies (keeping the VR's lists).
+    Apply {
+        /// VR name.
+        vr: String,
+        /// Interface name.
+        iface: String,
+        /// The list for what enters; none when absent.
+        #[arg(long = "in")]
+        input: Option<String>,
+        /// The list for what is forwarded out; none when absent.
+        #[arg(long = "out")]
+        output: Option<String>,
+    },
+}
+
+/// Reads a filters file: JSON when it starts with `{`, else TOML.
+pub fn parse_filters_file(text: &str) -> anyhow::Result<Filters> {
+    if text.trim_start().starts_with('{') {
+        Ok(serde_json::from_str(text)?)
+    } else {
+        Ok(toml::from_str(text)?)
+    }
 }
 
 /// `vrhost ctl neigh ...`.
@@ -325,6 +378,15 @@ pub fn parse_vr_file(text: &str) -> anyhow::Result<VrSpec> {
         Some(_) => bail!("the file must hold exactly one [[router]] table and nothing else"),
         None => Ok(toml::Value::Table(doc).try_into()?),
     }
+}
+
+/// A listed rule list without its counters: what a `PUT` takes back.
+fn unlisted(mut f: crate::types::Filter) -> crate::types::Filter {
+    f.default_hits = None;
+    for r in &mut f.rule {
+        r.hits = None;
+    }
+    f
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {
@@ -441,6 +503,8 @@ fn execute(client: &Client, cmd: CtlCommand) -> anyhow::Result<Result<Shown, Cli
             mtu,
             addresses,
             urpf,
+            filter_in,
+            filter_out,
         }) => client
             .add_interface(
                 &vr,
@@ -454,9 +518,38 @@ fn execute(client: &Client, cmd: CtlCommand) -> anyhow::Result<Result<Shown, Cli
                     mtu,
                     addresses,
                     urpf,
+                    filter_in,
+                    filter_out,
                 },
             )
             .map(shown_outcome),
+        C::Filters(FiltersCommand::Show { vr }) => {
+            client.filters(&vr).map(|f| shown(&f, table::filters(&f)))
+        }
+        C::Filters(FiltersCommand::Set { vr, file }) => {
+            let body =
+                parse_filters_file(&read(&file)?).with_context(|| format!("{}", file.display()))?;
+            client.set_filters(&vr, &body).map(shown_outcome)
+        }
+        C::Filters(FiltersCommand::Apply {
+            vr,
+            iface,
+            input,
+            output,
+        }) => match client.filters(&vr) {
+            Err(e) => Err(e),
+            Ok(now) => {
+                let body = Filters {
+                    filter: now.filter.into_iter().map(unlisted).collect(),
+                    interface: vec![InterfaceFilters {
+                        name: iface,
+                        filter_in: input,
+                        filter_out: output,
+                    }],
+                };
+                client.set_filters(&vr, &body).map(shown_outcome)
+            }
+        },
         C::Iface(IfaceCommand::Del {
             vr,
             name,

@@ -14,8 +14,9 @@ use serde_json::{json, Map, Value};
 use crate::auth::Access;
 use crate::error::ErrorBody;
 use crate::types::{
-    AddressBody, BulkResult, BulkRoutes, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor,
-    OutcomeBody, PortInfo, ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
+    AddressBody, BulkResult, BulkRoutes, Filters, IfaceAddr, InterfaceInfo, InterfaceSpec,
+    Neighbor, OutcomeBody, PortInfo, ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec,
+    WorkerInfo,
 };
 
 /// A query parameter: name, JSON type, description.
@@ -84,6 +85,8 @@ fn ops(g: &mut SchemaGenerator) -> Vec<Op> {
         op(Method::POST, "/v1/vrs/{vr}/routes", Vr, "Add a route (an identical existing route answers 200 `unchanged`)", &[REPLACE], json_body::<Route>(g), (201, schema::<OutcomeBody>(g))),
         op(Method::DELETE, "/v1/vrs/{vr}/routes/{addr}/{len}", Vr, "Remove a route", &[MISSING_OK], None, (200, schema::<OutcomeBody>(g))),
         op(Method::POST, "/v1/vrs/{vr}/routes/bulk", Vr, "Add and delete many routes at once, idempotently (exist_ok, missing_ok)", &[], json_body::<BulkRoutes>(g), (200, schema::<BulkResult>(g))),
+        op(Method::GET, "/v1/vrs/{vr}/filters", Vr, "A VR's rule lists with their counters, and every interface's lists", &[], None, (200, schema::<Filters>(g))),
+        op(Method::PUT, "/v1/vrs/{vr}/filters", Vr, "Replace a VR's rule lists and the named interfaces' lists, all or nothing", &[], json_body::<Filters>(g), (200, schema::<OutcomeBody>(g))),
         op(Method::GET, "/v1/vrs/{vr}/neighbors", Vr, "List static neighbours", &[], None, (200, schema::<Vec<Neighbor>>(g))),
         op(Method::POST, "/v1/vrs/{vr}/neighbors", Vr, "Add or replace a static neighbour", &[], json_body::<Neighbor>(g), (201, schema::<OutcomeBody>(g))),
         op(Method::DELETE, "/v1/vrs/{vr}/neighbors/{address}", Vr, "Remove a static neighbour", &[MISSING_OK], None, (200, schema::<OutcomeBody>(g))),

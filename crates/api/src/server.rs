@@ -44,7 +44,7 @@ use crate::error::ApiError;
 use crate::limits::{bulk_body_limit, Limits, BULK_BODY_LIMIT};
 use crate::listen::{bind, body_timeout, run, TlsFiles};
 use crate::types::{
-    AddressBody, BulkRoutes, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor, Outcome,
+    AddressBody, BulkRoutes, Filters, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor, Outcome,
     OutcomeBody, PageQuery, Prefix, Route, VrSpec,
 };
 
@@ -184,6 +184,8 @@ fn table() -> Table {
         "/v1/vrs/{vr}/routes/bulk",
         on(MethodFilter::POST, bulk_routes),
     );
+    let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/filters", get_filters);
+    let t = endpoint!(t, Vr, PUT, "/v1/vrs/{vr}/filters", set_filters);
     let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/neighbors", list_neighbors);
     let t = endpoint!(t, Vr, POST, "/v1/vrs/{vr}/neighbors", add_neighbor);
     let t = endpoint!(
@@ -628,6 +630,23 @@ async fn bulk_routes(
     })
     .await?;
     Ok(json(StatusCode::OK, &result))
+}
+
+async fn get_filters(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+) -> Result<Response, ApiError> {
+    let f = call(&st, move |b| b.get_filters(&vr)).await?;
+    Ok(json(StatusCode::OK, &f))
+}
+
+async fn set_filters(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+    JsonBody(f): JsonBody<Filters>,
+) -> Result<Response, ApiError> {
+    let result = call(&st, move |b| b.set_filters(&vr, &f)).await?;
+    Ok(json(StatusCode::OK, &OutcomeBody { result }))
 }
 
 async fn list_neighbors(

@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use crate::types::{
-    BulkResult, CounterSet, IfaceAddr, InterfaceInfo, Neighbor, PortInfo, ReloadReport, Route,
-    VrCounters, VrInfo, VrPolicy, WorkerInfo,
+    BulkResult, CounterSet, FilterAction, Filters, IfaceAddr, InterfaceInfo, Neighbor, PortInfo,
+    PortsValue, ProtocolValue, ReloadReport, Route, VrCounters, VrInfo, VrPolicy, WorkerInfo,
 };
 
 /// A text table: left-aligned words, right-aligned numbers.
@@ -181,6 +181,74 @@ pub fn addresses(list: &[IfaceAddr]) -> String {
         t.row(vec![a.to_string(), a.subnet().to_string()]);
     }
     t.render()
+}
+
+/// A VR's rule lists, rule by rule with what each matched, then the
+/// interfaces and the lists they apply.
+pub fn filters(f: &Filters) -> String {
+    let mut out = String::new();
+    for list in &f.filter {
+        let word = |a: FilterAction| match a {
+            FilterAction::Permit => "permit",
+            FilterAction::Deny => "deny",
+        };
+        out += &format!("filter {} (default {})\n", list.name, word(list.default));
+        let mut t = Table::new(&[
+            "#", "ACTION", "SRC", "DST", "PROTO", "SPORT", "DPORT", "ICMP", "PCP", "HITS",
+        ]);
+        let any = || "-".to_string();
+        let ports = |p: &Option<PortsValue>| match p {
+            Some(PortsValue::One(n)) => n.to_string(),
+            Some(PortsValue::Range(r)) => r.clone(),
+            None => any(),
+        };
+        for (i, r) in list.rule.iter().enumerate() {
+            let icmp = match (r.icmp_type, r.icmp_code) {
+                (Some(t), Some(c)) => format!("{t}/{c}"),
+                (Some(t), None) => t.to_string(),
+                _ => any(),
+            };
+            t.row(vec![
+                (i + 1).to_string(),
+                word(r.action).to_string(),
+                r.src.map_or_else(any, |p| p.to_string()),
+                r.dst.map_or_else(any, |p| p.to_string()),
+                match &r.protocol {
+                    Some(ProtocolValue::Number(n)) => n.to_string(),
+                    Some(ProtocolValue::Name(n)) => n.clone(),
+                    None => any(),
+                },
+                ports(&r.src_port),
+                ports(&r.dst_port),
+                icmp,
+                r.pcp.map_or_else(any, |p| p.to_string()),
+                r.hits.map_or_else(any, |h| h.to_string()),
+            ]);
+        }
+        t.row(vec![
+            "*".into(),
+            word(list.default).into(),
+            any(),
+            any(),
+            any(),
+            any(),
+            any(),
+            any(),
+            any(),
+            list.default_hits.map_or_else(any, |h| h.to_string()),
+        ]);
+        out += &t.render();
+        out.push('\n');
+    }
+    let mut t = Table::new(&["INTERFACE", "FILTER_IN", "FILTER_OUT"]);
+    for i in &f.interface {
+        t.row(vec![
+            i.name.clone(),
+            opt(i.filter_in.as_ref()),
+            opt(i.filter_out.as_ref()),
+        ]);
+    }
+    out + &t.render()
 }
 
 /// Static neighbours.

@@ -591,6 +591,12 @@ pub struct InterfaceSpec {
     /// Reverse-path check of what arrives (RFC 3704); `off` when absent.
     #[serde(default, skip_serializing_if = "UrpfMode::is_off")]
     pub urpf: UrpfMode,
+    /// The VR's rule list applied to what enters (see `/filters`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_in: Option<String>,
+    /// The VR's rule list applied to what is forwarded out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_out: Option<String>,
 }
 
 /// The TPID of an interface's outer VLAN tag, as the config's `vlan_tpid`.
@@ -677,6 +683,10 @@ pub struct VrSpec {
     /// Shares and limits (config key: `limits`).
     #[serde(default, alias = "limits")]
     pub policy: VrPolicy,
+    /// Rule lists its interfaces' `filter_in` and `filter_out` name
+    /// (config key: `filter`).
+    #[serde(default, alias = "filter", skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<Filter>,
     /// Control-plane namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control: Option<VrControl>,
@@ -711,6 +721,127 @@ pub struct InterfaceInfo {
     /// Reverse-path check (RFC 3704); `off` when absent.
     #[serde(default, skip_serializing_if = "UrpfMode::is_off")]
     pub urpf: UrpfMode,
+    /// The rule list applied to what enters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_in: Option<String>,
+    /// The rule list applied to what is forwarded out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_out: Option<String>,
+}
+
+/// A VR's rule lists, and the lists its interfaces apply: what
+/// `GET /v1/vrs/{vr}/filters` answers (with counters) and `PUT` replaces as
+/// a whole, all or nothing. The same keys as the config's
+/// `[[router.filter]]` and the interfaces' `filter_in` / `filter_out`, so
+/// `vrhost ctl filters set` takes a TOML file with `[[filter]]` tables.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Filters {
+    /// The lists, in order; names unique.
+    #[serde(default)]
+    pub filter: Vec<Filter>,
+    /// Interfaces and the lists they apply. In a `PUT`, interfaces not
+    /// named keep theirs; `GET` lists every interface.
+    #[serde(default)]
+    pub interface: Vec<InterfaceFilters>,
+}
+
+/// One named rule list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Filter {
+    /// Unique in the VR.
+    pub name: String,
+    /// What a packet no rule matches gets; `permit` when absent.
+    #[serde(default)]
+    pub default: FilterAction,
+    /// The rules, first match wins.
+    #[serde(default)]
+    pub rule: Vec<FilterRule>,
+    /// Listed only: packets that took the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_hits: Option<u64>,
+}
+
+/// `permit` or `deny`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FilterAction {
+    /// Let it through.
+    #[default]
+    Permit,
+    /// Drop it (drop reason `filtered`).
+    Deny,
+}
+
+/// A rule: every key it has must match; an absent key matches anything.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FilterRule {
+    /// `permit` or `deny`.
+    pub action: FilterAction,
+    /// Source prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<Prefix>,
+    /// Destination prefix (of the source's family).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<Prefix>,
+    /// Protocol: a name (`tcp`, `udp`, `icmp`, `icmpv6`, `sctp`, `gre`,
+    /// ...) or a number 0-255.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<ProtocolValue>,
+    /// Source port or `FIRST-LAST` range (tcp, udp, sctp).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_port: Option<PortsValue>,
+    /// Destination port or range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_port: Option<PortsValue>,
+    /// ICMP type (icmp, icmpv6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icmp_type: Option<u8>,
+    /// ICMP code (with `icmp_type`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icmp_code: Option<u8>,
+    /// VLAN priority of the frame as received, 0-7.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcp: Option<u8>,
+    /// Listed only: packets the rule matched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hits: Option<u64>,
+}
+
+/// A rule's protocol: a name or a number.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ProtocolValue {
+    /// `6`.
+    Number(u8),
+    /// `"tcp"`.
+    Name(String),
+}
+
+/// A rule's ports: one, or a `FIRST-LAST` range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum PortsValue {
+    /// `443`.
+    One(u16),
+    /// `"1024-65535"`.
+    Range(String),
+}
+
+/// The lists one interface applies.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceFilters {
+    /// Interface name.
+    pub name: String,
+    /// The list applied to what enters; none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_in: Option<String>,
+    /// The list applied to what is forwarded out; none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter_out: Option<String>,
 }
 
 /// A VR as it is.

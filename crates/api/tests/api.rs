@@ -39,6 +39,12 @@ fn request_for(e: &Endpoint, vr: &str) -> (String, Option<(&'static str, Vec<u8>
         ("POST", p) if p.ends_with("/bulk") => json_body(
             json!({"add": [{"prefix": "10.98.0.0/16", "blackhole": true}], "delete": ["10.97.0.0/16"]}),
         ),
+        ("PUT", p) if p.ends_with("/filters") => json_body(json!({
+            "filter": [{"name": "edge", "default": "deny", "rule": [
+                {"action": "permit", "protocol": "tcp", "dst_port": "1024-65535"}
+            ]}],
+            "interface": [{"name": format!("{vr}0"), "filter_in": "edge"}],
+        })),
         ("POST", p) if p.ends_with("/neighbors") => {
             json_body(json!({"address": "10.0.0.7", "mac": "02:00:00:00:00:07"}))
         }

@@ -173,6 +173,8 @@ impl RuntimeBackend {
                     mtu: f.mtu,
                     addresses: addresses(f),
                     urpf: urpf_mode(f.urpf),
+                    filter_in: f.filter_names().input,
+                    filter_out: f.filter_names().output,
                 }
             })
             .collect();
@@ -234,7 +236,10 @@ impl RuntimeBackend {
                 mtu: i.mtu.unwrap_or(port_mtu).min(port_mtu),
                 addrs4,
                 addrs6,
-                filters: Default::default(),
+                filters: vrhost_dataplane::IfaceFilters {
+                    input: i.filter_in.clone(),
+                    output: i.filter_out.clone(),
+                },
             });
         }
         let mut routes4 = Vec::new();
@@ -268,7 +273,11 @@ impl RuntimeBackend {
                 .map(|n| (n.address, EthernetAddress(n.mac.0)))
                 .collect(),
             limits: limits(&spec.policy),
-            filters: Vec::new(),
+            filters: crate::api_filters::specs(&vrhost_api::types::Filters {
+                filter: spec.filters.clone(),
+                interface: vec![],
+            })?
+            .0,
         })
     }
 }
@@ -335,6 +344,12 @@ fn refused(e: BuildError) -> ApiError {
         BuildError::FamilyMismatch { via, .. } => ApiError::BadRequest {
             field: "via".into(),
             message: format!("gateway {via} is not of the prefix's family"),
+        },
+        BuildError::NoSuchFilter { iface, filter } => ApiError::BadRequest {
+            field: "interface".into(),
+            message: format!(
+                "interface {iface:?} names filter {filter:?}, which the VR does not have"
+            ),
         },
         other => ApiError::BadRequest {
             field: "body".into(),
@@ -570,6 +585,7 @@ impl Backend for RuntimeBackend {
                 routes: vec![],
                 neighbors: vec![],
                 policy: Default::default(),
+                filters: vec![],
                 control: None,
                 api_token_sha256: None,
             },
@@ -789,6 +805,41 @@ impl Backend for RuntimeBackend {
         }
         c.commit();
         Ok(out)
+    }
+
+    fn get_filters(&self, vr: &str) -> Result<vrhost_api::types::Filters, ApiError> {
+        let c = lock(&self.writer);
+        let v = Self::vr_index(&c, vr)?;
+        let s = c.working();
+        let ifaces = s
+            .vr_ifaces(v)
+            .iter()
+            .map(|i| {
+                let f = &s.ifaces()[i.index()];
+                (f.name.clone(), f.filter_names())
+            })
+            .collect();
+        Ok(crate::api_filters::listed(
+            &c.filters(v).map_err(refused)?,
+            ifaces,
+        ))
+    }
+
+    fn set_filters(
+        &self,
+        vr: &str,
+        filters: &vrhost_api::types::Filters,
+    ) -> Result<Outcome, ApiError> {
+        let (lists, applied) = crate::api_filters::specs(filters)?;
+        let mut c = lock(&self.writer);
+        let v = Self::vr_index(&c, vr)?;
+        let changed = c.replace_filters(v, &lists, &applied).map_err(refused)?;
+        c.commit();
+        Ok(if changed {
+            Outcome::Replaced
+        } else {
+            Outcome::Unchanged
+        })
     }
 
     fn list_neighbors(&self, vr: &str) -> Result<Vec<Neighbor>, ApiError> {

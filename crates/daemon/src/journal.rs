@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use vrhost_api::types::{
-    BulkResult, BulkRoutes, IfaceAddr, InterfaceSpec, Neighbor, Outcome, PortInfo, Prefix,
+    BulkResult, BulkRoutes, Filters, IfaceAddr, InterfaceSpec, Neighbor, Outcome, PortInfo, Prefix,
     ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
 };
 use vrhost_api::{ApiError, Backend};
@@ -120,6 +120,13 @@ pub enum Entry<'a> {
         /// Its address.
         address: IpAddr,
     },
+    /// `PUT /v1/vrs/{vr}/filters`.
+    SetFilters {
+        /// VR name.
+        vr: Cow<'a, str>,
+        /// The lists and the interfaces that apply them.
+        filters: Cow<'a, Filters>,
+    },
 }
 
 impl Entry<'_> {
@@ -141,6 +148,7 @@ impl Entry<'_> {
             Entry::BulkRoutes { vr, req } => b.bulk_routes(vr, req).map(drop),
             Entry::AddNeighbor { vr, neighbor } => b.add_neighbor(vr, neighbor).map(drop),
             Entry::DeleteNeighbor { vr, address } => b.delete_neighbor(vr, *address).map(drop),
+            Entry::SetFilters { vr, filters } => b.set_filters(vr, filters).map(drop),
         }
     }
 }
@@ -402,6 +410,16 @@ impl<B: Backend> Backend for Journaled<B> {
         let r = |b: &B| b.delete_neighbor(vr, address);
         let vr = Cow::Borrowed(vr);
         self.keep(r, Entry::DeleteNeighbor { vr, address })
+    }
+
+    fn get_filters(&self, vr: &str) -> Result<Filters, ApiError> {
+        self.inner.get_filters(vr)
+    }
+
+    fn set_filters(&self, vr: &str, filters: &Filters) -> Result<Outcome, ApiError> {
+        let r = |b: &B| b.set_filters(vr, filters);
+        let (vr, filters) = (Cow::Borrowed(vr), Cow::Borrowed(filters));
+        self.keep(r, Entry::SetFilters { vr, filters })
     }
 
     fn vr_counters(&self, vr: &str) -> Result<VrCounters, ApiError> {

@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api_backend;
+mod api_filters;
 pub mod cplane;
 pub mod journal;
 pub mod notify;

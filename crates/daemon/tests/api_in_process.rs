@@ -609,3 +609,94 @@ async fn an_interface_added_with_urpf_keeps_it() {
     let (_, list) = f.call(&f.red, "GET", path, None).await;
     assert!(!list.to_string().contains("red8"), "{list}");
 }
+
+#[tokio::test]
+async fn a_tenant_replaces_its_filters_whole_or_not_at_all() {
+    let f = Fixture::new();
+    let path = "/v1/vrs/red/filters";
+    let put = |v: Value| Some(("application/json", v.to_string()));
+    let lists = json!({
+        "filter": [
+            {"name": "edge", "default": "deny", "rule": [
+                {"action": "permit", "protocol": "tcp", "dst_port": "1024-65535"},
+                {"action": "permit", "src": "192.0.2.0/24", "protocol": "icmp", "icmp_type": 8},
+            ]},
+            {"name": "up", "rule": [{"action": "deny", "dst": "2001:db8:dead::/48"}]},
+        ],
+        "interface": [{"name": "red0", "filter_in": "edge", "filter_out": "up"}],
+    });
+    let (s, v) = f.call(&f.red, "PUT", path, put(lists.clone())).await;
+    assert_eq!(
+        (s, &v["result"]),
+        (StatusCode::OK, &json!("replaced")),
+        "{v}"
+    );
+    let (s, v) = f.call(&f.red, "PUT", path, put(lists.clone())).await;
+    assert_eq!(
+        (s, &v["result"]),
+        (StatusCode::OK, &json!("unchanged")),
+        "{v}"
+    );
+    let (s, got) = f.call(&f.red, "GET", path, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(got["filter"][0]["name"], "edge");
+    assert_eq!(got["filter"][0]["default"], "deny");
+    assert_eq!(got["filter"][0]["rule"][0]["dst_port"], "1024-65535");
+    assert_eq!(got["filter"][0]["rule"][0]["hits"], 0);
+    assert_eq!(got["filter"][0]["rule"][1]["protocol"], "icmp");
+    assert_eq!(got["filter"][0]["default_hits"], 0);
+    assert_eq!(got["filter"][1]["default"], "permit");
+    assert_eq!(
+        got["interface"],
+        json!([{"name": "red0", "filter_in": "edge", "filter_out": "up"}])
+    );
+    // The interface listing names them too.
+    let (_, ifaces) = f.call(&f.red, "GET", "/v1/vrs/red/interfaces", None).await;
+    assert_eq!(ifaces[0]["filter_in"], "edge", "{ifaces}");
+    // A bad rule, a list red0 still names going away, an unknown list:
+    // refused with the field, and nothing changes.
+    for (body, field) in [
+        (
+            json!({"filter": [{"name": "edge", "rule": [{"action": "deny", "dst_port": 80}]}, {"name": "up"}]}),
+            "filter[0].rule[0]",
+        ),
+        (
+            json!({"filter": [{"name": "edge", "rule": [{"action": "deny", "protocol": "tcp", "dst_port": "90-80"}]}, {"name": "up"}]}),
+            "filter[0].rule[0].dst_port",
+        ),
+        (
+            json!({"filter": [{"name": "edge"}, {"name": "edge"}]}),
+            "filter[1].name",
+        ),
+        (json!({"filter": [{"name": "edge"}]}), "interface"),
+        (
+            json!({"filter": [{"name": "edge"}, {"name": "up"}], "interface": [{"name": "red0", "filter_in": "nope"}]}),
+            "interface",
+        ),
+    ] {
+        let (s, v) = f.call(&f.red, "PUT", path, put(body.clone())).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {v}");
+        assert_eq!(v["field"], field, "{body}: {v}");
+    }
+    let (_, after) = f.call(&f.red, "GET", path, None).await;
+    assert_eq!(after, got, "nothing changed");
+    // Blue's token sees red's filters as it sees a VR that is not there;
+    // blue has none of its own.
+    let (s, v) = f.call(&f.admin, "GET", "/v1/vrs/blue/filters", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["filter"], json!([]));
+    // An interface created with a list of its VR.
+    let body = json!({"name": "red8", "port": "p0", "vlan": 80,
+        "addresses": ["10.80.0.1/24"], "filter_in": "edge"});
+    let (s, v) = f.post_json(&f.admin, "/v1/vrs/red/interfaces", body).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let (_, got) = f.call(&f.red, "GET", path, None).await;
+    assert_eq!(
+        got["interface"][1],
+        json!({"name": "red8", "filter_in": "edge"})
+    );
+    let body = json!({"name": "red7", "port": "p0", "vlan": 70,
+        "addresses": ["10.70.0.1/24"], "filter_out": "nope"});
+    let (s, v) = f.post_json(&f.admin, "/v1/vrs/red/interfaces", body).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+}

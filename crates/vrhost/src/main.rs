@@ -56,7 +56,7 @@ enum Command {
         json: bool,
     },
     /// Manage a running vrhost through its API (docs/api.md).
-    Ctl(vrhost_api::CtlArgs),
+    Ctl(Box<vrhost_api::CtlArgs>),
     /// Print a new random API token and the SHA-256 to put in the config.
     Token,
     /// List every drop reason with its counter name and rule.
@@ -107,7 +107,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check { config } => check(&config),
         Command::Replay { config, json } => replay::run(&config, json),
-        Command::Ctl(a) => vrhost_api::ctl_main(a),
+        Command::Ctl(a) => vrhost_api::ctl_main(*a),
         Command::Token => {
             let t = vrhost_api::generate_token();
             println!("token:  {t}");

@@ -233,6 +233,8 @@ fn every_resource_through_the_running_router() {
         inner_vlan: None,
         vlan_tpid: Default::default(),
         urpf: Default::default(),
+        filter_in: None,
+        filter_out: None,
         name: "red9".into(),
         port: "p1".into(),
         vlan: Some(9),
@@ -298,6 +300,8 @@ fn every_resource_through_the_running_router() {
             inner_vlan: None,
             vlan_tpid: Default::default(),
             urpf: Default::default(),
+            filter_in: None,
+            filter_out: None,
             name: "green0".into(),
             port: "p0".into(),
             vlan: Some(10),
@@ -308,6 +312,7 @@ fn every_resource_through_the_running_router() {
         routes: vec![Route::via(p, gw)],
         neighbors: vec![],
         policy: Default::default(),
+        filters: vec![],
         control: None,
         api_token_sha256: None,
     };
@@ -539,10 +544,11 @@ fn api_changes_survive_a_restart_through_the_journal() {
         red.add_route("red", &Route::via(gone, gw), false)
             .expect("route");
         red.delete_route("red", gone, false).expect("delete");
+        red.set_filters("red", &filters()).expect("filters");
         drop(daemon);
     }
     let lines = std::fs::read_to_string(dir.path().join("state/api.jsonl")).expect("journal");
-    assert_eq!(lines.lines().count(), 4, "{lines}");
+    assert_eq!(lines.lines().count(), 5, "{lines}");
 
     // A write cut short by a crash: the last line loses its end.
     let journal = dir.path().join("state/api.jsonl");
@@ -564,6 +570,29 @@ fn api_changes_survive_a_restart_through_the_journal() {
             .any(|x| x.address == n.address && x.mac == n.mac),
         "{neighbours:?}"
     );
+    // The rule lists, and the interface applying one, are back too.
+    let f = red.filters("red").expect("filters");
+    assert_eq!(f.filter.len(), 1, "{f:?}");
+    assert_eq!(f.filter[0].name, "edge");
+    assert_eq!(f.filter[0].rule.len(), 1);
+    assert_eq!(f.interface[0].filter_in.as_deref(), Some("edge"));
+}
+
+/// One list, `edge` (deny UDP to port 9), applied to what enters red0.
+fn filters() -> vrhost_api::types::Filters {
+    let text = r#"
+[[filter]]
+name = "edge"
+  [[filter.rule]]
+  action = "deny"
+  protocol = "udp"
+  dst_port = 9
+
+[[interface]]
+name = "red0"
+filter_in = "edge"
+"#;
+    vrhost_api::ctl::parse_filters_file(text).expect("filters file")
 }
 
 /// As systemd runs it (`Type=notify`, `WatchdogSec`): READY once forwarding,

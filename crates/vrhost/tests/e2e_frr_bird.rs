@@ -906,6 +906,8 @@ fn a_hostile_tenant_cannot_hurt_another() {
             inner_vlan: None,
             vlan_tpid: Default::default(),
             urpf: Default::default(),
+            filter_in: None,
+            filter_out: None,
             name: "p0".into(),
             port: "bp".into(),
             vlan: Some(7),
@@ -916,6 +918,7 @@ fn a_hostile_tenant_cannot_hurt_another() {
         routes: vec![],
         neighbors: vec![],
         policy: Default::default(),
+        filters: vec![],
         control: None,
         api_token_sha256: None,
     };

@@ -31,6 +31,7 @@ struct FixtureVr {
     routes: BTreeMap<Prefix, RouteTarget>,
     neighbors: BTreeMap<IpAddr, MacAddr>,
     policy: VrPolicy,
+    filters: vrhost_api::types::Filters,
 }
 
 /// An in-memory backend for tests.
@@ -76,6 +77,8 @@ fn build(spec: &VrSpec, key: &str) -> Result<FixtureVr, ApiError> {
             mtu: s.mtu.unwrap_or(1500),
             addresses: s.addresses.clone(),
             urpf: s.urpf,
+            filter_in: s.filter_in.clone(),
+            filter_out: s.filter_out.clone(),
         });
     }
     let mut vr = FixtureVr {
@@ -85,6 +88,10 @@ fn build(spec: &VrSpec, key: &str) -> Result<FixtureVr, ApiError> {
         policy: VrPolicy {
             weight: Some(spec.policy.weight.unwrap_or(1)),
             ..spec.policy.clone()
+        },
+        filters: vrhost_api::types::Filters {
+            filter: spec.filters.clone(),
+            interface: vec![],
         },
     };
     for (i, r) in spec.routes.iter().enumerate() {
@@ -250,6 +257,8 @@ impl Backend for FixtureBackend {
                 mtu: iface.mtu.unwrap_or(1500),
                 addresses: iface.addresses.clone(),
                 urpf: iface.urpf,
+                filter_in: iface.filter_in.clone(),
+                filter_out: iface.filter_out.clone(),
             });
             Ok(Outcome::Created)
         })
@@ -353,6 +362,20 @@ impl Backend for FixtureBackend {
             }
             *v = next;
             Ok(result)
+        })
+    }
+
+    fn get_filters(&self, vr: &str) -> Result<vrhost_api::types::Filters, ApiError> {
+        self.with(vr, |v| Ok(v.filters.clone()))
+    }
+
+    fn set_filters(&self, vr: &str, f: &vrhost_api::types::Filters) -> Result<Outcome, ApiError> {
+        self.with(vr, |v| {
+            Ok(if std::mem::replace(&mut v.filters, f.clone()) == *f {
+                Outcome::Unchanged
+            } else {
+                Outcome::Replaced
+            })
         })
     }
 
