@@ -57,10 +57,44 @@ pub(crate) fn v4(
     urpf: Urpf,
 ) -> Option<u16> {
     match m.l3_off {
-        14 => v4_at::<14, false>(ctx, vr, m, id, urpf),
-        18 => v4_at::<18, false>(ctx, vr, m, id, urpf),
-        22 => v4_at::<22, false>(ctx, vr, m, id, urpf),
+        14 => v4_in::<14>(ctx, vr, m, id, urpf),
+        18 => v4_in::<18>(ctx, vr, m, id, urpf),
+        22 => v4_in::<22>(ctx, vr, m, id, urpf),
         _ => None,
+    }
+}
+
+/// [`v4_at`] for a frame of `vr` whose IPv4 header starts `L2` bytes in,
+/// the copy with the rule-list steps when the VR has lists: the plain
+/// copy has none of their cost.
+#[inline(always)]
+pub(crate) fn v4_in<const L2: usize>(
+    ctx: &mut Ctx<'_>,
+    vr: &mut Vr,
+    m: &mut Mbuf,
+    id: NextHopId,
+    urpf: Urpf,
+) -> Option<u16> {
+    if vr.filtered {
+        v4_at::<L2, false, true>(ctx, vr, m, id, urpf)
+    } else {
+        v4_at::<L2, false, false>(ctx, vr, m, id, urpf)
+    }
+}
+
+/// [`v4_at`] for IPv6.
+#[inline(always)]
+pub(crate) fn v6_in<const L2: usize>(
+    ctx: &mut Ctx<'_>,
+    vr: &mut Vr,
+    m: &mut Mbuf,
+    id: NextHopId,
+    urpf: Urpf,
+) -> Option<u16> {
+    if vr.filtered {
+        v6_at::<L2, false, true>(ctx, vr, m, id, urpf)
+    } else {
+        v6_at::<L2, false, false>(ctx, vr, m, id, urpf)
     }
 }
 
@@ -80,7 +114,7 @@ pub(crate) fn v4(
 /// checks the first pass made, and the plain copy keeps a single way to
 /// its egress.
 #[inline(never)]
-pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
+pub(crate) fn v4_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     m: &mut Mbuf,
@@ -91,7 +125,12 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
     // and with `L2` a constant the split and the IPv4 view are free.
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
     // The headers, and after them what a rule list may look at.
-    let (head, tail) = m.data_mut().split_at_mut_checked(L2 + 20)?;
+    // With rule lists, what follows the headers too (for their ports).
+    let (head, tail): (&mut [u8], &mut [u8]) = if FILTERED {
+        m.data_mut().split_at_mut_checked(L2 + 20)?
+    } else {
+        (m.data_mut().get_mut(..L2 + 20)?, &mut [])
+    };
     let (l2, ip) = head.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<20>()?;
     let l3_len = len - L2;
@@ -126,7 +165,7 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
             // The packet without the padding, hashed as the full stages do.
             let hash = ecmp::flow4_of(m.data().get(L2..L2 + total_len)?);
             let member = vr.nexthops.pick(base, hash)?;
-            return v4_at::<L2, true>(ctx, vr, m, NextHopId(member), urpf);
+            return v4_at::<L2, true, FILTERED>(ctx, vr, m, NextHopId(member), urpf);
         }
         Some(NextHop::Connected { iface }) => match vr.neighbors.find(iface, IpAddr::V4(dst)) {
             Some(n) => (iface, n),
@@ -139,14 +178,16 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool>(
     if total_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
-    let lists = Lists::of(ifaces, m_iface, egress);
-    let verdicts = match lists {
-        Some(lists) => Some(lists.judge4::<L2>(l2, ip, tail.get(..total_len - 20)?)?),
-        None => None,
+    // The rule lists: one that denies leaves the packet to the full
+    // stages; their verdicts are counted once the packet is sure to leave.
+    let verdicts = if FILTERED {
+        Lists::judge4::<L2>(ctx, (m_iface, egress), l2, ip, tail.get(..total_len - 20)?)?
+    } else {
+        Verdicts::NONE
     };
     let mac = vr.neighbors.usable_mac(neigh, ctx.now)?;
-    if let (Some(lists), Some(v)) = (lists, verdicts) {
-        lists.count(ctx, v);
+    if FILTERED && verdicts != Verdicts::NONE {
+        Lists::count(ctx, (m_iface, egress), verdicts);
     }
     // The TTL and checksum are those read above (the TTL is > 1).
     ip[8] = ttl - 1;
@@ -183,9 +224,9 @@ pub(crate) fn v6(
     urpf: Urpf,
 ) -> Option<u16> {
     match m.l3_off {
-        14 => v6_at::<14, false>(ctx, vr, m, id, urpf),
-        18 => v6_at::<18, false>(ctx, vr, m, id, urpf),
-        22 => v6_at::<22, false>(ctx, vr, m, id, urpf),
+        14 => v6_in::<14>(ctx, vr, m, id, urpf),
+        18 => v6_in::<18>(ctx, vr, m, id, urpf),
+        22 => v6_in::<22>(ctx, vr, m, id, urpf),
         _ => None,
     }
 }
@@ -193,7 +234,7 @@ pub(crate) fn v6(
 /// [`v6`] for a frame whose IPv6 header starts `L2` bytes in; out of line,
 /// and multipath by re-entry as `MEMBER`, as [`v4_at`].
 #[inline(never)]
-pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
+pub(crate) fn v6_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     m: &mut Mbuf,
@@ -201,7 +242,12 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
     urpf: Urpf,
 ) -> Option<u16> {
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
-    let (head, tail) = m.data_mut().split_at_mut_checked(L2 + 40)?;
+    // With rule lists, what follows the headers too (for their ports).
+    let (head, tail): (&mut [u8], &mut [u8]) = if FILTERED {
+        m.data_mut().split_at_mut_checked(L2 + 40)?
+    } else {
+        (m.data_mut().get_mut(..L2 + 40)?, &mut [])
+    };
     let (l2, ip) = head.split_at_mut(L2);
     let ip = ip.first_chunk_mut::<40>()?;
     let l3_len = len - L2;
@@ -237,7 +283,7 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
         Some(NextHop::Group { base }) if !MEMBER => {
             let hash = ecmp::flow6_of(m.data().get(L2..L2 + packet_len)?);
             let member = vr.nexthops.pick(base, hash)?;
-            return v6_at::<L2, true>(ctx, vr, m, NextHopId(member), urpf);
+            return v6_at::<L2, true, FILTERED>(ctx, vr, m, NextHopId(member), urpf);
         }
         Some(NextHop::Connected { iface }) => {
             let dst: [u8; 16] = *ip[24..].first_chunk::<16>()?;
@@ -253,14 +299,14 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
     if packet_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
-    let lists = Lists::of(ifaces, m_iface, egress);
-    let verdicts = match lists {
-        Some(lists) => Some(lists.judge6::<L2>(l2, ip, tail.get(..packet_len - 40)?)?),
-        None => None,
+    let verdicts = if FILTERED {
+        Lists::judge6::<L2>(ctx, (m_iface, egress), l2, ip, tail.get(..packet_len - 40)?)?
+    } else {
+        Verdicts::NONE
     };
     let mac = vr.neighbors.usable_mac(neigh, ctx.now)?;
-    if let (Some(lists), Some(v)) = (lists, verdicts) {
-        lists.count(ctx, v);
+    if FILTERED && verdicts != Verdicts::NONE {
+        Lists::count(ctx, (m_iface, egress), verdicts);
     }
     ip[7] = hop_limit - 1;
     let tags = &ifaces[egress as usize].tags;
@@ -275,64 +321,93 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool>(
 /// The rule lists a packet meets: its ingress interface's `filter_in` and
 /// its egress interface's `filter_out`.
 ///
-/// The fast path judges a packet by both once its egress is known and
+/// The fast path judges a packet by them once its egress is known, and
 /// counts the verdicts only once it is sure to send it; a packet either
 /// list denies is left to the full stages, which drop and count it, so
-/// nothing is counted twice.
-#[derive(Clone, Copy)]
-struct Lists<'a> {
-    input: Option<&'a Filter>,
-    output: Option<&'a Filter>,
+/// nothing is counted twice. Out of line: a VR without lists pays one
+/// test of a flag.
+struct Lists;
+
+/// The two verdicts of a packet the lists let through, in one word (the
+/// input list's in the low half); [`Verdicts::NONE`] when there are none
+/// to count.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Verdicts(u64);
+
+impl Verdicts {
+    const NONE: Verdicts = Verdicts(u64::MAX);
+
+    fn of(a: Option<Verdict>, b: Option<Verdict>) -> Verdicts {
+        let word = |v: Option<Verdict>| u64::from(v.map_or(u32::MAX, Verdict::bits));
+        Verdicts(word(a) | word(b) << 32)
+    }
 }
 
-impl<'a> Lists<'a> {
-    /// The lists between `ingress` and `egress`, `None` when there are none.
-    #[inline(always)]
-    fn of(ifaces: &'a [Iface], ingress: u16, egress: u16) -> Option<Lists<'a>> {
-        let input = ifaces.get(usize::from(ingress))?.filter_in.as_deref();
-        let output = ifaces.get(usize::from(egress))?.filter_out.as_deref();
-        (input.is_some() || output.is_some()).then_some(Lists { input, output })
-    }
-
-    /// The verdicts on an IPv4 packet (`l2` its L2 header, `ip` its fixed
-    /// header, `rest` the remainder), or `None` when one list denies it.
+impl Lists {
+    /// The verdicts of the lists between interfaces `ingress` and
+    /// `egress` on an IPv4 packet (`l2` its L2 header, `ip` its fixed
+    /// header, `rest` the remainder), or `None` when one denies it.
     #[inline(never)]
     fn judge4<const L2: usize>(
-        self,
+        ctx: &Ctx<'_>,
+        (ingress, egress): (u16, u16),
         l2: &[u8],
         ip: &[u8; 20],
         rest: &[u8],
-    ) -> Option<[Option<Verdict>; 2]> {
-        let pcp = pcp::<L2>(l2);
-        let judge = |f: Option<&Filter>| f.map(|f| f.judge4(ip, rest, pcp));
-        self.passes([judge(self.input), judge(self.output)])
+    ) -> Option<Verdicts> {
+        let (pcp, worker) = (pcp::<L2>(l2), ctx.counters.index);
+        let (input, output) = Lists::of(ctx, ingress, egress);
+        let a = input.map(|f| f.judge4(worker, ip, rest, pcp));
+        let b = output.map(|f| f.judge4(worker, ip, rest, pcp));
+        Lists::settle(a, b)
     }
 
     /// [`Lists::judge4`] for IPv6.
     #[inline(never)]
     fn judge6<const L2: usize>(
-        self,
+        ctx: &Ctx<'_>,
+        (ingress, egress): (u16, u16),
         l2: &[u8],
         ip: &[u8; 40],
         rest: &[u8],
-    ) -> Option<[Option<Verdict>; 2]> {
-        let pcp = pcp::<L2>(l2);
-        let judge = |f: Option<&Filter>| f.map(|f| f.judge6(ip, rest, pcp));
-        self.passes([judge(self.input), judge(self.output)])
+    ) -> Option<Verdicts> {
+        let (pcp, worker) = (pcp::<L2>(l2), ctx.counters.index);
+        let (input, output) = Lists::of(ctx, ingress, egress);
+        let a = input.map(|f| f.judge6(worker, ip, rest, pcp));
+        let b = output.map(|f| f.judge6(worker, ip, rest, pcp));
+        Lists::settle(a, b)
     }
 
     #[inline(always)]
-    fn passes(self, v: [Option<Verdict>; 2]) -> Option<[Option<Verdict>; 2]> {
-        v.iter().flatten().all(|v| v.permit).then_some(v)
+    fn of<'a>(
+        ctx: &Ctx<'a>,
+        ingress: u16,
+        egress: u16,
+    ) -> (Option<&'a Filter>, Option<&'a Filter>) {
+        let ifaces = ctx.ifaces;
+        let input = ifaces
+            .get(usize::from(ingress))
+            .and_then(|i| i.filter_in.as_deref());
+        let output = ifaces
+            .get(usize::from(egress))
+            .and_then(|i| i.filter_out.as_deref());
+        (input, output)
+    }
+
+    /// Both verdicts, if neither denies.
+    #[inline(always)]
+    fn settle(a: Option<Verdict>, b: Option<Verdict>) -> Option<Verdicts> {
+        (a.is_none_or(Verdict::permit) && b.is_none_or(Verdict::permit)).then(|| Verdicts::of(a, b))
     }
 
     /// Counts the verdicts of a packet that leaves.
-    #[inline(always)]
-    fn count(self, ctx: &Ctx<'_>, v: [Option<Verdict>; 2]) {
+    #[inline(never)]
+    fn count(ctx: &Ctx<'_>, (ingress, egress): (u16, u16), v: Verdicts) {
         let worker = ctx.counters.index;
-        for (f, v) in [(self.input, v[0]), (self.output, v[1])] {
-            if let (Some(f), Some(v)) = (f, v) {
-                f.count(worker, v);
+        let (input, output) = Lists::of(ctx, ingress, egress);
+        for (f, bits) in [(input, v.0 as u32), (output, (v.0 >> 32) as u32)] {
+            if let (Some(f), false) = (f, bits == u32::MAX) {
+                f.count(worker, Verdict::from_bits(bits));
             }
         }
     }

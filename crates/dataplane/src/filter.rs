@@ -13,14 +13,19 @@
 //! Classification is the bit-vector scheme of Lakshman and Stiliadis
 //! (SIGCOMM 1998), not a scan of the rules. Each field's rule ranges cut
 //! its value space into elementary intervals; every interval gets the bit
-//! vector of the rules that cover it, and equal vectors are shared as one
-//! class. A packet costs one interval lookup per field (a 64-entry-per-
-//! cache-line index on the value's top bits, then a binary search among
-//! the few boundaries under it) and an AND over the vectors' words. A
-//! summary word per vector (bit `i`: word `i` is not zero) skips the words
-//! where nothing can match, so a list of 4,096 rules ANDs its 64 words
-//! only where the fields agree. A field no rule constrains, or that all
-//! rules cut alike, is folded into one constant vector and not looked at.
+//! vector of the rules that cover it, and equal vectors are one class. A
+//! packet costs one interval lookup per field (an index on the value's top
+//! bits, about four slices per boundary, so most lookups end at the index)
+//! and an AND over the classes' vectors, word by word where a summary word
+//! per vector (bit `i`: word `i` is not zero) says both have bits.
+//!
+//! What decides is the combination of classes, not the addresses: each
+//! worker remembers the answer for the last combinations it met, in a
+//! direct-mapped memo of 2,048 entries per family keyed by the packed
+//! class numbers, so the AND is done once per combination, however many
+//! rules the list has. A field no rule constrains, or that all rules cut
+//! alike, is folded into one constant vector and not looked at. Cost:
+//! docs/benchmarks.md, "Filters".
 //!
 //! Each rule counts what it matched, per worker ([`Filter::hits`]); the
 //! default has a counter of its own.
@@ -29,6 +34,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use thiserror::Error;
@@ -395,35 +401,44 @@ impl Field for u128 {
     }
 }
 
-/// Up to this many boundaries a field is searched directly; above, through
-/// an index on the value's top bits.
-const DIRECT: usize = 16;
-
 /// One field of one family: its elementary intervals and their classes.
 #[derive(Debug)]
 struct Dim<K> {
     /// Where each interval starts, ascending; the first is 0.
     starts: Box<[K]>,
-    /// Each interval's class (the offset of its vector in `vectors`).
-    class: Box<[u32]>,
-    /// The interval of the first value of each top-bits slice, and one
-    /// past the last slice; empty for a field searched directly.
-    top: Box<[u32]>,
+    /// Each interval's class, numbered from 0 in this field.
+    class: Box<[u16]>,
+    /// The interval of the first value of each top-bits slice, and of the
+    /// last value. About four slices per boundary, so most slices hold
+    /// none and the search ends there.
+    top: Box<[u16]>,
     shift: u32,
+    /// Each class's vector (its offset in the classifier's `vectors`).
+    vector: Box<[u32]>,
+    /// Bits a class number takes in a memo key.
+    bits: u32,
 }
 
 impl<K: Field> Dim<K> {
-    /// The class offset of `key`.
+    /// The class of `key`: the interval of the first value of its slice,
+    /// unless a boundary lies inside the slice (rarely: the slices are
+    /// four times the boundaries), then a search among those.
     #[inline(always)]
-    fn class(&self, key: K) -> u32 {
-        let j = if self.top.is_empty() {
-            self.starts.partition_point(|&s| s <= key) - 1
-        } else {
-            let t = key.top(self.shift);
-            let (lo, hi) = (self.top[t] as usize, self.top[t + 1] as usize);
-            lo + self.starts[lo + 1..=hi].partition_point(|&s| s <= key)
+    fn class(&self, key: K) -> u16 {
+        let t = key.top(self.shift);
+        let Some(&[lo, hi]) = self.top.get(t..t + 2).and_then(|p| p.first_chunk::<2>()) else {
+            return 0;
         };
-        self.class[j]
+        let (lo, hi) = (usize::from(lo), usize::from(hi));
+        let j = if lo == hi {
+            lo
+        } else {
+            lo + self
+                .starts
+                .get(lo + 1..=hi)
+                .map_or(0, |s| s.partition_point(|&s| s <= key))
+        };
+        self.class.get(j).copied().unwrap_or(0)
     }
 }
 
@@ -455,12 +470,13 @@ impl Vectors {
 }
 
 /// Builds one field from each rule's range of it (`None`: the rule cannot
-/// match in this family), into `v`. Returns the field, or the vector every
-/// value gets when it is the same for all (the field need not be looked at).
+/// match in this family), into `v`; values have `key_bits` bits. Returns
+/// the field, or the vector every value gets when it is the same for all
+/// (the field need not be looked at).
 fn build_dim<K: Field>(
     ranges: &[Option<(K, K)>],
     words: usize,
-    (key_bits, top_bits): (u32, u32),
+    key_bits: u32,
     v: &mut Vectors,
 ) -> Result<Dim<K>, u32> {
     let mut starts = vec![K::ZERO];
@@ -479,40 +495,48 @@ fn build_dim<K: Field>(
             bits[j * words + r / 64] |= 1 << (r % 64);
         }
     }
-    // Classes; neighbouring intervals of one class merge.
+    // Classes, numbered in this field; neighbouring intervals of one
+    // class merge.
     let (mut s2, mut class) = (Vec::new(), Vec::new());
+    let mut vector: Vec<u32> = Vec::new();
     for (j, &start) in starts.iter().enumerate() {
-        let c = v.intern(&bits[j * words..(j + 1) * words]);
+        let at = v.intern(&bits[j * words..(j + 1) * words]);
+        let c = match vector.iter().position(|&x| x == at) {
+            Some(c) => c,
+            None => {
+                vector.push(at);
+                vector.len() - 1
+            }
+        } as u16;
         if class.last() != Some(&c) {
             s2.push(start);
             class.push(c);
         }
     }
-    if class.len() == 1 {
-        return Err(class[0]);
+    if vector.len() == 1 {
+        return Err(vector[0]);
     }
+    // About four slices per boundary, 2^8 to 2^16 of them.
+    let top_bits = (usize::BITS - (4 * s2.len()).leading_zeros()).clamp(8, 16.min(key_bits));
     let shift = key_bits - top_bits;
-    let top = if s2.len() <= DIRECT {
-        Vec::new()
-    } else {
-        let slices = 1usize << top_bits;
-        let mut top = Vec::with_capacity(slices + 1);
-        let mut j = 0;
-        for t in 0..slices {
-            // The interval holding the slice's first value.
-            while j + 1 < s2.len() && s2[j + 1] <= K::slice_start(t, shift) {
-                j += 1;
-            }
-            top.push(j as u32);
+    let slices = 1usize << top_bits;
+    let mut top = Vec::with_capacity(slices + 1);
+    let mut j = 0;
+    for t in 0..slices {
+        // The interval holding the slice's first value.
+        while j + 1 < s2.len() && s2[j + 1] <= K::slice_start(t, shift) {
+            j += 1;
         }
-        top.push((s2.len() - 1) as u32);
-        top
-    };
+        top.push(j as u16);
+    }
+    top.push((s2.len() - 1) as u16);
     Ok(Dim {
         starts: s2.into(),
         class: class.into(),
         top: top.into(),
         shift,
+        bits: usize::BITS - (vector.len() - 1).leading_zeros(),
+        vector: vector.into(),
     })
 }
 
@@ -531,19 +555,57 @@ fn keep<T>(d: Result<Dim<T>, u32>, v: &Vectors, base: &mut [u64]) -> Option<Dim<
     }
 }
 
+/// A field of 8 bits or fewer as a direct table: each value's class, and
+/// each class's vector.
+struct Small {
+    class: Box<[u16]>,
+    vector: Box<[u32]>,
+    bits: u32,
+}
+
+impl Small {
+    fn of(d: Dim<u32>, values: u32) -> Small {
+        Small {
+            class: (0..values).map(|x| d.class(x)).collect(),
+            bits: d.bits,
+            vector: d.vector,
+        }
+    }
+}
+
+/// Entries of a worker's memo of one family's classifier.
+const MEMO: usize = 2048;
+/// Most bits of the packed class numbers a memo entry keys by; the
+/// other 16 hold the answer.
+const MEMO_KEY_BITS: u32 = 48;
+/// A memo entry that holds nothing (no key packs to all ones).
+const MEMO_EMPTY: u64 = u64::MAX;
+
 /// The classifier of one family, over addresses as `K`.
 struct Classifier<K> {
     src: Option<Dim<K>>,
     dst: Option<Dim<K>>,
-    /// Class of each protocol number, each VLAN priority (direct tables).
-    protocol: Option<Box<[u32; 256]>>,
-    pcp: Option<[u32; 8]>,
+    protocol: Option<Small>,
+    pcp: Option<Small>,
     src_port: Option<Dim<u32>>,
     dst_port: Option<Dim<u32>>,
     /// The AND of the vectors of the fields no packet tells apart.
     base: Box<[u64]>,
     vectors: Box<[u64]>,
     stride: usize,
+    /// The fields' class numbers pack into this few bits or fewer: each
+    /// worker remembers the answers for the class combinations it met
+    /// ([`MEMO`] of them, direct-mapped), since a packet's classes, not
+    /// its addresses, decide. `None` when they do not fit.
+    key_bits: Option<u32>,
+}
+
+/// Each field's class number for one packet (by field: destination,
+/// source, protocol, destination port, source port, VLAN priority; 0 for
+/// a field not looked at), and all of them packed into a memo key.
+struct Classes {
+    key: u64,
+    ids: [u16; 6],
 }
 
 impl<K: Field> Classifier<K> {
@@ -598,19 +660,18 @@ impl<K: Field> Classifier<K> {
             let valid = n.saturating_sub(i * 64).min(64);
             *w = if valid == 64 { !0 } else { (1u64 << valid) - 1 };
         }
-        let d = build_dim(&addrs(|r| r.src), words, (K::BITS, 16), &mut v);
+        let d = build_dim(&addrs(|r| r.src), words, K::BITS, &mut v);
         let src = keep(d, &v, &mut base);
-        let d = build_dim(&addrs(|r| r.dst), words, (K::BITS, 16), &mut v);
+        let d = build_dim(&addrs(|r| r.dst), words, K::BITS, &mut v);
         let dst = keep(d, &v, &mut base);
-        let d = build_dim(&src_port, words, (17, 11), &mut v);
+        let d = build_dim(&src_port, words, 17, &mut v);
         let src_port = keep(d, &v, &mut base);
-        let d = build_dim(&dst_port, words, (17, 11), &mut v);
+        let d = build_dim(&dst_port, words, 17, &mut v);
         let dst_port = keep(d, &v, &mut base);
-        let d = build_dim(&small(|r| r.protocol, 255), words, (8, 8), &mut v);
-        let protocol =
-            keep(d, &v, &mut base).map(|d| Box::new(std::array::from_fn(|p| d.class(p as u32))));
-        let d = build_dim(&small(|r| r.pcp, 7), words, (3, 3), &mut v);
-        let pcp = keep(d, &v, &mut base).map(|d| std::array::from_fn(|p| d.class(p as u32)));
+        let d = build_dim(&small(|r| r.protocol, 255), words, 8, &mut v);
+        let protocol = keep(d, &v, &mut base).map(|d| Small::of(d, 256));
+        let d = build_dim(&small(|r| r.pcp, 7), words, 8, &mut v);
+        let pcp = keep(d, &v, &mut base).map(|d| Small::of(d, 8));
         let mut b = Vec::with_capacity(words + 1);
         b.push(
             base.iter()
@@ -618,6 +679,18 @@ impl<K: Field> Classifier<K> {
                 .fold(0u64, |s, (i, &w)| s | (u64::from(w != 0) << i)),
         );
         b.extend(base);
+        let key_bits = [&src, &dst]
+            .iter()
+            .flat_map(|d| d.as_ref().map(|d| d.bits))
+            .sum::<u32>()
+            + [&src_port, &dst_port]
+                .iter()
+                .flat_map(|d| d.as_ref().map(|d| d.bits))
+                .sum::<u32>()
+            + [&protocol, &pcp]
+                .iter()
+                .flat_map(|d| d.as_ref().map(|s| s.bits))
+                .sum::<u32>();
         Classifier {
             src,
             dst,
@@ -628,49 +701,115 @@ impl<K: Field> Classifier<K> {
             base: b.into(),
             vectors: v.words.into(),
             stride: v.stride,
+            key_bits: (key_bits <= MEMO_KEY_BITS).then_some(key_bits),
         }
     }
 
-    /// The first rule that matches, by index.
-    #[inline]
-    fn first(
-        &self,
-        src: K,
-        dst: K,
-        protocol: u8,
-        l4: Option<(u16, u16)>,
-        pcp: u8,
-    ) -> Option<usize> {
+    /// Each field's class for one packet.
+    #[inline(always)]
+    fn classes(&self, src: K, dst: K, protocol: u8, l4: Option<(u16, u16)>, pcp: u8) -> Classes {
         let (sp, dp) = match l4 {
             Some((s, d)) => (u32::from(s), u32::from(d)),
             None => (NO_L4, NO_L4),
         };
+        let mut key = 0u64;
+        let mut ids = [0u16; 6];
+        let mut put = |i: usize, class: u16, bits: u32| {
+            key = (key << bits) | u64::from(class);
+            ids[i] = class;
+        };
+        if let Some(d) = &self.dst {
+            put(0, d.class(dst), d.bits);
+        }
+        if let Some(d) = &self.src {
+            put(1, d.class(src), d.bits);
+        }
+        if let Some(t) = &self.protocol {
+            put(
+                2,
+                t.class.get(usize::from(protocol)).copied().unwrap_or(0),
+                t.bits,
+            );
+        }
+        if let Some(d) = &self.dst_port {
+            put(3, d.class(dp), d.bits);
+        }
+        if let Some(d) = &self.src_port {
+            put(4, d.class(sp), d.bits);
+        }
+        if let Some(t) = &self.pcp {
+            put(
+                5,
+                t.class.get(usize::from(pcp & 7)).copied().unwrap_or(0),
+                t.bits,
+            );
+        }
+        Classes { key, ids }
+    }
+
+    /// The first rule these classes match, by index: the AND of their
+    /// vectors, word by word where every summary has a bit.
+    #[inline(never)]
+    fn resolve(&self, c: &Classes) -> Option<usize> {
         let mut at = [0u32; 6];
         let mut n = 0;
-        let mut add = |c: Option<u32>| {
-            if let Some(c) = c {
-                at[n] = c;
+        let vectors: [Option<&[u32]>; 6] = [
+            self.dst.as_ref().map(|d| &*d.vector),
+            self.src.as_ref().map(|d| &*d.vector),
+            self.protocol.as_ref().map(|t| &*t.vector),
+            self.dst_port.as_ref().map(|d| &*d.vector),
+            self.src_port.as_ref().map(|d| &*d.vector),
+            self.pcp.as_ref().map(|t| &*t.vector),
+        ];
+        for (v, &id) in vectors.iter().zip(&c.ids) {
+            if let Some(v) = v {
+                at[n] = v.get(usize::from(id)).copied().unwrap_or(0);
                 n += 1;
             }
-        };
-        add(self.dst.as_ref().map(|d| d.class(dst)));
-        add(self.src.as_ref().map(|d| d.class(src)));
-        add(self.protocol.as_ref().map(|t| t[usize::from(protocol)]));
-        add(self.dst_port.as_ref().map(|d| d.class(dp)));
-        add(self.src_port.as_ref().map(|d| d.class(sp)));
-        add(self.pcp.as_ref().map(|t| t[usize::from(pcp & 7)]));
+        }
         let at = &at[..n];
-        let vec = |c: u32| &self.vectors[c as usize..c as usize + self.stride];
-        let mut summary = at.iter().fold(self.base[0], |s, &c| s & vec(c)[0]);
+        let vec = |o: u32| &self.vectors[o as usize..o as usize + self.stride];
+        let mut summary = at.iter().fold(self.base[0], |s, &o| s & vec(o)[0]);
         while summary != 0 {
             let i = summary.trailing_zeros() as usize;
-            let w = at.iter().fold(self.base[1 + i], |w, &c| w & vec(c)[1 + i]);
+            let w = at.iter().fold(self.base[1 + i], |w, &o| w & vec(o)[1 + i]);
             if w != 0 {
                 return Some(i * 64 + w.trailing_zeros() as usize);
             }
             summary &= summary - 1;
         }
         None
+    }
+
+    /// The first rule that matches, by index; through `memo` (a worker's
+    /// row) when the classes fit a memo key.
+    #[inline]
+    fn first(
+        &self,
+        (src, dst): (K, K),
+        protocol: u8,
+        l4: Option<(u16, u16)>,
+        pcp: u8,
+        memo: Option<&[AtomicU64]>,
+    ) -> Option<usize> {
+        let c = self.classes(src, dst, protocol, l4, pcp);
+        let (Some(memo), Some(_)) = (memo, self.key_bits) else {
+            return self.resolve(&c);
+        };
+        // Fibonacci hashing of the packed classes picks the entry.
+        let slot =
+            (c.key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO.trailing_zeros())) as usize;
+        let entry = memo.get(slot)?;
+        let e = entry.load(Ordering::Relaxed);
+        if e != MEMO_EMPTY && e >> 16 == c.key {
+            // 0: no rule; else the rule's index + 1.
+            return (e & 0xffff).checked_sub(1).map(|r| r as usize);
+        }
+        let rule = self.resolve(&c);
+        let answer = rule.map_or(0, |r| r as u64 + 1);
+        // Only this worker writes its row: a plain store.
+        entry.store((c.key << 16) | answer, Ordering::Relaxed);
+        rule
     }
 }
 
@@ -683,6 +822,10 @@ pub struct Filter {
     /// default's (rows apart by whole cache lines).
     hits: Box<[Cell]>,
     stride: usize,
+    /// Per worker, a row of [`MEMO`] remembered answers of each family's
+    /// classifier (empty when its classes do not fit a memo key).
+    memo4: Box<[AtomicU64]>,
+    memo6: Box<[AtomicU64]>,
 }
 
 struct Built {
@@ -690,6 +833,8 @@ struct Built {
     v4: Classifier<u32>,
     v6: Classifier<u128>,
     actions: Box<[Action]>,
+    /// Each rule's verdict, then the default's.
+    verdicts: Box<[Verdict]>,
 }
 
 impl fmt::Debug for Filter {
@@ -738,19 +883,35 @@ impl Filter {
                 IpPrefix::V4(_) => None,
             }),
             actions: spec.rules.iter().map(|r| r.action).collect(),
+            verdicts: (spec.rules.iter().map(|r| r.action))
+                .chain([spec.default])
+                .enumerate()
+                .map(|(at, a)| Verdict::new(at, a))
+                .collect(),
         };
         Ok(Filter::with_counters(Arc::new(built), workers))
     }
 
     fn with_counters(built: Arc<Built>, workers: usize) -> Filter {
         let stride = (built.actions.len() + 1).next_multiple_of(8);
+        let workers = workers.max(1);
+        let memo = |on: bool| -> Box<[AtomicU64]> {
+            let n = if on { MEMO * workers } else { 0 };
+            (0..n).map(|_| AtomicU64::new(MEMO_EMPTY)).collect()
+        };
         Filter {
-            hits: (0..stride * workers.max(1))
-                .map(|_| Cell::default())
-                .collect(),
+            hits: (0..stride * workers).map(|_| Cell::default()).collect(),
+            memo4: memo(built.v4.key_bits.is_some()),
+            memo6: memo(built.v6.key_bits.is_some()),
             built,
             stride,
         }
+    }
+
+    /// Worker `worker`'s memo row in `memo`, if it has one.
+    #[inline(always)]
+    fn memo(memo: &[AtomicU64], worker: usize) -> Option<&[AtomicU64]> {
+        memo.get(worker * MEMO..(worker + 1) * MEMO)
     }
 
     /// The same list with counters for `workers` workers, the counts so
@@ -793,20 +954,46 @@ impl Filter {
         sum
     }
 
+    /// [`Filter::first_match`] through worker `worker`'s memo, as the
+    /// workers classify.
+    pub fn first_match_in(&self, worker: usize, key: &PacketKey) -> Option<usize> {
+        match (key.src, key.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => self.built.v4.first(
+                (u32::from(s), u32::from(d)),
+                key.protocol,
+                key.l4,
+                key.pcp,
+                Filter::memo(&self.memo4, worker),
+            ),
+            (IpAddr::V6(s), IpAddr::V6(d)) => self.built.v6.first(
+                (u128::from(s), u128::from(d)),
+                key.protocol,
+                key.l4,
+                key.pcp,
+                Filter::memo(&self.memo6, worker),
+            ),
+            _ => None,
+        }
+    }
+
     /// The first rule that matches `key` (by index), or `None` for the
     /// default; counts nothing.
     pub fn first_match(&self, key: &PacketKey) -> Option<usize> {
         match (key.src, key.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => {
-                self.built
-                    .v4
-                    .first(u32::from(s), u32::from(d), key.protocol, key.l4, key.pcp)
-            }
-            (IpAddr::V6(s), IpAddr::V6(d)) => {
-                self.built
-                    .v6
-                    .first(u128::from(s), u128::from(d), key.protocol, key.l4, key.pcp)
-            }
+            (IpAddr::V4(s), IpAddr::V4(d)) => self.built.v4.first(
+                (u32::from(s), u32::from(d)),
+                key.protocol,
+                key.l4,
+                key.pcp,
+                None,
+            ),
+            (IpAddr::V6(s), IpAddr::V6(d)) => self.built.v6.first(
+                (u128::from(s), u128::from(d)),
+                key.protocol,
+                key.l4,
+                key.pcp,
+                None,
+            ),
             _ => None,
         }
     }
@@ -819,9 +1006,9 @@ impl Filter {
         let Some((h, rest)) = ip.split_first_chunk::<20>() else {
             return false;
         };
-        let v = self.judge4(h, rest, pcp);
+        let v = self.judge4(worker, h, rest, pcp);
         self.count(worker, v);
-        v.permit
+        v.permit()
     }
 
     /// [`Filter::permits4`] for IPv6 packet `ip`.
@@ -830,15 +1017,15 @@ impl Filter {
         let Some((h, rest)) = ip.split_first_chunk::<40>() else {
             return false;
         };
-        let v = self.judge6(h, rest, pcp);
+        let v = self.judge6(worker, h, rest, pcp);
         self.count(worker, v);
-        v.permit
+        v.permit()
     }
 
     /// The verdict on the IPv4 packet whose fixed header is `h`, followed
     /// by `rest` (options, then the transport header), counting nothing.
     #[inline]
-    pub(crate) fn judge4(&self, h: &[u8; 20], rest: &[u8], pcp: u8) -> Verdict {
+    pub(crate) fn judge4(&self, worker: usize, h: &[u8; 20], rest: &[u8], pcp: u8) -> Verdict {
         let options = usize::from(h[0] & 0x0f).saturating_sub(5) * 4;
         let protocol = h[9];
         // A fragment other than the first carries no transport header.
@@ -850,60 +1037,88 @@ impl Filter {
         };
         let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
         let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
-        self.decide(self.built.v4.first(src, dst, protocol, l4, pcp))
+        let memo = Filter::memo(&self.memo4, worker);
+        self.decide(self.built.v4.first((src, dst), protocol, l4, pcp, memo))
     }
 
     /// [`Filter::judge4`] for IPv6. Neighbor discovery (ICMPv6 133–137)
     /// always passes, uncounted, as RFC 4890 §4.4.1 asks: without it no
     /// neighbor on the link is reachable.
     #[inline]
-    pub(crate) fn judge6(&self, h: &[u8; 40], rest: &[u8], pcp: u8) -> Verdict {
+    pub(crate) fn judge6(&self, worker: usize, h: &[u8; 40], rest: &[u8], pcp: u8) -> Verdict {
         let (protocol, l4) = upper6(h[6], rest);
         if protocol == 58 && l4.is_some_and(|(t, _)| (133..=137).contains(&t)) {
-            return Verdict {
-                at: None,
-                permit: true,
-            };
+            return Verdict(Verdict::PERMIT | Verdict::UNCOUNTED);
         }
         let addr = |at: usize| {
             let mut a = [0u8; 16];
             a.copy_from_slice(&h[at..at + 16]);
             u128::from_be_bytes(a)
         };
-        self.decide(self.built.v6.first(addr(8), addr(24), protocol, l4, pcp))
+        let memo = Filter::memo(&self.memo6, worker);
+        self.decide(
+            self.built
+                .v6
+                .first((addr(8), addr(24)), protocol, l4, pcp, memo),
+        )
     }
 
     #[inline(always)]
     fn decide(&self, rule: Option<usize>) -> Verdict {
-        match rule {
-            Some(r) => Verdict {
-                at: Some(r),
-                permit: self.built.actions[r] == Action::Permit,
-            },
-            None => Verdict {
-                at: Some(self.built.actions.len()),
-                permit: self.built.spec.default == Action::Permit,
-            },
-        }
+        let v = &self.built.verdicts;
+        rule.and_then(|r| v.get(r))
+            .or(v.last())
+            .copied()
+            .unwrap_or(Verdict(Verdict::PERMIT | Verdict::UNCOUNTED))
     }
 
     /// Counts verdict `v` in worker `worker`'s row.
     #[inline]
     pub(crate) fn count(&self, worker: usize, v: Verdict) {
-        if let Some(c) = v.at.and_then(|at| self.hits.get(worker * self.stride + at)) {
+        let at = (v.0 & Verdict::UNCOUNTED) as usize;
+        if let Some(c) = self.hits.get(worker * self.stride + at) {
             c.inc();
         }
     }
 }
 
-/// What a list decided about one packet: the entry that matched (a rule,
-/// or the default after the last rule; `None` for what always passes,
-/// uncounted) and whether it lets the packet through.
+/// What a list decided about one packet, in one word: whether it lets
+/// the packet through (the top bit), and the entry that matched (a rule,
+/// or the default after the last rule; [`Verdict::UNCOUNTED`] for what
+/// always passes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Verdict {
-    at: Option<usize>,
-    /// Let through.
-    pub permit: bool,
+pub(crate) struct Verdict(u32);
+
+impl Verdict {
+    const PERMIT: u32 = 1 << 31;
+    const UNCOUNTED: u32 = Verdict::PERMIT - 1;
+
+    fn new(at: usize, action: Action) -> Verdict {
+        let permit = if action == Action::Permit {
+            Verdict::PERMIT
+        } else {
+            0
+        };
+        Verdict(permit | at as u32)
+    }
+
+    /// Whether it lets the packet through.
+    #[inline(always)]
+    pub(crate) fn permit(self) -> bool {
+        self.0 & Verdict::PERMIT != 0
+    }
+
+    /// Its word.
+    #[inline(always)]
+    pub(crate) fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// The verdict of word `bits`.
+    #[inline(always)]
+    pub(crate) fn from_bits(bits: u32) -> Verdict {
+        Verdict(bits)
+    }
 }
 
 /// The VLAN priority of a frame whose L3 header starts `l3_off` bytes in:

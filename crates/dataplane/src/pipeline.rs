@@ -792,7 +792,7 @@ impl Family for Ipv4Addr {
         id: NextHopId,
         urpf: Urpf,
     ) -> Option<u16> {
-        fast::v4_at::<L2, false>(ctx, vr, m, id, urpf)
+        fast::v4_in::<L2>(ctx, vr, m, id, urpf)
     }
 
     #[inline]
@@ -834,7 +834,7 @@ impl Family for Ipv6Addr {
         id: NextHopId,
         urpf: Urpf,
     ) -> Option<u16> {
-        fast::v6_at::<L2, false>(ctx, vr, m, id, urpf)
+        fast::v6_in::<L2>(ctx, vr, m, id, urpf)
     }
 
     /// IPv6 input looks the destination up itself.

@@ -216,6 +216,9 @@ pub struct Vr {
     pub(crate) punt_bucket: TokenBucket,
     pub(crate) ceiling: Option<Ceiling>,
     pub(crate) punt: VecDeque<Mbuf>,
+    /// Some interface of the VR applies a rule list: the fast path looks
+    /// for them only then.
+    pub(crate) filtered: bool,
 }
 
 impl Vr {
@@ -540,7 +543,8 @@ impl Worker {
             if !Arc::ptr_eq(&topo, &self.shared) {
                 self.adopt(topo);
             }
-            for (vr, s) in self.vrs.iter_mut().zip(self.shared.vrs.iter()) {
+            for (i, (vr, s)) in self.vrs.iter_mut().zip(self.shared.vrs.iter()).enumerate() {
+                vr.filtered = filtered(&self.shared, i);
                 // FIB first, then next hops: next hops are published before the
                 // FIBs that name them, so these next hops cover this FIB.
                 vr.fib4 = s.fib4.load_full();
@@ -735,7 +739,17 @@ fn vr_state(topo: &Shared, i: usize, n_workers: usize) -> Vr {
         ceiling: Ceiling::new(&l, u64::from(n)),
         // Grows on first use, up to `punt_queue`; idle VRs stay small.
         punt: VecDeque::new(),
+        filtered: filtered(topo, i),
     }
+}
+
+/// Whether an interface of VR `i` applies a rule list.
+fn filtered(topo: &Shared, i: usize) -> bool {
+    topo.vrs[i].ifaces.iter().any(|g| {
+        topo.ifaces
+            .get(g.index())
+            .is_some_and(|f| f.filter_in.is_some() || f.filter_out.is_some())
+    })
 }
 
 /// Weights and ports of every VR, for [`Fair`] (deleted VRs: no ports).

@@ -50,6 +50,11 @@ pub struct Args {
     /// multipath, each flow hashed to one).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
     pub paths: u8,
+    /// Synthetic workload: every VR applies a rule list of this many rules
+    /// to what enters (none of which the frames match: each is classified
+    /// through to the list's default, permit); 0 for none.
+    #[arg(long, default_value_t = 0)]
+    pub filter_rules: usize,
     /// Core mappings to measure (comma-separated): rtc, pipeline.
     #[arg(
         long = "mode",
@@ -194,6 +199,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                             one_vr: a.one_vr,
                             family: a.family,
                             paths: usize::from(a.paths),
+                            filter_rules: a.filter_rules,
                         };
                         let mut rt = sweep::runtime(&shape, n, &cores, mode)?;
                         rt.fair_share = a.fair_share == OnOff::On;
@@ -204,6 +210,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                         row["one_vr"] = json!(a.one_vr);
                         row["family"] = json!(a.family);
                         row["paths"] = json!(a.paths);
+                        row["filter_rules"] = json!(a.filter_rules);
                         rows.push(row);
                     }
                 }

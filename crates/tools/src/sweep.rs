@@ -25,9 +25,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use vrhost_daemon::runtime::{Mode, PortQueues, Runtime, TxQueue};
 use vrhost_dataplane::{
-    EngineSpec, InterfaceSpec, Limits, Path as Gateway, Paths, PortSpec, RouteTarget, RouterSpec,
+    Action, EngineSpec, FilterSpec, InterfaceSpec, Limits, Path as Gateway, Paths, PortRange,
+    PortSpec, RouteTarget, RouterSpec, Rule,
 };
-use vrhost_fib::{Prefix4, Prefix6};
+use vrhost_fib::{IpPrefix, Prefix4, Prefix6};
 use vrhost_io::{MemoryPort, Port};
 use vrhost_wire::ethernet::EthernetAddress;
 
@@ -59,6 +60,9 @@ pub struct Synthetic {
     /// Gateways of every route: 1, or 2-4 for equal-cost multipath
     /// (10.1.0.2, .3, ... each with a static MAC).
     pub paths: usize,
+    /// Rules of a list every VR applies to what enters (`filter_in`), 0 for
+    /// none ([`edge_filter`]).
+    pub filter_rules: usize,
 }
 
 impl Synthetic {
@@ -188,16 +192,22 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
     } else {
         tables.iter().map(|t| routes(t)).collect()
     };
+    let filters: Vec<FilterSpec> = (w.filter_rules > 0)
+        .then(|| edge_filter(w.filter_rules, &tables, seed))
+        .into_iter()
+        .collect();
     let routers = per_vr
         .into_iter()
         .enumerate()
         .map(|(i, (routes4, routes6))| {
             let vlan = w.vlan(i);
             let pair = (i / VRS_PER_PORT) as u16;
+            let mut input = iface(format!("vr{i}-in"), 2 * pair, vlan, IN_MAC, 0);
+            input.filters.input = filters.first().map(|f| f.name.clone());
             RouterSpec {
                 name: format!("vr{i}"),
                 interfaces: vec![
-                    iface(format!("vr{i}-in"), 2 * pair, vlan, IN_MAC, 0),
+                    input,
                     iface(format!("vr{i}-out"), 2 * pair + 1, vlan, OUT_MAC, 1),
                 ],
                 routes4,
@@ -212,7 +222,7 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
                     })
                     .collect(),
                 limits: Limits::default(),
-                filters: Vec::new(),
+                filters: filters.clone(),
             }
         })
         .collect();
@@ -221,6 +231,67 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
         .map(|name| PortSpec { name, mtu: 1500 })
         .collect();
     (EngineSpec { ports, routers }, tables)
+}
+
+/// `n` rules of an edge list none of which the workload's frames (UDP
+/// from the host to port 9) match, so that each frame is classified
+/// through to the list's default, permit. A tenth of them each:
+///
+/// - 4: deny a source prefix (a /16-/24 inside a table prefix);
+/// - 3: deny TCP to a destination prefix of the tables (where the frames
+///   go) and a port range;
+/// - 2: deny UDP to a port range above 9;
+/// - 1: deny an ICMP type.
+///
+/// Prefixes are of the tables' family, so every field of the frames is
+/// looked at.
+pub fn edge_filter(n: usize, tables: &[Vec<Route>], seed: u64) -> FilterSpec {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0xf11e);
+    let all: Vec<Route> = tables.iter().flatten().copied().collect();
+    let pick = |rng: &mut SmallRng, min: u8| -> Option<IpPrefix> {
+        let (a, l) = *all.get(rng.gen_range(0..all.len().max(1)))?;
+        let max = if a.is_ipv4() { 32 } else { 128 };
+        let len = rng.gen_range(l.max(min)..=(l.max(min) + 8).min(max));
+        IpPrefix::new_truncating(a, len).ok()
+    };
+    let ports = |rng: &mut SmallRng| {
+        let lo = rng.gen_range(10..60_000u16);
+        PortRange {
+            lo,
+            hi: lo + rng.gen_range(0..100),
+        }
+    };
+    let v6 = all.first().is_some_and(|(a, _)| a.is_ipv6());
+    let rules = (0..n)
+        .map(|i| {
+            let mut r = Rule {
+                action: Action::Deny,
+                ..Rule::default()
+            };
+            match i % 10 {
+                0..=3 => r.src = pick(&mut rng, 16),
+                4..=6 => {
+                    r.dst = pick(&mut rng, 8);
+                    r.protocol = Some(6);
+                    r.dst_port = Some(ports(&mut rng));
+                }
+                7 | 8 => {
+                    r.protocol = Some(17);
+                    r.dst_port = Some(ports(&mut rng));
+                }
+                _ => {
+                    r.protocol = Some(if v6 { 58 } else { 1 });
+                    r.icmp_type = Some(rng.gen_range(0..=255));
+                }
+            }
+            r
+        })
+        .collect();
+    FilterSpec {
+        name: "edge".into(),
+        default: Action::Permit,
+        rules,
+    }
 }
 
 /// 64-byte frames spread evenly over the VRs, to destinations in each VR's
@@ -297,6 +368,7 @@ fn idle_spec(vrs: usize) -> EngineSpec {
         one_vr: false,
         family: Family::Ipv4,
         paths: 1,
+        filter_rules: 0,
     };
     let (spec, _) = spec(&shape, 7);
     EngineSpec {

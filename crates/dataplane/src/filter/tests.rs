@@ -355,7 +355,16 @@ proptest! {
     ) {
         let f = Filter::build(&list(rules.clone()), 1).expect("valid rules build");
         for k in &packets {
-            prop_assert_eq!(f.first_match(k), naive(&rules, k), "{:?}", k);
+            let want = naive(&rules, k);
+            prop_assert_eq!(f.first_match(k), want, "{:?}", k);
+            // Through the worker's memo: the first time fills it, the
+            // second answers from it (or from a slot another packet took).
+            prop_assert_eq!(f.first_match_in(0, k), want, "{:?}", k);
+            prop_assert_eq!(f.first_match_in(0, k), want, "{:?}", k);
+        }
+        // Every packet again, the memo now full of the others' answers.
+        for k in &packets {
+            prop_assert_eq!(f.first_match_in(0, k), naive(&rules, k), "{:?}", k);
         }
     }
 }
