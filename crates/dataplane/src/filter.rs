@@ -408,10 +408,13 @@ struct Dim<K> {
     starts: Box<[K]>,
     /// Each interval's class, numbered from 0 in this field.
     class: Box<[u16]>,
-    /// The interval of the first value of each top-bits slice, and of the
-    /// last value. About four slices per boundary, so most slices hold
-    /// none and the search ends there.
+    /// Per top-bits slice: its class with [`WHOLE`] set when no boundary
+    /// lies inside the slice (most: about eight slices per boundary), else
+    /// the interval of its first value, to search from.
     top: Box<[u16]>,
+    /// The interval of each slice's first value, and of the last value:
+    /// where a search in a slice ends.
+    first: Box<[u16]>,
     shift: u32,
     /// Each class's vector (its offset in the classifier's `vectors`).
     vector: Box<[u32]>,
@@ -420,27 +423,34 @@ struct Dim<K> {
 }
 
 impl<K: Field> Dim<K> {
-    /// The class of `key`: the interval of the first value of its slice,
-    /// unless a boundary lies inside the slice (rarely: the slices are
-    /// four times the boundaries), then a search among those.
+    /// The class of `key`: one load where its slice holds no boundary,
+    /// else a search among the slice's boundaries.
     #[inline(always)]
     fn class(&self, key: K) -> u16 {
         let t = key.top(self.shift);
-        let Some(&[lo, hi]) = self.top.get(t..t + 2).and_then(|p| p.first_chunk::<2>()) else {
-            return 0;
-        };
-        let (lo, hi) = (usize::from(lo), usize::from(hi));
-        let j = if lo == hi {
-            lo
-        } else {
-            lo + self
+        match self.top.get(t) {
+            Some(&e) if e & WHOLE != 0 => e & !WHOLE,
+            Some(&lo) => self.search(t, usize::from(lo), key),
+            None => 0,
+        }
+    }
+
+    /// The class of `key` in slice `t`, whose first value is in interval `lo`.
+    #[inline(never)]
+    fn search(&self, t: usize, lo: usize, key: K) -> u16 {
+        let hi = self.first.get(t + 1).map_or(lo, |&h| usize::from(h));
+        let j = lo
+            + self
                 .starts
                 .get(lo + 1..=hi)
-                .map_or(0, |s| s.partition_point(|&s| s <= key))
-        };
+                .map_or(0, |s| s.partition_point(|&s| s <= key));
         self.class.get(j).copied().unwrap_or(0)
     }
 }
+
+/// The flag of a slice entry that is a class ([`Dim::top`]); class numbers
+/// and interval indices stay below it (at most 2 × [`MAX_RULES`] + 1).
+const WHOLE: u16 = 0x8000;
 
 /// The words of one rule bit vector: a summary word, then one bit per rule.
 struct Vectors {
@@ -517,23 +527,31 @@ fn build_dim<K: Field>(
         return Err(vector[0]);
     }
     // About four slices per boundary, 2^8 to 2^16 of them.
-    let top_bits = (usize::BITS - (4 * s2.len()).leading_zeros()).clamp(8, 16.min(key_bits));
+    let top_bits = (usize::BITS - (8 * s2.len()).leading_zeros()).clamp(8, 16.min(key_bits));
     let shift = key_bits - top_bits;
     let slices = 1usize << top_bits;
-    let mut top = Vec::with_capacity(slices + 1);
+    let mut first = Vec::with_capacity(slices + 1);
     let mut j = 0;
     for t in 0..slices {
         // The interval holding the slice's first value.
         while j + 1 < s2.len() && s2[j + 1] <= K::slice_start(t, shift) {
             j += 1;
         }
-        top.push(j as u16);
+        first.push(j as u16);
     }
-    top.push((s2.len() - 1) as u16);
+    first.push((s2.len() - 1) as u16);
+    let top = first
+        .windows(2)
+        .map(|w| match w {
+            &[lo, hi] if lo == hi => WHOLE | class[usize::from(lo)],
+            w => w[0],
+        })
+        .collect();
     Ok(Dim {
         starts: s2.into(),
         class: class.into(),
-        top: top.into(),
+        top,
+        first: first.into(),
         shift,
         bits: usize::BITS - (vector.len() - 1).leading_zeros(),
         vector: vector.into(),
@@ -602,9 +620,8 @@ struct Classifier<K> {
 
 /// Each field's class number for one packet (by field: destination,
 /// source, protocol, destination port, source port, VLAN priority; 0 for
-/// a field not looked at), and all of them packed into a memo key.
+/// a field not looked at).
 struct Classes {
-    key: u64,
     ids: [u16; 6],
 }
 
@@ -712,12 +729,8 @@ impl<K: Field> Classifier<K> {
             Some((s, d)) => (u32::from(s), u32::from(d)),
             None => (NO_L4, NO_L4),
         };
-        let mut key = 0u64;
         let mut ids = [0u16; 6];
-        let mut put = |i: usize, class: u16, bits: u32| {
-            key = (key << bits) | u64::from(class);
-            ids[i] = class;
-        };
+        let mut put = |i: usize, class: u16, _bits: u32| ids[i] = class;
         if let Some(d) = &self.dst {
             put(0, d.class(dst), d.bits);
         }
@@ -744,7 +757,35 @@ impl<K: Field> Classifier<K> {
                 t.bits,
             );
         }
-        Classes { key, ids }
+        Classes { ids }
+    }
+
+    /// The packed class numbers of one packet: [`Classifier::classes`]'s
+    /// key alone, what a memo hit needs.
+    #[inline(always)]
+    fn key(&self, src: K, dst: K, protocol: u8, (sp, dp): (u32, u32), pcp: u8) -> u64 {
+        let mut key = 0u64;
+        if let Some(d) = &self.dst {
+            key = u64::from(d.class(dst));
+        }
+        if let Some(d) = &self.src {
+            key = (key << d.bits) | u64::from(d.class(src));
+        }
+        if let Some(t) = &self.protocol {
+            let c = t.class.get(usize::from(protocol)).copied().unwrap_or(0);
+            key = (key << t.bits) | u64::from(c);
+        }
+        if let Some(d) = &self.dst_port {
+            key = (key << d.bits) | u64::from(d.class(dp));
+        }
+        if let Some(d) = &self.src_port {
+            key = (key << d.bits) | u64::from(d.class(sp));
+        }
+        if let Some(t) = &self.pcp {
+            let c = t.class.get(usize::from(pcp & 7)).copied().unwrap_or(0);
+            key = (key << t.bits) | u64::from(c);
+        }
+        key
     }
 
     /// The first rule these classes match, by index: the AND of their
@@ -792,23 +833,38 @@ impl<K: Field> Classifier<K> {
         pcp: u8,
         memo: Option<&[AtomicU64]>,
     ) -> Option<usize> {
-        let c = self.classes(src, dst, protocol, l4, pcp);
         let (Some(memo), Some(_)) = (memo, self.key_bits) else {
-            return self.resolve(&c);
+            return self.resolve(&self.classes(src, dst, protocol, l4, pcp));
         };
+        let ports = l4.map_or((NO_L4, NO_L4), |(s, d)| (u32::from(s), u32::from(d)));
+        let key = self.key(src, dst, protocol, ports, pcp);
         // Fibonacci hashing of the packed classes picks the entry.
         let slot =
-            (c.key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO.trailing_zeros())) as usize;
+            (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO.trailing_zeros())) as usize;
         let entry = memo.get(slot)?;
         let e = entry.load(Ordering::Relaxed);
-        if e != MEMO_EMPTY && e >> 16 == c.key {
+        if e != MEMO_EMPTY && e >> 16 == key {
             // 0: no rule; else the rule's index + 1.
             return (e & 0xffff).checked_sub(1).map(|r| r as usize);
         }
-        let rule = self.resolve(&c);
+        self.remember(entry, key, (src, dst), protocol, l4, pcp)
+    }
+
+    /// A memo miss: the classes' AND, remembered in `entry` under `key`.
+    #[inline(never)]
+    fn remember(
+        &self,
+        entry: &AtomicU64,
+        key: u64,
+        (src, dst): (K, K),
+        protocol: u8,
+        l4: Option<(u16, u16)>,
+        pcp: u8,
+    ) -> Option<usize> {
+        let rule = self.resolve(&self.classes(src, dst, protocol, l4, pcp));
         let answer = rule.map_or(0, |r| r as u64 + 1);
         // Only this worker writes its row: a plain store.
-        entry.store((c.key << 16) | answer, Ordering::Relaxed);
+        entry.store((key << 16) | answer, Ordering::Relaxed);
         rule
     }
 }
