@@ -178,17 +178,21 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     if total_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
-    // The rule lists: one that denies leaves the packet to the full
-    // stages; their verdicts are counted once the packet is sure to leave.
-    let verdicts = if FILTERED {
-        Lists::judge4::<L2>(ctx, (m_iface, egress), l2, ip, tail.get(..total_len - 20)?)?
+    // With rule lists, they are asked last, once nothing else can refuse
+    // the packet (the neighbour is looked at without marking it used): one
+    // that denies leaves the packet to the full stages, and the verdicts of
+    // a packet they let through are counted at once.
+    let mac = if FILTERED {
+        let mac = vr.neighbors.peek_usable_mac(neigh, ctx.now)?;
+        let rest = tail.get(..total_len - 20)?;
+        if !Lists::pass4::<L2>(ctx, (m_iface, egress), l2, ip, rest) {
+            return None;
+        }
+        vr.neighbors.mark_used(neigh, ctx.now);
+        mac
     } else {
-        Verdicts::NONE
+        vr.neighbors.usable_mac(neigh, ctx.now)?
     };
-    let mac = vr.neighbors.usable_mac(neigh, ctx.now)?;
-    if FILTERED && verdicts != Verdicts::NONE {
-        Lists::count(ctx, (m_iface, egress), verdicts);
-    }
     // The TTL and checksum are those read above (the TTL is > 1).
     ip[8] = ttl - 1;
     [ip[10], ip[11]] = ipv4::checksum_after_ttl_decrement(checksum);
@@ -299,15 +303,17 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     if packet_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
-    let verdicts = if FILTERED {
-        Lists::judge6::<L2>(ctx, (m_iface, egress), l2, ip, tail.get(..packet_len - 40)?)?
+    let mac = if FILTERED {
+        let mac = vr.neighbors.peek_usable_mac(neigh, ctx.now)?;
+        let rest = tail.get(..packet_len - 40)?;
+        if !Lists::pass6::<L2>(ctx, (m_iface, egress), l2, ip, rest) {
+            return None;
+        }
+        vr.neighbors.mark_used(neigh, ctx.now);
+        mac
     } else {
-        Verdicts::NONE
+        vr.neighbors.usable_mac(neigh, ctx.now)?
     };
-    let mac = vr.neighbors.usable_mac(neigh, ctx.now)?;
-    if FILTERED && verdicts != Verdicts::NONE {
-        Lists::count(ctx, (m_iface, egress), verdicts);
-    }
     ip[7] = hop_limit - 1;
     let tags = &ifaces[egress as usize].tags;
     if e.l2_len() == L2 {
@@ -321,61 +327,46 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
 /// The rule lists a packet meets: its ingress interface's `filter_in` and
 /// its egress interface's `filter_out`.
 ///
-/// The fast path judges a packet by them once its egress is known, and
-/// counts the verdicts only once it is sure to send it; a packet either
-/// list denies is left to the full stages, which drop and count it, so
-/// nothing is counted twice. Out of line: a VR without lists pays one
-/// test of a flag.
+/// The fast path asks them last, once nothing else can refuse the packet,
+/// so a packet they let through is sure to leave and their verdicts are
+/// counted at once; a packet either denies is left to the full stages,
+/// which drop and count it, so nothing is counted twice. Only the fast
+/// path's copy for VRs with lists has this step.
 struct Lists;
 
-/// The two verdicts of a packet the lists let through, in one word (the
-/// input list's in the low half); [`Verdicts::NONE`] when there are none
-/// to count.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Verdicts(u64);
-
-impl Verdicts {
-    const NONE: Verdicts = Verdicts(u64::MAX);
-
-    fn of(a: Option<Verdict>, b: Option<Verdict>) -> Verdicts {
-        let word = |v: Option<Verdict>| u64::from(v.map_or(u32::MAX, Verdict::bits));
-        Verdicts(word(a) | word(b) << 32)
-    }
-}
-
 impl Lists {
-    /// The verdicts of the lists between interfaces `ingress` and
-    /// `egress` on an IPv4 packet (`l2` its L2 header, `ip` its fixed
-    /// header, `rest` the remainder), or `None` when one denies it.
+    /// Whether the lists between interfaces `ingress` and `egress` let an
+    /// IPv4 packet through (`l2` its L2 header, `ip` its fixed header,
+    /// `rest` the remainder), counting their verdicts if they do.
     #[inline(never)]
-    fn judge4<const L2: usize>(
+    fn pass4<const L2: usize>(
         ctx: &Ctx<'_>,
         (ingress, egress): (u16, u16),
         l2: &[u8],
         ip: &[u8; 20],
         rest: &[u8],
-    ) -> Option<Verdicts> {
+    ) -> bool {
         let (pcp, worker) = (pcp::<L2>(l2), ctx.counters.index);
         let (input, output) = Lists::of(ctx, ingress, egress);
-        let a = input.map(|f| f.judge4(worker, ip, rest, pcp));
-        let b = output.map(|f| f.judge4(worker, ip, rest, pcp));
-        Lists::settle(a, b)
+        let a = input.map(|f| (f, f.judge4(worker, ip, rest, pcp)));
+        let b = output.map(|f| (f, f.judge4(worker, ip, rest, pcp)));
+        Lists::settle(worker, a, b)
     }
 
-    /// [`Lists::judge4`] for IPv6.
+    /// [`Lists::pass4`] for IPv6.
     #[inline(never)]
-    fn judge6<const L2: usize>(
+    fn pass6<const L2: usize>(
         ctx: &Ctx<'_>,
         (ingress, egress): (u16, u16),
         l2: &[u8],
         ip: &[u8; 40],
         rest: &[u8],
-    ) -> Option<Verdicts> {
+    ) -> bool {
         let (pcp, worker) = (pcp::<L2>(l2), ctx.counters.index);
         let (input, output) = Lists::of(ctx, ingress, egress);
-        let a = input.map(|f| f.judge6(worker, ip, rest, pcp));
-        let b = output.map(|f| f.judge6(worker, ip, rest, pcp));
-        Lists::settle(a, b)
+        let a = input.map(|f| (f, f.judge6(worker, ip, rest, pcp)));
+        let b = output.map(|f| (f, f.judge6(worker, ip, rest, pcp)));
+        Lists::settle(worker, a, b)
     }
 
     #[inline(always)]
@@ -394,22 +385,17 @@ impl Lists {
         (input, output)
     }
 
-    /// Both verdicts, if neither denies.
+    /// Whether neither verdict denies; if so, counts both.
     #[inline(always)]
-    fn settle(a: Option<Verdict>, b: Option<Verdict>) -> Option<Verdicts> {
-        (a.is_none_or(Verdict::permit) && b.is_none_or(Verdict::permit)).then(|| Verdicts::of(a, b))
-    }
-
-    /// Counts the verdicts of a packet that leaves.
-    #[inline(never)]
-    fn count(ctx: &Ctx<'_>, (ingress, egress): (u16, u16), v: Verdicts) {
-        let worker = ctx.counters.index;
-        let (input, output) = Lists::of(ctx, ingress, egress);
-        for (f, bits) in [(input, v.0 as u32), (output, (v.0 >> 32) as u32)] {
-            if let (Some(f), false) = (f, bits == u32::MAX) {
-                f.count(worker, Verdict::from_bits(bits));
-            }
+    fn settle(worker: usize, a: Option<(&Filter, Verdict)>, b: Option<(&Filter, Verdict)>) -> bool {
+        let permits = |x: &Option<(&Filter, Verdict)>| x.is_none_or(|(_, v)| v.permit());
+        if !permits(&a) || !permits(&b) {
+            return false;
         }
+        for (f, v) in [a, b].into_iter().flatten() {
+            f.count(worker, v);
+        }
+        true
     }
 }
 

@@ -1080,7 +1080,7 @@ impl Filter {
 
     /// The verdict on the IPv4 packet whose fixed header is `h`, followed
     /// by `rest` (options, then the transport header), counting nothing.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn judge4(&self, worker: usize, h: &[u8; 20], rest: &[u8], pcp: u8) -> Verdict {
         let options = usize::from(h[0] & 0x0f).saturating_sub(5) * 4;
         let protocol = h[9];
@@ -1162,18 +1162,6 @@ impl Verdict {
     #[inline(always)]
     pub(crate) fn permit(self) -> bool {
         self.0 & Verdict::PERMIT != 0
-    }
-
-    /// Its word.
-    #[inline(always)]
-    pub(crate) fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// The verdict of word `bits`.
-    #[inline(always)]
-    pub(crate) fn from_bits(bits: u32) -> Verdict {
-        Verdict(bits)
     }
 }
 

@@ -256,6 +256,28 @@ impl NeighborTable {
         usable.then_some(n.mac)
     }
 
+    /// [`NeighborTable::usable_mac`] without marking the entry used: for a
+    /// caller that may still not send (the fast path before the rule
+    /// lists), which marks it with [`NeighborTable::mark_used`] once it does.
+    #[inline(always)]
+    pub(crate) fn peek_usable_mac(&self, i: u32, now: u64) -> Option<EthernetAddress> {
+        let n = self.slots.get(i as usize)?;
+        let usable = match n.state {
+            State::Static => true,
+            State::Reachable => now.saturating_sub(n.confirmed) < self.reachable_ns,
+            _ => false,
+        };
+        usable.then_some(n.mac)
+    }
+
+    /// Marks neighbor `i` used at `now`.
+    #[inline(always)]
+    pub(crate) fn mark_used(&mut self, i: u32, now: u64) {
+        if let Some(n) = self.slots.get_mut(i as usize) {
+            n.used = now;
+        }
+    }
+
     /// Asks for the MAC of neighbor `i`. See [`Resolve`].
     #[inline]
     pub fn resolve(&mut self, i: u32, now: u64) -> Resolve {
