@@ -623,7 +623,7 @@ impl Validator<'_, '_> {
         self.overlaps(&subnets);
 
         let neighbors = self.neighbors(&item.neighbors, &subnets);
-        let filters = self.filters(&item.filters);
+        let filters = self.filters(&item.filters, &head.key("filter"));
         self.filter_references(&interfaces, &item.interfaces, &filters);
         let control = item.control.as_ref().map(|c| {
             let key = || c.key("netns");

@@ -364,8 +364,9 @@ impl Lists {
     ) -> bool {
         let (pcp, worker) = (pcp::<L2>(l2), ctx.counters.index);
         let (input, output) = Lists::of(ctx, ingress, egress);
-        let a = input.map(|f| (f, f.judge6(worker, ip, rest, pcp)));
-        let b = output.map(|f| (f, f.judge6(worker, ip, rest, pcp)));
+        // Forwarded packets: neighbor discovery is never let through here.
+        let a = input.map(|f| (f, f.judge6(worker, ip, rest, pcp, false)));
+        let b = output.map(|f| (f, f.judge6(worker, ip, rest, pcp, false)));
         Lists::settle(worker, a, b)
     }
 

@@ -149,6 +149,12 @@ pub struct FilterSpec {
 /// Most rules in one list: its bit vectors have 64 words, which one
 /// summary word covers.
 pub const MAX_RULES: usize = 4096;
+/// Most rules in all of one VR's lists together: what a tenant may make the
+/// router build and hold (a list's tables grow with its rules squared in
+/// the worst case: tens of MB at this size).
+pub const MAX_VR_RULES: usize = 4096;
+/// Most lists in one VR.
+pub const MAX_LISTS: usize = 64;
 
 /// Why a rule list cannot be built. `rule` counts from 1.
 #[derive(Debug, Error, PartialEq, Eq, Clone)]
@@ -282,7 +288,7 @@ impl PacketKey {
         // A fragment other than the first carries no transport header.
         let first = u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0;
         let l4 = if first {
-            l4_of(protocol, ip.get(ihl..))
+            l4_of(protocol, ip.get(ihl..)).unwrap_or(None)
         } else {
             None
         };
@@ -303,6 +309,7 @@ impl PacketKey {
         let src: [u8; 16] = *h[8..].first_chunk()?;
         let dst: [u8; 16] = *h[24..].first_chunk()?;
         let (protocol, l4) = upper6(h[6], &ip[40..]);
+        let l4 = l4.unwrap_or(None);
         Some(PacketKey {
             src: IpAddr::V6(Ipv6Addr::from(src)),
             dst: IpAddr::V6(Ipv6Addr::from(dst)),
@@ -316,9 +323,15 @@ impl PacketKey {
 /// The upper-layer protocol of an IPv6 packet whose fixed header names
 /// `next` and is followed by `rest`, and its ports or ICMP type and code,
 /// past the extension headers.
-fn upper6(mut next: u8, rest: &[u8]) -> (u8, Option<(u16, u16)>) {
+///
+/// [`Cut`] when the chain does not reach the transport header within
+/// [`MAX_EXTENSIONS`] extension headers, or runs past the packet, or the
+/// transport header is shorter than its ports: what such a packet carries
+/// cannot be told, and a list that looks at protocols denies it (RFC 7112:
+/// a first fragment must hold the whole header chain).
+fn upper6(mut next: u8, rest: &[u8]) -> (u8, Result<Option<(u16, u16)>, Cut>) {
     let mut off = 0;
-    for _ in 0..8 {
+    for _ in 0..MAX_EXTENSIONS {
         let hdr = rest.get(off..);
         let (len, nh) = match (next, hdr.and_then(|h| h.first_chunk::<8>())) {
             // Hop-by-Hop, Routing, Destination Options: (8 + 8 × length) bytes.
@@ -326,33 +339,43 @@ fn upper6(mut next: u8, rest: &[u8]) -> (u8, Option<(u16, u16)>) {
             // Fragment: a later fragment has no transport header.
             (44, Some(h)) => {
                 if u16::from_be_bytes([h[2], h[3]]) >> 3 != 0 {
-                    return (h[0], None);
+                    return (h[0], Ok(None));
                 }
                 (8, h[0])
             }
             // AH: (4 × length + 8) bytes.
             (51, Some(h)) => (4 * usize::from(h[1]) + 8, h[0]),
-            (0 | 43 | 60 | 44 | 51, None) => return (next, None),
+            (0 | 43 | 60 | 44 | 51, None) => return (next, Err(Cut)),
             _ => return (next, l4_of(next, hdr)),
         };
         next = nh;
         off += len;
     }
-    (next, None)
+    (next, Err(Cut))
 }
 
-/// Ports or ICMP type and code at the start of transport header `l4`.
+/// Extension headers walked before an IPv6 packet's protocol is given up on.
+pub const MAX_EXTENSIONS: usize = 8;
+
+/// A packet whose transport header cannot be read: the header chain or the
+/// header itself is cut short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cut;
+
+/// Ports or ICMP type and code at the start of transport header `l4`;
+/// [`Cut`] when a protocol that has them has fewer than 4 bytes of header.
 #[inline(always)]
-fn l4_of(protocol: u8, l4: Option<&[u8]>) -> Option<(u16, u16)> {
-    let h = l4?.first_chunk::<4>()?;
-    match protocol {
-        6 | 17 | 132 => Some((
+fn l4_of(protocol: u8, l4: Option<&[u8]>) -> Result<Option<(u16, u16)>, Cut> {
+    let h = l4.and_then(|l4| l4.first_chunk::<4>());
+    Ok(match (protocol, h) {
+        (6 | 17 | 132, Some(h)) => Some((
             u16::from_be_bytes([h[0], h[1]]),
             u16::from_be_bytes([h[2], h[3]]),
         )),
-        1 | 58 => Some((u16::from(h[0]), u16::from(h[1]))),
+        (1 | 58, Some(h)) => Some((u16::from(h[0]), u16::from(h[1]))),
+        (6 | 17 | 132 | 1 | 58, None) => return Err(Cut),
         _ => None,
-    }
+    })
 }
 
 /// The ports' key space: a port, or [`NO_L4`] for a packet without one.
@@ -486,13 +509,16 @@ impl Vectors {
 fn build_dim<K: Field>(
     ranges: &[Option<(K, K)>],
     words: usize,
-    key_bits: u32,
+    (key_bits, max): (u32, K),
     v: &mut Vectors,
 ) -> Result<Dim<K>, u32> {
+    // Values past `max` never occur: no interval starts there.
     let mut starts = vec![K::ZERO];
     for &(lo, hi) in ranges.iter().flatten() {
         starts.push(lo);
-        starts.extend(hi.succ());
+        if hi < max {
+            starts.extend(hi.succ());
+        }
     }
     starts.sort_unstable();
     starts.dedup();
@@ -509,15 +535,13 @@ fn build_dim<K: Field>(
     // class merge.
     let (mut s2, mut class) = (Vec::new(), Vec::new());
     let mut vector: Vec<u32> = Vec::new();
+    let mut number: HashMap<u32, u16> = HashMap::new();
     for (j, &start) in starts.iter().enumerate() {
         let at = v.intern(&bits[j * words..(j + 1) * words]);
-        let c = match vector.iter().position(|&x| x == at) {
-            Some(c) => c,
-            None => {
-                vector.push(at);
-                vector.len() - 1
-            }
-        } as u16;
+        let c = *number.entry(at).or_insert_with(|| {
+            vector.push(at);
+            (vector.len() - 1) as u16
+        });
         if class.last() != Some(&c) {
             s2.push(start);
             class.push(c);
@@ -677,17 +701,17 @@ impl<K: Field> Classifier<K> {
             let valid = n.saturating_sub(i * 64).min(64);
             *w = if valid == 64 { !0 } else { (1u64 << valid) - 1 };
         }
-        let d = build_dim(&addrs(|r| r.src), words, K::BITS, &mut v);
+        let d = build_dim(&addrs(|r| r.src), words, (K::BITS, K::MAX), &mut v);
         let src = keep(d, &v, &mut base);
-        let d = build_dim(&addrs(|r| r.dst), words, K::BITS, &mut v);
+        let d = build_dim(&addrs(|r| r.dst), words, (K::BITS, K::MAX), &mut v);
         let dst = keep(d, &v, &mut base);
-        let d = build_dim(&src_port, words, 17, &mut v);
+        let d = build_dim(&src_port, words, (17, NO_L4), &mut v);
         let src_port = keep(d, &v, &mut base);
-        let d = build_dim(&dst_port, words, 17, &mut v);
+        let d = build_dim(&dst_port, words, (17, NO_L4), &mut v);
         let dst_port = keep(d, &v, &mut base);
-        let d = build_dim(&small(|r| r.protocol, 255), words, 8, &mut v);
+        let d = build_dim(&small(|r| r.protocol, 255), words, (8, 255), &mut v);
         let protocol = keep(d, &v, &mut base).map(|d| Small::of(d, 256));
-        let d = build_dim(&small(|r| r.pcp, 7), words, 8, &mut v);
+        let d = build_dim(&small(|r| r.pcp, 7), words, (8, 7), &mut v);
         let pcp = keep(d, &v, &mut base).map(|d| Small::of(d, 8));
         let mut b = Vec::with_capacity(words + 1);
         b.push(
@@ -891,6 +915,9 @@ struct Built {
     actions: Box<[Action]>,
     /// Each rule's verdict, then the default's.
     verdicts: Box<[Verdict]>,
+    /// Some rule names a protocol: a packet whose transport header cannot
+    /// be read is denied.
+    protocols: bool,
 }
 
 impl fmt::Debug for Filter {
@@ -939,6 +966,7 @@ impl Filter {
                 IpPrefix::V4(_) => None,
             }),
             actions: spec.rules.iter().map(|r| r.action).collect(),
+            protocols: spec.rules.iter().any(|r| r.protocol.is_some()),
             verdicts: (spec.rules.iter().map(|r| r.action))
                 .chain([spec.default])
                 .enumerate()
@@ -1067,13 +1095,14 @@ impl Filter {
         v.permit()
     }
 
-    /// [`Filter::permits4`] for IPv6 packet `ip`.
+    /// [`Filter::permits4`] for IPv6 packet `ip`; `nd` as for
+    /// [`Filter::judge6`].
     #[inline]
-    pub(crate) fn permits6(&self, worker: usize, ip: &[u8], pcp: u8) -> bool {
+    pub(crate) fn permits6(&self, worker: usize, ip: &[u8], pcp: u8, nd: bool) -> bool {
         let Some((h, rest)) = ip.split_first_chunk::<40>() else {
             return false;
         };
-        let v = self.judge6(worker, h, rest, pcp);
+        let v = self.judge6(worker, h, rest, pcp, nd);
         self.count(worker, v);
         v.permit()
     }
@@ -1087,7 +1116,11 @@ impl Filter {
         // A fragment other than the first carries no transport header.
         let first = u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0;
         let l4 = if first {
-            l4_of(protocol, rest.get(options..))
+            match l4_of(protocol, rest.get(options..)) {
+                Ok(l4) => l4,
+                Err(Cut) if self.built.protocols => return self.cut(),
+                Err(Cut) => None,
+            }
         } else {
             None
         };
@@ -1097,13 +1130,28 @@ impl Filter {
         self.decide(self.built.v4.first((src, dst), protocol, l4, pcp, memo))
     }
 
-    /// [`Filter::judge4`] for IPv6. Neighbor discovery (ICMPv6 133–137)
-    /// always passes, uncounted, as RFC 4890 §4.4.1 asks: without it no
-    /// neighbor on the link is reachable.
-    #[inline]
-    pub(crate) fn judge6(&self, worker: usize, h: &[u8; 40], rest: &[u8], pcp: u8) -> Verdict {
+    /// [`Filter::judge4`] for IPv6. With `nd`, neighbor discovery
+    /// (ICMPv6 133–137 with hop limit 255) passes, uncounted, as RFC 4890
+    /// §4.4.1 asks, without it no neighbor on the link is reachable; the
+    /// caller sets it only for a list on what enters, and a packet for the
+    /// router or its link.
+    #[inline(always)]
+    pub(crate) fn judge6(
+        &self,
+        worker: usize,
+        h: &[u8; 40],
+        rest: &[u8],
+        pcp: u8,
+        nd: bool,
+    ) -> Verdict {
         let (protocol, l4) = upper6(h[6], rest);
-        if protocol == 58 && l4.is_some_and(|(t, _)| (133..=137).contains(&t)) {
+        let l4 = match l4 {
+            Ok(l4) => l4,
+            Err(Cut) if self.built.protocols => return self.cut(),
+            Err(Cut) => None,
+        };
+        if nd && h[7] == 255 && protocol == 58 && l4.is_some_and(|(t, _)| (133..=137).contains(&t))
+        {
             return Verdict(Verdict::PERMIT | Verdict::UNCOUNTED);
         }
         let addr = |at: usize| {
@@ -1117,6 +1165,13 @@ impl Filter {
                 .v6
                 .first((addr(8), addr(24)), protocol, l4, pcp, memo),
         )
+    }
+
+    /// The verdict on a packet whose transport header cannot be read, for a
+    /// list that looks at protocols: denied, counted with the default.
+    #[cold]
+    fn cut(&self) -> Verdict {
+        Verdict::new(self.built.actions.len(), Action::Deny)
     }
 
     #[inline(always)]

@@ -69,7 +69,7 @@ pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, nh: NextHop) {
     }
     if let Some(f) = &ctx.ifaces[egress as usize].filter_out {
         let pcp = crate::filter::pcp_of(m.data(), m.l3_off as usize);
-        if !f.permits6(ctx.counters.index, m.l3(), pcp) {
+        if !f.permits6(ctx.counters.index, m.l3(), pcp, false) {
             return ctx.drop(m, DropReason::Filtered);
         }
     }

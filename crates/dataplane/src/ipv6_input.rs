@@ -62,10 +62,12 @@ pub(crate) fn process(vr: &mut Vr, (iface, worker): (&Iface, usize), m: &mut Mbu
         return Next::Drop(DropReason::Urpf);
     }
     m.truncate(l3_off + 40 + payload_len);
-    // The interface's rule list (neighbor discovery always passes it).
+    // The interface's rule list. Neighbor discovery for the router or its
+    // link passes it (RFC 4890 §4.4.1); the list checks the hop limit.
     if let Some(f) = &iface.filter_in {
         let pcp = crate::filter::pcp_of(m.data(), l3_off);
-        if !f.permits6(worker, m.l3(), pcp) {
+        let nd = wire6::is_link_local(&dst) || link_scope_group(&dst) || iface.owns6(&dst);
+        if !f.permits6(worker, m.l3(), pcp, nd) {
             return Next::Drop(DropReason::Filtered);
         }
     }

@@ -275,10 +275,23 @@ fn neighbor_discovery_passes_a_list_that_denies_everything() {
     e.set_interface_filters(RED, "red0", &shut).expect("set");
     let out = send(&mut e, 0, &ns(HOST6, RED0_6), SEC);
     assert_eq!(out.len(), 1, "neighbor advertisement: {out:?}");
-    // Anything else is denied.
+    // Anything else is denied, neighbor discovery messages that would be
+    // forwarded included.
     assert!(send(&mut e, 0, &udp6_frame(REMOTE6, 64, 18), SEC).is_empty());
-    assert_eq!(filtered(&e, RED0_IF), 1);
-    assert_eq!(hits(&e, RED0_IF, true), vec![1]);
+    let na = Icmpv6Repr::Ndisc(NdiscRepr::NeighborSolicit {
+        target_addr: REMOTE6,
+        lladdr: Some(HOST_MAC),
+    });
+    let through = eth(
+        RED0_MAC,
+        HOST_MAC,
+        None,
+        EtherType::Ipv6,
+        &icmpv6(HOST6, REMOTE6, 255, &na),
+    );
+    assert!(send(&mut e, 0, &through, SEC).is_empty());
+    assert_eq!(filtered(&e, RED0_IF), 2);
+    assert_eq!(hits(&e, RED0_IF, true), vec![2]);
 }
 
 #[test]
@@ -300,6 +313,17 @@ fn lists_change_as_a_whole_or_not_at_all() {
         matches!(err, BuildError::NoSuchFilter { ref filter, .. } if filter == "edge"),
         "{err}"
     );
+    // More rules in all than a router may hold: refused.
+    let mut big = lists();
+    big.push(FilterSpec {
+        name: "big".into(),
+        default: Action::Permit,
+        rules: vec![Rule::default(); vrhost_dataplane::filter::MAX_VR_RULES],
+    });
+    assert!(matches!(
+        e.set_filters(RED, &big),
+        Err(BuildError::FilterLimit { .. })
+    ));
     // Two lists of one name: refused.
     let mut twice = lists();
     twice.push(twice[0].clone());

@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 
 use vrhost_dataplane::filter::{
-    protocol_number, Action, FilterSpec, PortRange, Rule, ICMP_PROTOCOLS, MAX_RULES, PORT_PROTOCOLS,
+    protocol_number, Action, FilterSpec, PortRange, Rule, ICMP_PROTOCOLS, MAX_LISTS, MAX_RULES,
+    MAX_VR_RULES, PORT_PROTOCOLS,
 };
 use vrhost_fib::IpPrefix;
 
@@ -15,8 +16,19 @@ use crate::names::{name_problem, MAX_NAME};
 use crate::raw::{FilterItem, Item, Ports, Protocol, RawInterface, RawRule};
 
 impl Validator<'_, '_> {
-    /// A router's rule lists.
-    pub(super) fn filters(&mut self, items: &[FilterItem]) -> Vec<FilterSpec> {
+    /// A router's rule lists; `key` is the router's `filter` key.
+    pub(super) fn filters(&mut self, items: &[FilterItem], key: &str) -> Vec<FilterSpec> {
+        let rules: usize = items.iter().map(|f| f.rules.len()).sum();
+        if items.len() > MAX_LISTS || rules > MAX_VR_RULES {
+            self.err(
+                key,
+                format!(
+                    "{} filters with {rules} rules in all; a router may have at most \
+                     {MAX_LISTS} filters and {MAX_VR_RULES} rules in all",
+                    items.len()
+                ),
+            );
+        }
         let mut seen: HashMap<String, String> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());
         for f in items {

@@ -901,6 +901,25 @@ fn each_bad_filter_key_is_named_with_its_reason() {
 }
 
 #[test]
+fn a_router_holds_a_bounded_number_of_filters_and_rules() {
+    let lists: String = (0..65)
+        .map(|k| format!("  [[router.filter]]\n  name = \"f{k}\"\n"))
+        .collect();
+    only(
+        &with(&lists),
+        "router \"red\".filter",
+        "65 filters with 0 rules in all; a router may have at most 64 filters and 4096 rules in all",
+    );
+    let rules: String = (0..4097)
+        .map(|_| "    [[router.filter.rule]]\n    action = \"deny\"\n")
+        .collect();
+    let text = with(&format!("  [[router.filter]]\n  name = \"f\"\n{rules}"));
+    let errs = errors(&text);
+    has(&errs, "router \"red\".filter", "4097 rules in all");
+    has(&errs, "router \"red\".filter \"f\".rule", "4097 rules; a filter holds at most 4096");
+}
+
+#[test]
 fn an_interface_names_only_its_routers_filters() {
     only(
         &with("  filter_out = \"nope\"\n"),

@@ -151,21 +151,92 @@ fn neighbor_discovery_passes_a_list_that_denies_everything() {
         rules: vec![],
     };
     let f = Filter::build(&spec, 1).expect("builds");
-    let icmp6 = |t: u8| {
+    let icmp6 = |t: u8, hop_limit: u8| {
         let mut ip = [0u8; 48];
         ip[0] = 0x60;
         ip[5] = 8;
         ip[6] = 58;
+        ip[7] = hop_limit;
         ip[8] = 0x20;
         ip[24] = 0x20;
         ip[40] = t;
         ip
     };
+    // For the router or its link (the caller says so), hop limit 255.
     for t in 133..=137 {
-        assert!(f.permits6(0, &icmp6(t), 0), "type {t}");
+        assert!(f.permits6(0, &icmp6(t, 255), 0, true), "type {t}");
     }
-    assert!(!f.permits6(0, &icmp6(128), 0), "echo request");
-    assert_eq!(f.hits(), vec![1], "only the echo request counted");
+    assert!(!f.permits6(0, &icmp6(128, 255), 0, true), "echo request");
+    // Not with another hop limit (never sent by a neighbor on the link),
+    // and never where the caller does not allow it (forwarded packets).
+    assert!(!f.permits6(0, &icmp6(135, 64), 0, true));
+    assert!(!f.permits6(0, &icmp6(135, 255), 0, false));
+    assert_eq!(f.hits(), vec![3], "only the refused ones counted");
+}
+
+/// IPv6 with `n` Destination Options headers, then TCP to port 22.
+fn tcp22_after(n: usize) -> Vec<u8> {
+    let mut ip = vec![0u8; 40 + 8 * n + 20];
+    ip[0] = 0x60;
+    ip[6] = if n == 0 { 6 } else { 60 };
+    ip[7] = 64;
+    ip[8] = 0x20;
+    ip[24] = 0x20;
+    for k in 0..n {
+        ip[40 + 8 * k] = if k + 1 == n { 6 } else { 60 };
+    }
+    let t = 40 + 8 * n;
+    ip[t + 2..t + 4].copy_from_slice(&22u16.to_be_bytes());
+    ip
+}
+
+#[test]
+fn a_header_chain_that_hides_the_transport_header_is_denied() {
+    let ssh = FilterSpec {
+        name: "no-ssh".into(),
+        default: Action::Permit,
+        rules: vec![Rule {
+            action: Action::Deny,
+            protocol: Some(6),
+            dst_port: Some(PortRange::one(22)),
+            ..Rule::default()
+        }],
+    };
+    let f = Filter::build(&ssh, 1).expect("builds");
+    // Up to the limit the port is found, and the rule denies.
+    for n in [0, 1, MAX_EXTENSIONS - 1] {
+        assert!(!f.permits6(0, &tcp22_after(n), 0, false), "{n} headers");
+    }
+    // Past it, or with the chain cut short, the port cannot be told: a
+    // list that names protocols denies the packet (counted as its default).
+    assert!(!f.permits6(0, &tcp22_after(MAX_EXTENSIONS), 0, false));
+    assert!(!f.permits6(0, &tcp22_after(MAX_EXTENSIONS + 1), 0, false));
+    let cut = tcp22_after(3);
+    assert!(!f.permits6(0, &cut[..40 + 8 * 2 + 4], 0, false));
+    assert_eq!(f.hits(), vec![3, 3]);
+    // A list about addresses only does not care.
+    let addrs = FilterSpec {
+        name: "bogons".into(),
+        default: Action::Permit,
+        rules: vec![Rule {
+            action: Action::Deny,
+            src: Some(p("2001:db8:dead::/48")),
+            ..Rule::default()
+        }],
+    };
+    let g = Filter::build(&addrs, 1).expect("builds");
+    assert!(g.permits6(0, &tcp22_after(MAX_EXTENSIONS + 1), 0, false));
+    // IPv4: a first fragment too short for the ports (RFC 1858's tiny
+    // fragment) is denied by a list that names protocols.
+    let mut tiny = [0u8; 22];
+    tiny[0] = 0x45;
+    tiny[6] = 0x20; // MF, offset 0
+    tiny[9] = 6;
+    tiny[20..22].copy_from_slice(&1000u16.to_be_bytes());
+    assert!(!f.permits4(0, &tiny, 0));
+    assert!(Filter::build(&addrs, 1)
+        .expect("builds")
+        .permits4(0, &tiny, 0));
 }
 
 #[test]

@@ -126,6 +126,14 @@ impl TableWriter {
         specs: &[FilterSpec],
         old: &[Arc<Filter>],
     ) -> Result<Vec<Arc<Filter>>, BuildError> {
+        let rules: usize = specs.iter().map(|s| s.rules.len()).sum();
+        if specs.len() > crate::filter::MAX_LISTS || rules > crate::filter::MAX_VR_RULES {
+            return Err(BuildError::FilterLimit {
+                router: router.to_string(),
+                lists: specs.len(),
+                rules,
+            });
+        }
         let mut built: Vec<Arc<Filter>> = Vec::with_capacity(specs.len());
         for s in specs {
             if built.iter().any(|f| f.name() == s.name) {

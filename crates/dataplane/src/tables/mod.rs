@@ -399,6 +399,20 @@ pub enum BuildError {
     /// A rule list that does not build.
     #[error(transparent)]
     Filter(crate::filter::FilterError),
+    /// More lists, or rules in all lists, than a VR may have.
+    #[error(
+        "router {router:?}: {lists} filters with {rules} rules in all; a router may have at most {} filters and {} rules in all",
+        crate::filter::MAX_LISTS,
+        crate::filter::MAX_VR_RULES
+    )]
+    FilterLimit {
+        /// VR name.
+        router: String,
+        /// Lists asked for.
+        lists: usize,
+        /// Rules in them.
+        rules: usize,
+    },
     /// Two rule lists of one name.
     #[error("router {router:?}: two filters named {filter:?}")]
     DuplicateFilter {
