@@ -916,7 +916,11 @@ fn a_router_holds_a_bounded_number_of_filters_and_rules() {
     let text = with(&format!("  [[router.filter]]\n  name = \"f\"\n{rules}"));
     let errs = errors(&text);
     has(&errs, "router \"red\".filter", "4097 rules in all");
-    has(&errs, "router \"red\".filter \"f\".rule", "4097 rules; a filter holds at most 4096");
+    has(
+        &errs,
+        "router \"red\".filter \"f\".rule",
+        "4097 rules; a filter holds at most 4096",
+    );
 }
 
 #[test]
