@@ -831,9 +831,28 @@ impl Backend for RuntimeBackend {
         filters: &vrhost_api::types::Filters,
     ) -> Result<Outcome, ApiError> {
         let (lists, applied) = crate::api_filters::specs(filters)?;
+        // The lists are built before the writer is taken: a list of
+        // thousands of rules takes a noticeable time (docs/forwarding.md),
+        // which no other VR's calls or route syncs should wait for.
+        let workers = lock(&self.writer).worker_count();
+        let rules: usize = lists.iter().map(|l| l.rules.len()).sum();
+        let prebuilt: Vec<Arc<vrhost_dataplane::Filter>> = if lists.len()
+            <= vrhost_dataplane::filter::MAX_LISTS
+            && rules <= vrhost_dataplane::filter::MAX_VR_RULES
+        {
+            lists
+                .iter()
+                .filter_map(|l| vrhost_dataplane::Filter::build(l, workers).ok())
+                .map(Arc::new)
+                .collect()
+        } else {
+            Vec::new()
+        };
         let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
-        let changed = c.replace_filters(v, &lists, &applied).map_err(refused)?;
+        let changed = c
+            .replace_filters_prebuilt(v, &lists, &applied, &prebuilt)
+            .map_err(refused)?;
         c.commit();
         Ok(if changed {
             Outcome::Replaced

@@ -545,6 +545,37 @@ mod tests {
         assert!(w.filters(red).expect("lists").is_empty());
     }
 
+    #[test]
+    fn lists_built_before_the_writer_is_taken_are_used_as_they_are() {
+        let cfg = filtered("permit", "  filter_in = \"a\"\n");
+        let mut w = writer(&cfg);
+        let red = w.working().vr_index("red").expect("red");
+        let lists = w.filters(red).expect("lists");
+        let c = vrhost_dataplane::FilterSpec {
+            name: "c".into(),
+            default: vrhost_dataplane::Action::Deny,
+            rules: vec![],
+        };
+        let pre = std::sync::Arc::new(
+            vrhost_dataplane::Filter::build(&c, w.worker_count()).expect("builds"),
+        );
+        let specs = [lists[0].spec().clone(), c];
+        assert_eq!(
+            w.replace_filters_prebuilt(red, &specs, &[], &[pre.clone()]),
+            Ok(true)
+        );
+        w.commit();
+        let now = w.filters(red).expect("lists");
+        assert!(
+            std::sync::Arc::ptr_eq(&now[0], &lists[0]),
+            "`a` unchanged: kept"
+        );
+        assert!(
+            std::sync::Arc::ptr_eq(&now[1], &pre),
+            "`c` as built beforehand"
+        );
+    }
+
     /// Every route of VR `name`, sorted.
     fn routes(w: &TableWriter, name: &str) -> Vec<String> {
         let v = w.working().vr_index(name).expect("VR");

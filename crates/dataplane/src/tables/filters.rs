@@ -34,7 +34,22 @@ impl TableWriter {
         specs: &[FilterSpec],
         applied: &[(String, IfaceFilters)],
     ) -> Result<bool, BuildError> {
-        let Some((built, ifaces)) = self.prepare_filters(vr, specs, applied)? else {
+        self.replace_filters_prebuilt(vr, specs, applied, &[])
+    }
+
+    /// [`TableWriter::replace_filters`] with lists the caller built already
+    /// ([`Filter::build`] for [`TableWriter::worker_count`] workers), so
+    /// that building them, which takes a list of thousands of rules a
+    /// noticeable time, need not hold up the writer: a list of `specs`
+    /// found in `prebuilt` (same rules, enough workers) is taken from there.
+    pub fn replace_filters_prebuilt(
+        &mut self,
+        vr: VrId,
+        specs: &[FilterSpec],
+        applied: &[(String, IfaceFilters)],
+        prebuilt: &[Arc<Filter>],
+    ) -> Result<bool, BuildError> {
+        let Some((built, ifaces)) = self.prepare_filters(vr, specs, applied, prebuilt)? else {
             return Ok(false);
         };
         for (gi, (input, output)) in ifaces {
@@ -53,7 +68,12 @@ impl TableWriter {
         specs: &[FilterSpec],
         applied: &[(String, IfaceFilters)],
     ) -> Result<(), BuildError> {
-        self.prepare_filters(vr, specs, applied).map(|_| ())
+        self.prepare_filters(vr, specs, applied, &[]).map(|_| ())
+    }
+
+    /// The workers the lists' counters and memos are kept for.
+    pub fn worker_count(&self) -> usize {
+        self.workers.len()
     }
 
     /// The lists and every interface's resolved lists after the change;
@@ -63,6 +83,7 @@ impl TableWriter {
         vr: VrId,
         specs: &[FilterSpec],
         applied: &[(String, IfaceFilters)],
+        prebuilt: &[Arc<Filter>],
     ) -> Result<Option<Prepared>, BuildError> {
         let v = vr.index();
         self.vr(v)?;
@@ -85,7 +106,7 @@ impl TableWriter {
         if same_lists && same_names {
             return Ok(None);
         }
-        let built = self.build_filters(&self.shared.vrs[v].name, specs, old)?;
+        let built = self.build_filters_from(&self.shared.vrs[v].name, specs, old, prebuilt)?;
         let mut resolved = Vec::with_capacity(names.len());
         for (gi, n) in &names {
             let name = &self.shared.ifaces[usize::from(*gi)].name;
@@ -126,6 +147,18 @@ impl TableWriter {
         specs: &[FilterSpec],
         old: &[Arc<Filter>],
     ) -> Result<Vec<Arc<Filter>>, BuildError> {
+        self.build_filters_from(router, specs, old, &[])
+    }
+
+    /// [`TableWriter::build_filters`], taking lists not in `old` from
+    /// `prebuilt` where it has them.
+    fn build_filters_from(
+        &self,
+        router: &str,
+        specs: &[FilterSpec],
+        old: &[Arc<Filter>],
+        prebuilt: &[Arc<Filter>],
+    ) -> Result<Vec<Arc<Filter>>, BuildError> {
         let rules: usize = specs.iter().map(|s| s.rules.len()).sum();
         if specs.len() > crate::filter::MAX_LISTS || rules > crate::filter::MAX_VR_RULES {
             return Err(BuildError::FilterLimit {
@@ -142,9 +175,14 @@ impl TableWriter {
                     filter: s.name.clone(),
                 });
             }
+            let n = self.workers.len();
+            let ready = |f: &&Arc<Filter>| f.spec() == s && f.workers() >= n;
             let f = match old.iter().find(|f| f.spec() == s) {
                 Some(f) => f.clone(),
-                None => Arc::new(Filter::build(s, self.workers.len()).map_err(BuildError::Filter)?),
+                None => match prebuilt.iter().find(ready) {
+                    Some(f) => f.clone(),
+                    None => Arc::new(Filter::build(s, n).map_err(BuildError::Filter)?),
+                },
             };
             built.push(f);
         }
