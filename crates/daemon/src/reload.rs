@@ -561,7 +561,7 @@ mod tests {
         );
         let specs = [lists[0].spec().clone(), c];
         assert_eq!(
-            w.replace_filters_prebuilt(red, &specs, &[], &[pre.clone()]),
+            w.replace_filters_prebuilt(red, &specs, &[], std::slice::from_ref(&pre)),
             Ok(true)
         );
         w.commit();
