@@ -48,6 +48,7 @@ api_token_sha256 = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11
   name = "red0"
   port = "p0"                    # untagged: no vlan key
   addresses = ["10.0.0.1/24", "2001:db8:a::1/64"]
+  filter_in = "edge"             # a rule list below, on what enters (also: filter_out)
 
   [[router.interface]]
   name = "red-mgmt"
@@ -80,6 +81,17 @@ api_token_sha256 = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11
   [[router.neighbor]]            # static ND entry
   address = "2001:db8:a::fe"
   mac = "02:00:00:00:00:fe"
+
+  [[router.filter]]              # a named rule list: the first rule that matches decides
+  name = "edge"
+  default = "permit"             # what no rule matches gets; "permit" unless set
+    [[router.filter.rule]]
+    action = "deny"
+    protocol = "tcp"             # a name or 0-255
+    dst_port = "23"              # a port, or a range: "6000-6063"
+    [[router.filter.rule]]
+    action = "deny"
+    src = "192.0.2.0/24"         # also dst, src_port, icmp_type, icmp_code, pcp
 
   [router.control]               # red's control plane (FRR, BIRD) runs here
   netns = "vr-red"               # created if missing; TAP mirrors of red0, red-mgmt inside

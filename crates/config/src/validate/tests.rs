@@ -149,6 +149,9 @@ fn example_is_valid() {
             "2001:db8:f00::/40 unreachable",
         ]
     );
+    assert_eq!(red.interfaces[0].filters.input.as_deref(), Some("edge"));
+    assert_eq!(red.filters[0].rules.len(), 2);
+    assert_eq!(red.filters[0].rules[0].dst_port, Some(PortRange::one(23)));
     let mgmt = &red.interfaces[1];
     assert_eq!((mgmt.vlan, mgmt.mtu), (Some(100), 1400));
     assert_eq!(mgmt.mac, Some([2, 0, 0, 0, 0, 0x64]));
