@@ -836,18 +836,16 @@ impl Backend for RuntimeBackend {
         // which no other VR's calls or route syncs should wait for.
         let workers = lock(&self.writer).worker_count();
         let rules: usize = lists.iter().map(|l| l.rules.len()).sum();
-        let prebuilt: Vec<Arc<vrhost_dataplane::Filter>> = if lists.len()
-            <= vrhost_dataplane::filter::MAX_LISTS
-            && rules <= vrhost_dataplane::filter::MAX_VR_RULES
-        {
-            lists
-                .iter()
-                .filter_map(|l| vrhost_dataplane::Filter::build(l, workers).ok())
-                .map(Arc::new)
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let prebuilt: Vec<Arc<vrhost_dataplane::Filter>> =
+            if vrhost_dataplane::filter::within_limits(lists.len(), rules) {
+                lists
+                    .iter()
+                    .filter_map(|l| vrhost_dataplane::Filter::build(l, workers).ok())
+                    .map(Arc::new)
+                    .collect()
+            } else {
+                Vec::new()
+            };
         let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let changed = c

@@ -346,7 +346,7 @@ impl Lists {
         ip: &[u8; 20],
         rest: &[u8],
     ) -> bool {
-        let (pcp, worker) = (pcp::<L2>(l2), ctx.counters.index);
+        let (pcp, worker) = (crate::filter::pcp_of(l2, L2), ctx.counters.index);
         let (input, output) = Lists::of(ctx, ingress, egress);
         let a = input.map(|f| (f, f.judge4(worker, ip, rest, pcp)));
         let b = output.map(|f| (f, f.judge4(worker, ip, rest, pcp)));
@@ -362,7 +362,7 @@ impl Lists {
         ip: &[u8; 40],
         rest: &[u8],
     ) -> bool {
-        let (pcp, worker) = (pcp::<L2>(l2), ctx.counters.index);
+        let (pcp, worker) = (crate::filter::pcp_of(l2, L2), ctx.counters.index);
         let (input, output) = Lists::of(ctx, ingress, egress);
         // Forwarded packets: neighbor discovery is never let through here.
         let a = input.map(|f| (f, f.judge6(worker, ip, rest, pcp, false)));
@@ -397,16 +397,6 @@ impl Lists {
             f.count(worker, v);
         }
         true
-    }
-}
-
-/// The VLAN priority of a received frame's L2 header `l2` (its outer tag).
-#[inline(always)]
-fn pcp<const L2: usize>(l2: &[u8]) -> u8 {
-    if L2 >= 18 {
-        l2.get(14).map_or(0, |b| b >> 5)
-    } else {
-        0
     }
 }
 

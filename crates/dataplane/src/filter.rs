@@ -156,6 +156,12 @@ pub const MAX_VR_RULES: usize = 4096;
 /// Most lists in one VR.
 pub const MAX_LISTS: usize = 64;
 
+/// Whether a VR may hold `lists` lists of `rules` rules in all
+/// ([`MAX_LISTS`], [`MAX_VR_RULES`]).
+pub fn within_limits(lists: usize, rules: usize) -> bool {
+    lists <= MAX_LISTS && rules <= MAX_VR_RULES
+}
+
 /// Why a rule list cannot be built. `rule` counts from 1.
 #[derive(Debug, Error, PartialEq, Eq, Clone)]
 pub enum FilterError {
@@ -754,32 +760,24 @@ impl<K: Field> Classifier<K> {
             None => (NO_L4, NO_L4),
         };
         let mut ids = [0u16; 6];
-        let mut put = |i: usize, class: u16, _bits: u32| ids[i] = class;
+        let mut put = |i: usize, class: u16| ids[i] = class;
         if let Some(d) = &self.dst {
-            put(0, d.class(dst), d.bits);
+            put(0, d.class(dst));
         }
         if let Some(d) = &self.src {
-            put(1, d.class(src), d.bits);
+            put(1, d.class(src));
         }
         if let Some(t) = &self.protocol {
-            put(
-                2,
-                t.class.get(usize::from(protocol)).copied().unwrap_or(0),
-                t.bits,
-            );
+            put(2, t.class.get(usize::from(protocol)).copied().unwrap_or(0));
         }
         if let Some(d) = &self.dst_port {
-            put(3, d.class(dp), d.bits);
+            put(3, d.class(dp));
         }
         if let Some(d) = &self.src_port {
-            put(4, d.class(sp), d.bits);
+            put(4, d.class(sp));
         }
         if let Some(t) = &self.pcp {
-            put(
-                5,
-                t.class.get(usize::from(pcp & 7)).copied().unwrap_or(0),
-                t.bits,
-            );
+            put(5, t.class.get(usize::from(pcp & 7)).copied().unwrap_or(0));
         }
         Classes { ids }
     }
@@ -912,7 +910,6 @@ struct Built {
     spec: FilterSpec,
     v4: Classifier<u32>,
     v6: Classifier<u128>,
-    actions: Box<[Action]>,
     /// Each rule's verdict, then the default's.
     verdicts: Box<[Verdict]>,
     /// Some rule names a protocol: a packet whose transport header cannot
@@ -965,7 +962,6 @@ impl Filter {
                 IpPrefix::V6(p) => Some(range6(p.addr(), p.len())),
                 IpPrefix::V4(_) => None,
             }),
-            actions: spec.rules.iter().map(|r| r.action).collect(),
             protocols: spec.rules.iter().any(|r| r.protocol.is_some()),
             verdicts: (spec.rules.iter().map(|r| r.action))
                 .chain([spec.default])
@@ -977,7 +973,7 @@ impl Filter {
     }
 
     fn with_counters(built: Arc<Built>, workers: usize) -> Filter {
-        let stride = (built.actions.len() + 1).next_multiple_of(8);
+        let stride = built.verdicts.len().next_multiple_of(8);
         let workers = workers.max(1);
         let memo = |on: bool| -> Box<[AtomicU64]> {
             let n = if on { MEMO * workers } else { 0 };
@@ -1028,7 +1024,7 @@ impl Filter {
     /// What each rule matched, then what took the default, summed over
     /// the workers.
     pub fn hits(&self) -> Vec<u64> {
-        let n = self.built.actions.len() + 1;
+        let n = self.built.verdicts.len();
         let mut sum = vec![0u64; n];
         for row in self.hits.chunks(self.stride) {
             for (s, c) in sum.iter_mut().zip(row) {
@@ -1041,42 +1037,31 @@ impl Filter {
     /// [`Filter::first_match`] through worker `worker`'s memo, as the
     /// workers classify.
     pub fn first_match_in(&self, worker: usize, key: &PacketKey) -> Option<usize> {
-        match (key.src, key.dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => self.built.v4.first(
-                (u32::from(s), u32::from(d)),
-                key.protocol,
-                key.l4,
-                key.pcp,
-                Filter::memo(&self.memo4, worker),
-            ),
-            (IpAddr::V6(s), IpAddr::V6(d)) => self.built.v6.first(
-                (u128::from(s), u128::from(d)),
-                key.protocol,
-                key.l4,
-                key.pcp,
-                Filter::memo(&self.memo6, worker),
-            ),
-            _ => None,
-        }
+        self.lookup(key, Some(worker))
     }
 
     /// The first rule that matches `key` (by index), or `None` for the
     /// default; counts nothing.
     pub fn first_match(&self, key: &PacketKey) -> Option<usize> {
+        self.lookup(key, None)
+    }
+
+    fn lookup(&self, key: &PacketKey, worker: Option<usize>) -> Option<usize> {
+        let memo = |m| worker.and_then(|w| Filter::memo(m, w));
         match (key.src, key.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => self.built.v4.first(
                 (u32::from(s), u32::from(d)),
                 key.protocol,
                 key.l4,
                 key.pcp,
-                None,
+                memo(&self.memo4),
             ),
             (IpAddr::V6(s), IpAddr::V6(d)) => self.built.v6.first(
                 (u128::from(s), u128::from(d)),
                 key.protocol,
                 key.l4,
                 key.pcp,
-                None,
+                memo(&self.memo6),
             ),
             _ => None,
         }
@@ -1171,7 +1156,7 @@ impl Filter {
     /// list that looks at protocols: denied, counted with the default.
     #[cold]
     fn cut(&self) -> Verdict {
-        Verdict::new(self.built.actions.len(), Action::Deny)
+        Verdict::new(self.built.spec.rules.len(), Action::Deny)
     }
 
     #[inline(always)]

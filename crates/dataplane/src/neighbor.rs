@@ -105,6 +105,19 @@ pub struct Probe {
     pub unicast: Option<EthernetAddress>,
 }
 
+impl Neighbor {
+    /// Usable as it is at `now`: static, or reachable and confirmed within
+    /// `reachable_ns`, so no probe is due.
+    #[inline(always)]
+    fn usable(&self, now: u64, reachable_ns: u64) -> bool {
+        match self.state {
+            State::Static => true,
+            State::Reachable => now.saturating_sub(self.confirmed) < reachable_ns,
+            _ => false,
+        }
+    }
+}
+
 /// A neighbor table.
 pub struct NeighborTable {
     slots: Vec<Neighbor>,
@@ -247,11 +260,7 @@ impl NeighborTable {
     pub fn usable_mac(&mut self, i: u32, now: u64) -> Option<EthernetAddress> {
         let reachable_ns = self.reachable_ns;
         let n = self.slots.get_mut(i as usize)?;
-        let usable = match n.state {
-            State::Static => true,
-            State::Reachable => now.saturating_sub(n.confirmed) < reachable_ns,
-            _ => false,
-        };
+        let usable = n.usable(now, reachable_ns);
         n.used = now;
         usable.then_some(n.mac)
     }
@@ -262,12 +271,7 @@ impl NeighborTable {
     #[inline(always)]
     pub(crate) fn peek_usable_mac(&self, i: u32, now: u64) -> Option<EthernetAddress> {
         let n = self.slots.get(i as usize)?;
-        let usable = match n.state {
-            State::Static => true,
-            State::Reachable => now.saturating_sub(n.confirmed) < self.reachable_ns,
-            _ => false,
-        };
-        usable.then_some(n.mac)
+        n.usable(now, self.reachable_ns).then_some(n.mac)
     }
 
     /// Marks neighbor `i` used at `now`.

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use vrhost_dataplane::filter::{
-    protocol_number, Action, FilterSpec, PortRange, Rule, ICMP_PROTOCOLS, MAX_LISTS, MAX_RULES,
-    MAX_VR_RULES, PORT_PROTOCOLS,
+    protocol_number, within_limits, Action, FilterSpec, PortRange, Rule, ICMP_PROTOCOLS, MAX_LISTS,
+    MAX_RULES, MAX_VR_RULES, PORT_PROTOCOLS,
 };
 use vrhost_fib::IpPrefix;
 
@@ -19,7 +19,7 @@ impl Validator<'_, '_> {
     /// A router's rule lists; `key` is the router's `filter` key.
     pub(super) fn filters(&mut self, items: &[FilterItem], key: &str) -> Vec<FilterSpec> {
         let rules: usize = items.iter().map(|f| f.rules.len()).sum();
-        if items.len() > MAX_LISTS || rules > MAX_VR_RULES {
+        if !within_limits(items.len(), rules) {
             self.err(
                 key,
                 format!(

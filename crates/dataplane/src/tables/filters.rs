@@ -160,7 +160,7 @@ impl TableWriter {
         prebuilt: &[Arc<Filter>],
     ) -> Result<Vec<Arc<Filter>>, BuildError> {
         let rules: usize = specs.iter().map(|s| s.rules.len()).sum();
-        if specs.len() > crate::filter::MAX_LISTS || rules > crate::filter::MAX_VR_RULES {
+        if !crate::filter::within_limits(specs.len(), rules) {
             return Err(BuildError::FilterLimit {
                 router: router.to_string(),
                 lists: specs.len(),
