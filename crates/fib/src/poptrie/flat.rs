@@ -1,7 +1,7 @@
 //! A small table as sorted address intervals: the form a snapshot of a
 //! table with few routes hands its readers, so that what a lookup touches
 //! grows with the routes, not with the 256 top slots and a group per /8.
-//! IPv4 (`Flat<u32>`) and IPv6 (`Flat<u128>`) alike.
+//! IPv4 (`Flat<u32>`) and IPv6 (`Flat<u64>`, see below) alike.
 //!
 //! ```text
 //!   address - base    [ k bits ][ the rest ]   (clamped to the last bucket)
@@ -27,6 +27,19 @@
 //! `2^shift` addresses each, so that an IPv6 table inside 2000::/3 spends no
 //! bucket on the rest of the space.
 //!
+//! IPv6 is keyed by the top 64 bits of the address (`Flat::build6`): the
+//! real table is /64 and shorter, so its lookups compare 64-bit keys in
+//! 16-byte entries, as cheap as IPv4's. A block of 2^64 addresses that a
+//! longer route divides (the router's own /128s, a /127 link) is one
+//! interval whose value is [`REFINE`] and the index of that block's own
+//! table, keyed by the low 64 bits; only addresses in such a block take the
+//! second lookup.
+//!
+//! ```text
+//!   top 64 bits ──▶ top table ──▶ value ─┬─▶ next hop + 1
+//!                                        └─▶ REFINE | b ──▶ low 64 bits ──▶ refine[b] ──▶ next hop + 1
+//! ```
+//!
 //! Built whole from the route map at each snapshot (`PoptrieLpm::snapshot`),
 //! which costs O(routes): hence only for tables of at most
 //! [`FLAT_MAX_ROUTES`].
@@ -42,10 +55,12 @@ pub const FLAT_MAX_ROUTES: usize = 4_096;
 /// small range).
 const SCAN_MAX: usize = 8;
 
-/// An address the flat form is built over: `u32` (IPv4) or `u128` (IPv6).
+/// An address the flat form is built over: `u32` (IPv4), or `u64` (either
+/// half of an IPv6 address).
 pub(crate) trait FlatKey: Copy + Ord + Default + core::fmt::Debug {
-    /// Bits of the address.
-    const BITS: u32;
+    /// Whether an answer may be [`REFINE`]: an IPv6 table's top half, whose
+    /// blocks with longer routes hold a table of the low 64 bits.
+    const REFINES: bool;
     /// One interval: its start and leaf value.
     type Entry: Copy + core::fmt::Debug;
     /// The address of a value of at most [`FlatKey::BITS`] bits.
@@ -61,7 +76,7 @@ pub(crate) trait FlatKey: Copy + Ord + Default + core::fmt::Debug {
 }
 
 impl FlatKey for u32 {
-    const BITS: u32 = 32;
+    const REFINES: bool = false;
     /// `start << 32 | value`.
     type Entry = u64;
 
@@ -100,35 +115,34 @@ impl FlatKey for u32 {
     }
 }
 
-impl FlatKey for u128 {
-    const BITS: u32 = 128;
+impl FlatKey for u64 {
+    const REFINES: bool = true;
     /// `(start, value)`.
-    type Entry = (u128, u32);
+    type Entry = (u64, u32);
 
     fn from_u128(v: u128) -> Self {
-        v
+        v as u64
     }
 
     #[inline(always)]
-    fn entry(start: Self, value: u32) -> (u128, u32) {
+    fn entry(start: Self, value: u32) -> (u64, u32) {
         (start, value)
     }
 
     #[inline(always)]
-    fn after(self, e: &(u128, u32)) -> bool {
+    fn after(self, e: &(u64, u32)) -> bool {
         e.0 <= self
     }
 
     #[inline(always)]
-    fn value(e: (u128, u32)) -> u32 {
+    fn value(e: (u64, u32)) -> u32 {
         e.1
     }
 
     #[inline(always)]
     fn bucket(self, base: Self, shift: u32, last: usize) -> usize {
-        // `shift` < 128 (a table of two intervals or more has `k` ≥ 1).
-        let b = self.saturating_sub(base).wrapping_shr(shift);
-        b.min(last as u128) as usize
+        // `shift` < 64 (a table of two intervals or more has `k` ≥ 1).
+        ((self.saturating_sub(base).wrapping_shr(shift)) as usize).min(last)
     }
 
     #[inline(always)]
@@ -157,13 +171,21 @@ pub(crate) struct Flat<K: FlatKey> {
     /// 0: no route). `entries[0]` starts at 0; neighbours never share a
     /// value.
     entries: Arc<[K::Entry]>,
+    /// An IPv6 table's blocks of 2^64 addresses that longer routes divide:
+    /// the table of their low 64 bits, which a [`REFINE`] value names.
+    /// Empty for IPv4 and for the blocks' own tables.
+    refine: Arc<[Flat<u64>]>,
 }
+
+/// A leaf value with this bit set is not an answer but the block table
+/// (`Flat::refine`) to look the low 64 bits up in.
+pub(crate) const REFINE: u32 = 1 << 31;
 
 /// The flat form of either family, as a snapshot holds it.
 #[derive(Clone, Debug)]
 pub(crate) enum FlatAny {
     V4(Flat<u32>),
-    V6(Flat<u128>),
+    V6(Flat<u64>),
 }
 
 impl FlatAny {
@@ -192,43 +214,109 @@ fn emit(out: &mut Vec<(u128, u32)>, pos: u128, value: u32) {
     }
 }
 
-impl<K: FlatKey> Flat<K> {
-    /// The intervals of `routes`: (address, length, next hop + 1), in
-    /// (address, length) order, so that a route follows every route
-    /// covering it. `None` if the table has more intervals than a `u16`
-    /// index can point at (never for [`FLAT_MAX_ROUTES`] routes: at most
-    /// 2 × routes + 1).
-    pub(crate) fn build(routes: impl Iterator<Item = (u128, u8, u32)>) -> Option<Flat<K>> {
-        // The end of a route, `None` for the end of the address space.
-        let end_of = |start: u128, len: u8| {
-            1u128
-                .checked_shl(K::BITS - u32::from(len).min(K::BITS))
-                .and_then(|size| start.checked_add(size))
-                .filter(|&end| K::BITS == 128 || end >> K::BITS == 0)
-        };
-        let mut out: Vec<(u128, u32)> = vec![(0, 0)];
-        // Routes covering the current position: (end, value); the bottom is
-        // the whole space with no route.
-        let mut stack: Vec<(Option<u128>, u32)> = vec![(None, 0)];
-        for (start, len, value) in routes {
-            while let Some(&(Some(end), _)) = stack.last() {
-                if end > start {
-                    break;
-                }
-                stack.pop();
-                let under = stack.last().map_or(0, |&(_, v)| v);
-                emit(&mut out, end, under);
+/// The intervals of `routes` over a space of `bits` bits: (address,
+/// length, next hop + 1), in (address, length) order, so that a route
+/// follows every route covering it. Sorted by start, the first at 0, no two
+/// neighbours with the same value.
+fn intervals(routes: impl Iterator<Item = (u128, u8, u32)>, bits: u32) -> Vec<(u128, u32)> {
+    // The end of a route, `None` for the end of the address space.
+    let end_of = |start: u128, len: u8| {
+        1u128
+            .checked_shl(bits - u32::from(len).min(bits))
+            .and_then(|size| start.checked_add(size))
+            .filter(|&end| bits == 128 || end >> bits == 0)
+    };
+    let mut out: Vec<(u128, u32)> = vec![(0, 0)];
+    // Routes covering the current position: (end, value); the bottom is
+    // the whole space with no route.
+    let mut stack: Vec<(Option<u128>, u32)> = vec![(None, 0)];
+    for (start, len, value) in routes {
+        while let Some(&(Some(end), _)) = stack.last() {
+            if end > start {
+                break;
             }
-            emit(&mut out, start, value);
-            stack.push((end_of(start, len), value));
-        }
-        while stack.len() > 1 {
-            let Some((end, _)) = stack.pop() else { break };
+            stack.pop();
             let under = stack.last().map_or(0, |&(_, v)| v);
-            if let Some(end) = end {
-                emit(&mut out, end, under);
-            }
+            emit(&mut out, end, under);
         }
+        emit(&mut out, start, value);
+        stack.push((end_of(start, len), value));
+    }
+    while stack.len() > 1 {
+        let Some((end, _)) = stack.pop() else { break };
+        let under = stack.last().map_or(0, |&(_, v)| v);
+        if let Some(end) = end {
+            emit(&mut out, end, under);
+        }
+    }
+    out
+}
+
+impl Flat<u32> {
+    /// The flat form of an IPv4 table: `routes` as (address, length, next
+    /// hop + 1) in (address, length) order. `None` if it has more intervals
+    /// than a `u16` index can point at (never for [`FLAT_MAX_ROUTES`]
+    /// routes: at most 2 × routes + 1).
+    pub(crate) fn build(routes: impl Iterator<Item = (u128, u8, u32)>) -> Option<Flat<u32>> {
+        Flat::from_intervals(intervals(routes, 32), Arc::from([]))
+    }
+}
+
+impl Flat<u64> {
+    /// The flat form of an IPv6 table, over the addresses' top 64 bits: a
+    /// table of /64s and shorter routes is then looked up as cheaply as an
+    /// IPv4 one (64-bit keys, 16-byte entries). A block of 2^64 addresses
+    /// that a longer route divides (a /128 of the router's own, say) is one
+    /// top interval whose value is [`REFINE`] and the index of the block's
+    /// own table of its low 64 bits. `routes` as for [`Flat::build`].
+    pub(crate) fn build6(routes: impl Iterator<Item = (u128, u8, u32)>) -> Option<Flat<u64>> {
+        let all = intervals(routes, 128);
+        if all.iter().any(|&(_, v)| v >= REFINE) {
+            return None;
+        }
+        let mut top: Vec<(u128, u32)> = Vec::new();
+        let mut blocks: Vec<Flat<u64>> = Vec::new();
+        let mut i = 0;
+        while let Some(&(pos, value)) = all.get(i) {
+            let block = pos >> 64;
+            let aligned = pos as u64 == 0;
+            // The intervals starting inside this block: [i, j).
+            let j = i + all[i..].iter().take_while(|e| e.0 >> 64 == block).count();
+            if aligned && j == i + 1 {
+                top.push((block, value));
+                i = j;
+                continue;
+            }
+            // The value at the block's first address: this interval's, or
+            // the one that runs into the block (`all[0]` starts at 0, so
+            // an unaligned start has one before it).
+            let entering = if aligned { value } else { all[i - 1].1 };
+            let mut low: Vec<(u128, u32)> = vec![(0, entering)];
+            low.extend(
+                all[i..j]
+                    .iter()
+                    .filter(|e| e.0 as u64 != 0)
+                    .map(|&(p, v)| (p & u128::from(u64::MAX), v)),
+            );
+            let index = u32::try_from(blocks.len()).ok().filter(|&b| b < REFINE)?;
+            blocks.push(Flat::from_intervals(low, Arc::from([]))?);
+            top.push((block, REFINE | index));
+            // What runs on past the block, unless the next interval starts
+            // right at its end (or the block ends the space).
+            let after = block + 1;
+            if after >> 64 == 0 && all.get(j).is_none_or(|e| e.0 >> 64 > after) {
+                top.push((after, all[j - 1].1));
+            }
+            i = j;
+        }
+        Flat::from_intervals(top, blocks.into())
+    }
+}
+
+impl<K: FlatKey> Flat<K> {
+    /// The form of `out` (from [`intervals`], positions within `K`), with
+    /// `refine` as its block tables.
+    fn from_intervals(out: Vec<(u128, u32)>, refine: Arc<[Flat<u64>]>) -> Option<Flat<K>> {
         let n = out.len();
         if n > usize::from(u16::MAX) {
             return None;
@@ -264,6 +352,7 @@ impl<K: FlatKey> Flat<K> {
                 .into_iter()
                 .map(|(pos, value)| K::entry(K::from_u128(pos), value))
                 .collect(),
+            refine,
         })
     }
 
@@ -305,16 +394,39 @@ impl<K: FlatKey> Flat<K> {
         K::value(self.entries[found])
     }
 
-    /// The leaf value of `addr`.
+    /// The leaf value of `addr` in this table ([`REFINE`] for a divided
+    /// block: see [`Flat::refined`]).
     #[inline(always)]
     pub(crate) fn lookup(&self, addr: K) -> u32 {
         let b = self.bucket(addr);
         self.finish(addr, b, self.first(b))
     }
 
-    /// Heap bytes of the index and the entries.
+    /// The answer for `value`, this table's leaf value of an address whose
+    /// low 64 bits are `low`: `value` itself, or, for a [`REFINE`] value,
+    /// the leaf value of `low` in that block's table.
+    #[inline(always)]
+    pub(crate) fn refined(&self, value: u32, low: u64) -> u32 {
+        if K::REFINES && value & REFINE != 0 {
+            return self.in_block(value, low);
+        }
+        value
+    }
+
+    /// [`Flat::refined`]'s rare case, out of the lookups' loops.
+    #[cold]
+    #[inline(never)]
+    fn in_block(&self, value: u32, low: u64) -> u32 {
+        self.refine
+            .get((value & !REFINE) as usize)
+            .map_or(0, |b| b.lookup(low))
+    }
+
+    /// Heap bytes of the index, the entries and the block tables.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.index.len() * 2 + self.entries.len() * size_of::<K::Entry>()
+        self.index.len() * 2
+            + self.entries.len() * size_of::<K::Entry>()
+            + self.refine.iter().map(Flat::memory_bytes).sum::<usize>()
     }
 }
 
@@ -389,6 +501,11 @@ mod tests {
         assert_eq!(flat.memory_bytes(), 2 * 2 + 8);
     }
 
+    /// The answer of `flat` (an IPv6 table) for `addr`.
+    fn lookup6(flat: &Flat<u64>, addr: u128) -> u32 {
+        flat.refined(flat.lookup((addr >> 64) as u64), addr as u64)
+    }
+
     #[test]
     fn ipv6_buckets_cover_only_the_routes_span() {
         // Three /48s inside 2001:db8::/32, a /0, and a /128 at the very end.
@@ -400,16 +517,57 @@ mod tests {
             (p(0x2001_0db8_ffff), 48, 3),
             (u128::MAX, 128, 4),
         ];
-        let flat: Flat<u128> = Flat::build(routes.into_iter()).expect("small");
-        assert_eq!(flat.lookup(0), 9);
-        assert_eq!(flat.lookup(p(0x2001_0db8_0001)), 1);
-        assert_eq!(flat.lookup(p(0x2001_0db8_0001) | 0xffff), 1);
-        assert_eq!(flat.lookup(p(0x2001_0db8_0002) - 1), 1);
-        assert_eq!(flat.lookup(p(0x2001_0db8_0002)), 2);
-        assert_eq!(flat.lookup(p(0x2001_0db8_0003)), 9);
-        assert_eq!(flat.lookup(p(0x2001_0db8_ffff) + 5), 3);
-        assert_eq!(flat.lookup(u128::MAX - 1), 9);
-        assert_eq!(flat.lookup(u128::MAX), 4);
-        assert_eq!(flat.base, p(0x2001_0db8_0001));
+        let flat = Flat::build6(routes.into_iter()).expect("small");
+        assert_eq!(lookup6(&flat, 0), 9);
+        assert_eq!(lookup6(&flat, p(0x2001_0db8_0001)), 1);
+        assert_eq!(lookup6(&flat, p(0x2001_0db8_0001) | 0xffff), 1);
+        assert_eq!(lookup6(&flat, p(0x2001_0db8_0002) - 1), 1);
+        assert_eq!(lookup6(&flat, p(0x2001_0db8_0002)), 2);
+        assert_eq!(lookup6(&flat, p(0x2001_0db8_0003)), 9);
+        assert_eq!(lookup6(&flat, p(0x2001_0db8_ffff) + 5), 3);
+        assert_eq!(lookup6(&flat, u128::MAX - 1), 9);
+        assert_eq!(lookup6(&flat, u128::MAX), 4);
+        assert_eq!(flat.base, (p(0x2001_0db8_0001) >> 64) as u64);
+        // The /128 divides the last block of 2^64 addresses; nothing else
+        // is longer than /64.
+        assert_eq!(flat.refine.len(), 1);
+    }
+
+    #[test]
+    fn ipv6_routes_longer_than_64_bits_divide_their_block() {
+        // 2001:db8::/64 connected, 2001:db8::1/128 local, 2001:db8::8000:0:0:0/65,
+        // a /127 in the next /64, and a /64 right after that one.
+        let a = |s: &str| u128::from(s.parse::<std::net::Ipv6Addr>().expect("address"));
+        let mut routes = [
+            (a("2001:db8::"), 64u8, 1u32),
+            (a("2001:db8::1"), 128, 2),
+            (a("2001:db8::8000:0:0:0"), 65, 3),
+            (a("2001:db8:0:1::10"), 127, 4),
+            (a("2001:db8:0:2::"), 64, 5),
+        ];
+        routes.sort_unstable_by_key(|&(p, l, _)| (p, l));
+        let flat = Flat::build6(routes.into_iter()).expect("small");
+        for (addr, want) in [
+            ("::", 0),
+            ("2001:db7:ffff:ffff:ffff:ffff:ffff:ffff", 0),
+            ("2001:db8::", 1),
+            ("2001:db8::1", 2),
+            ("2001:db8::2", 1),
+            ("2001:db8::7fff:ffff:ffff:ffff", 1),
+            ("2001:db8::8000:0:0:0", 3),
+            ("2001:db8::ffff:ffff:ffff:ffff", 3),
+            ("2001:db8:0:1::", 0),
+            ("2001:db8:0:1::f", 0),
+            ("2001:db8:0:1::10", 4),
+            ("2001:db8:0:1::11", 4),
+            ("2001:db8:0:1::12", 0),
+            ("2001:db8:0:2::", 5),
+            ("2001:db8:0:2:ffff:ffff:ffff:ffff", 5),
+            ("2001:db8:0:3::", 0),
+        ] {
+            assert_eq!(lookup6(&flat, a(addr)), want, "{addr}");
+        }
+        // Two divided blocks: 2001:db8::/64 and 2001:db8:0:1::/64.
+        assert_eq!(flat.refine.len(), 2);
     }
 }

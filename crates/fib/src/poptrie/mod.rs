@@ -260,7 +260,7 @@ impl<A: FibAddr> PoptrieLpm<A> {
             table.flat = if A::BITS == 32 {
                 Flat::<u32>::build(routes()).map(FlatAny::V4)
             } else {
-                Flat::<u128>::build(routes()).map(FlatAny::V6)
+                Flat::<u64>::build6(routes()).map(FlatAny::V6)
             };
         }
         Arc::new(table)

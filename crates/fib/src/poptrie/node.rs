@@ -194,6 +194,9 @@ pub(crate) trait Key: Copy + Default {
     /// The address as the flat form of small tables keys it.
     type Flat: super::flat::FlatKey;
     fn flat(self) -> Self::Flat;
+    /// The bits below the flat key (an IPv6 address's low 64 bits), which
+    /// a divided block's table is keyed by.
+    fn low(self) -> u64;
 }
 
 impl Key for u64 {
@@ -207,6 +210,10 @@ impl Key for u64 {
     fn flat(self) -> u32 {
         (self >> 32) as u32
     }
+    #[inline(always)]
+    fn low(self) -> u64 {
+        0
+    }
 }
 
 impl Key for u128 {
@@ -214,10 +221,15 @@ impl Key for u128 {
     fn bits(self, off: u32, n: u32) -> usize {
         ((self << off) >> (128 - n)) as usize
     }
-    type Flat = u128;
+    /// The top 64 bits (see `Flat::build6`).
+    type Flat = u64;
     #[inline(always)]
-    fn flat(self) -> u128 {
-        self
+    fn flat(self) -> u64 {
+        (self >> 64) as u64
+    }
+    #[inline(always)]
+    fn low(self) -> u64 {
+        self as u64
     }
 }
 

@@ -108,10 +108,6 @@ fn finish_lanes<K: Key>(lanes: Lanes<'_, K>, out: &mut [Option<NextHopId>; LANES
     }
 }
 
-/// IPv6 tables of at most this many routes are read through their flat
-/// form in [`FibSnapshot::lookup_batch`] too (see `FibSnapshot::batch_flat`).
-const FLAT6_BATCH_MAX_ROUTES: usize = 256;
-
 /// Addresses per pass of [`FibSnapshot::lookup_batch_prefetch`]: one
 /// engine burst.
 const PREFETCH_BATCH: usize = 64;
@@ -255,7 +251,8 @@ fn each_pass<'t, A: FibAddr, K: Key>(
     let finish_flat = |out: &mut [Option<NextHopId>]| {
         for i in 0..m {
             if let Some(f) = flat[i] {
-                out[i] = leaf(f.finish(key[i].flat(), bucket[i], first[i]));
+                let value = f.finish(key[i].flat(), bucket[i], first[i]);
+                out[i] = leaf(f.refined(value, key[i].low()));
             }
         }
     };
@@ -348,11 +345,13 @@ fn flat_pass<K: Key>(
     prefetch: Option<Prefetch>,
 ) {
     let mut key = [<K::Flat>::default(); PREFETCH_BATCH];
+    let mut low = [0u64; PREFETCH_BATCH];
     let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
     let mut bucket = [0usize; PREFETCH_BATCH];
     let mut m = 0;
     for (k, i) in keys.zip(0..PREFETCH_BATCH.min(out.len())) {
         key[i] = k.flat();
+        low[i] = k.low();
         bucket[i] = flat.bucket(key[i]);
         line[i] = flat.index_line(bucket[i]);
         m = i + 1;
@@ -369,7 +368,7 @@ fn flat_pass<K: Key>(
         p(&line[..m]);
     }
     for i in 0..m {
-        out[i] = leaf(flat.finish(key[i], bucket[i], first[i]));
+        out[i] = leaf(flat.refined(flat.finish(key[i], bucket[i], first[i]), low[i]));
     }
 }
 
@@ -520,16 +519,14 @@ impl<A: FibAddr> FibSnapshot<A> {
     }
 
     /// Whether [`FibSnapshot::lookup_batch`] and
-    /// [`FibSnapshot::lookup_batch_prefetch`] read the flat form: always
-    /// for IPv4, and for IPv6 up to [`FLAT6_BATCH_MAX_ROUTES`] routes. One
-    /// VR's burst over a bigger IPv6 table was faster through the Poptrie
-    /// (the flat form's 32-byte entries, compared in 128 bits: 1,000 routes
-    /// 0.90–0.96×, 4,000 routes 0.79–0.84×), while single lookups and
-    /// [`lookup_batch_each`], where many tables take turns, gain from it at
-    /// every size (100 VRs × 1,000 IPv6 routes: 2.5–2.7×).
+    /// [`FibSnapshot::lookup_batch_prefetch`] read the flat form: whenever
+    /// the snapshot has one. (Before IPv6's flat form was keyed by the top
+    /// 64 bits, its 32-byte entries compared in 128 bits lost to the
+    /// Poptrie above 256 routes; keyed by 64 bits, one VR of 1,000 or 4,000
+    /// IPv6 routes forwards 1.4–1.5× what it did through the Poptrie.)
     #[inline(always)]
     fn batch_flat(&self) -> bool {
-        self.flat.is_some() && (A::BITS <= 64 || self.len <= FLAT6_BATCH_MAX_ROUTES)
+        self.flat.is_some()
     }
 
     /// Every address of `addrs` through the flat form, in passes of
@@ -543,7 +540,7 @@ impl<A: FibAddr> FibSnapshot<A> {
                 if let Some(f) = self.flat.as_ref().and_then(u32::of) {
                     flat_pass(f, a.iter().map(|&a| key64(a)), o, prefetch);
                 }
-            } else if let Some(f) = self.flat.as_ref().and_then(u128::of) {
+            } else if let Some(f) = self.flat.as_ref().and_then(u64::of) {
                 flat_pass(f, a.iter().map(|&a| key128(a)), o, prefetch);
             }
         }
@@ -560,7 +557,7 @@ impl<A: FibAddr> FibSnapshot<A> {
     #[inline(always)]
     fn answer<K: Key>(&self, key: K) -> Option<NextHopId> {
         if let Some(flat) = self.flat.as_ref().and_then(K::Flat::of) {
-            return leaf(flat.lookup(key.flat()));
+            return leaf(flat.refined(flat.lookup(key.flat()), key.low()));
         }
         let slot = self.slots.get(key.bits(0, TOP_BITS))?;
         slot.answer(slot.group.lookup(key))
