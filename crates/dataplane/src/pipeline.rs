@@ -30,7 +30,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use vrhost_fib::{lookup_batch_each, NextHopId};
+use vrhost_fib::{lookup_batch_each, FibAddr, FibSnapshot, NextHopId};
 
 use crate::demux;
 use crate::drop_reason::DropReason;
@@ -376,8 +376,8 @@ impl Worker {
     }
 
     /// Any burst: demuxed frame by frame, every IPv4 destination looked up
-    /// in one FIB batch over all the burst's VRs, then each frame to
-    /// completion in arrival order.
+    /// in one FIB batch over all the burst's VRs, and every IPv6 one in
+    /// another, then each frame to completion in arrival order.
     ///
     /// Nothing is paid per run of one VR's frames, so a burst whose frames
     /// belong to a different VR each costs what one VR's burst does: the
@@ -391,31 +391,54 @@ impl Worker {
         let fair_share = self.fair.active();
         let full = self.full_burst > 0 && self.burst_len >= self.full_burst;
         self.dsts.clear();
+        self.dsts6.clear();
+        self.at4.clear();
+        self.at6.clear();
         for m in rx.drain(..) {
             if let Some((next, vr, m)) = classify(&mut ctx, &mut self.vrs, m) {
-                let dst = match next {
-                    demux::Next::Ipv4 => m
-                        .l3()
-                        .first_chunk::<20>()
-                        .map(|h| Ipv4Addr::new(h[16], h[17], h[18], h[19])),
+                let at = self.staged.len();
+                let looked_up = match next {
+                    demux::Next::Ipv4 => Ipv4Addr::read_dst(m.l3()).map(|d| {
+                        self.dsts.push(d);
+                        self.at4.push(at);
+                    }),
+                    demux::Next::Ipv6 => Ipv6Addr::read_dst(m.l3()).map(|d| {
+                        self.dsts6.push(d);
+                        self.at6.push(at);
+                    }),
                     _ => None,
-                };
+                }
+                .is_some();
                 self.staged.push(Staged {
                     vr,
                     next,
                     m: Some(m),
-                    looked_up: dst.is_some(),
+                    looked_up,
                 });
-                // Frames with no destination are looked up too, in their
-                // VR's table, and the answer ignored: no gaps to track.
-                self.dsts.push(dst.unwrap_or(Ipv4Addr::UNSPECIFIED));
             }
         }
-        let (vrs, staged) = (&self.vrs, &self.staged);
         self.routes.clear();
-        self.routes.resize(staged.len(), None);
-        let table = |i: usize| &*vrs[usize::from(staged[i].vr)].fib4;
-        lookup_batch_each(table, &self.dsts, &mut self.routes, self.prefetch);
+        self.routes.resize(self.staged.len(), None);
+        let (vrs, staged) = (&self.vrs, &self.staged[..]);
+        let (routes, answers) = (&mut self.routes[..], &mut self.answers);
+        each_family(
+            staged,
+            &self.dsts,
+            &self.at4,
+            routes,
+            answers,
+            self.prefetch,
+            |i| &*vrs[usize::from(staged[i].vr)].fib4,
+        );
+        each_family(
+            staged,
+            &self.dsts6,
+            &self.at6,
+            routes,
+            answers,
+            self.prefetch,
+            |i| &*vrs[usize::from(staged[i].vr)].fib6,
+        );
         let fair = &mut self.fair;
         let fast_path = self.fast_path;
         let (mut any_admitted, mut any_refused) = (false, false);
@@ -436,12 +459,8 @@ impl Worker {
             }
             any_admitted = true;
             let route = s.looked_up.then_some(route);
-            let fast_id = match (fast_path, s.next, route) {
-                (true, demux::Next::Ipv4, Some(id)) => id,
-                // IPv6 frames of mixed bursts are looked up one by one.
-                (true, demux::Next::Ipv6, _) => {
-                    Ipv6Addr::read_dst(m.l3()).and_then(|dst| v.fib6.lookup(dst))
-                }
+            let fast_id = match (fast_path, route) {
+                (true, Some(id)) => id,
                 _ => None,
             };
             if let Some(id) = fast_id {
@@ -892,6 +911,34 @@ fn forward<A: Family, const L2: usize>(
         }
     }
     A::stages(ctx, vr, m, route);
+}
+
+/// One family's FIB batch of a mixed burst: `dsts[j]` belongs to staged
+/// frame `at[j]`, and is looked up in `table(at[j])`, its answer put in
+/// `routes[at[j]]` (through `answers`, unless every staged frame is of this
+/// family: then in place).
+#[inline(always)]
+fn each_family<'t, A: FibAddr>(
+    staged: &[Staged],
+    dsts: &[A],
+    at: &[usize],
+    routes: &mut [Option<NextHopId>],
+    answers: &mut Vec<Option<NextHopId>>,
+    prefetch: Option<vrhost_fib::Prefetch>,
+    table: impl Fn(usize) -> &'t FibSnapshot<A>,
+) {
+    if dsts.is_empty() {
+        return;
+    }
+    if dsts.len() == staged.len() {
+        return lookup_batch_each(table, dsts, routes, prefetch);
+    }
+    answers.clear();
+    answers.resize(dsts.len(), None);
+    lookup_batch_each(|j| table(at[j]), dsts, answers, prefetch);
+    for (&i, &answer) in at.iter().zip(answers.iter()) {
+        routes[i] = answer;
+    }
 }
 
 /// Runs a classified frame through the stages of `vr`, its interface's VR.

@@ -406,11 +406,16 @@ pub struct Worker {
     pub(crate) parts: Vec<Vec<Mbuf>>,
     /// One mixed burst, demuxed (reused; never shrinks).
     pub(crate) staged: Vec<Staged>,
-    /// A burst's IPv4 destinations and their FIB answers, frame by frame (reused).
+    /// A burst's IPv4 and IPv6 destinations (reused). In a mixed burst,
+    /// `at4`/`at6` say whose they are (positions in `staged`), and
+    /// `routes` holds each staged frame's FIB answer (`answers`: one
+    /// family's, before they are put in place).
     pub(crate) dsts: Vec<Ipv4Addr>,
-    /// A plain IPv6 burst's destinations (reused).
     pub(crate) dsts6: Vec<Ipv6Addr>,
+    pub(crate) at4: Vec<usize>,
+    pub(crate) at6: Vec<usize>,
     pub(crate) routes: Vec<Option<NextHopId>>,
+    pub(crate) answers: Vec<Option<NextHopId>>,
     /// The VR of each frame a mixed burst sent by the fast path, charged
     /// its share of their cost at the end of the burst (reused).
     pub(crate) fast_vrs: Vec<u16>,
@@ -433,8 +438,8 @@ pub(crate) struct Staged {
     pub next: crate::demux::Next,
     /// Taken when the frame is dispatched or dropped.
     pub m: Option<Mbuf>,
-    /// IPv4 with a whole header: its destination is in the burst's batch
-    /// lookup (`Worker::dsts`, answer in `Worker::routes`).
+    /// IPv4 or IPv6 with a whole header: its destination is in the burst's
+    /// batch lookups (`Worker::dsts`/`dsts6`, answer in `Worker::routes`).
     pub looked_up: bool,
 }
 
@@ -522,7 +527,10 @@ impl Worker {
             staged: Vec::with_capacity(256),
             dsts: Vec::with_capacity(256),
             dsts6: Vec::with_capacity(256),
+            at4: Vec::with_capacity(256),
+            at6: Vec::with_capacity(256),
             routes: Vec::with_capacity(256),
+            answers: Vec::with_capacity(256),
             fast_vrs: Vec::with_capacity(256),
             fast_path: true,
             prefetch_with: None,
