@@ -11,44 +11,48 @@ use vrhost_wire::ipv6 as wire6;
 
 /// An interface at run time.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 pub struct Iface {
-    /// Name.
-    pub name: String,
+    // What demux and the fast path read, first: one cache line (`repr(C)`
+    // keeps this order), which is a miss per packet when many VRs take
+    // turns.
     /// Owning VR.
     pub vr: u16,
     /// Port index.
     pub port: u16,
-    /// VLAN tag on egress, if any (the outer one with `inner_vlan`).
-    pub vlan: Option<u16>,
-    /// QinQ: the inner VLAN tag under `vlan`.
-    pub inner_vlan: Option<u16>,
-    /// The outer tag's TPID.
-    pub tpid: crate::spec::Tpid,
     /// MAC.
     pub mac: EthernetAddress,
     /// IP MTU.
     pub mtu: u16,
     /// The L2 header of what leaves: 14 bytes, 18 with a tag, 22 with two.
     pub l2_len: u8,
+    /// Reverse-path check of what arrives here (RFC 3704).
+    pub urpf: Urpf,
+    /// The outer tag's TPID.
+    pub tpid: crate::spec::Tpid,
+    /// The VR has a control plane: also accept the link-local control groups
+    /// (224.0.0.0/24 and ff02::/112: OSPF, RIP, VRRP, PIM, MLD), which are punted to it.
+    pub control_mcast: bool,
     /// The tags of what leaves, as written after the MACs (`l2_len` − 14
     /// bytes of them): the outer TPID and TCI (PCP 0, DEI 0), then 0x8100
     /// and the inner TCI.
     pub tags: [u8; 8],
+    /// VLAN tag on egress, if any (the outer one with `inner_vlan`).
+    pub vlan: Option<u16>,
+    /// QinQ: the inner VLAN tag under `vlan`.
+    pub inner_vlan: Option<u16>,
+    /// The rule list applied to every IP packet that enters here.
+    pub filter_in: Option<Arc<Filter>>,
+    /// The rule list applied to every packet forwarded out of here.
+    pub filter_out: Option<Arc<Filter>>,
+    /// Name.
+    pub name: String,
     /// IPv4 addresses.
     pub addrs4: Vec<(Ipv4Addr, u8)>,
     /// IPv6 addresses (configured, then the link-local one).
     pub addrs6: Vec<(Ipv6Addr, u8)>,
     /// Multicast MACs accepted (IPv6 all-nodes, all-routers, solicited-node groups).
     pub mcast: Vec<EthernetAddress>,
-    /// The VR has a control plane: also accept the link-local control groups
-    /// (224.0.0.0/24 and ff02::/112: OSPF, RIP, VRRP, PIM, MLD), which are punted to it.
-    pub control_mcast: bool,
-    /// Reverse-path check of what arrives here (RFC 3704).
-    pub urpf: Urpf,
-    /// The rule list applied to every IP packet that enters here.
-    pub filter_in: Option<Arc<Filter>>,
-    /// The rule list applied to every packet forwarded out of here.
-    pub filter_out: Option<Arc<Filter>>,
 }
 
 /// The L2 header length and tag bytes ([`Iface::l2_len`], [`Iface::tags`])

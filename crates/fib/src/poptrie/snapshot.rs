@@ -192,6 +192,12 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         key[i] = k;
         m = i + 1;
     }
+    // Each lane's table, asked for once (the caller's closure may be a few
+    // dependent loads: a burst's frame, its VR, the VR's table).
+    let mut tables: [Option<&FibSnapshot<A>>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
+    for (i, t) in tables[..m].iter_mut().enumerate() {
+        *t = Some(table(i));
+    }
     // The lines to prefetch at each level, gathered without gaps.
     let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
     let mut lines = 0;
@@ -201,26 +207,30 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         }
     };
     if prefetch.is_some() {
-        for (i, l) in line[..m].iter_mut().enumerate() {
-            *l = core::ptr::from_ref(table(i)).cast();
+        for (l, t) in line[..m].iter_mut().zip(&tables[..m]) {
+            *l = t.map_or(core::ptr::null(), |t| core::ptr::from_ref(t).cast());
         }
         hint(&line[..m]);
     }
     let mut flat: [Option<&Flat<K::Flat>>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
     let mut bucket = [0usize; PREFETCH_BATCH];
+    // Lanes that walk a Poptrie (their tables are too big for a flat form).
+    let mut walks = 0;
     for i in 0..m {
-        let t = table(i);
+        let Some(t) = tables[i] else { continue };
         line[lines] = match t.flat.as_ref().and_then(K::Flat::of) {
             Some(f) => {
                 bucket[i] = f.bucket(key[i].flat());
                 flat[i] = Some(f);
                 f.index_line(bucket[i])
             }
-            None => t
-                .slots
-                .as_ptr()
-                .wrapping_add(key[i].bits(0, TOP_BITS))
-                .cast(),
+            None => {
+                walks += 1;
+                t.slots
+                    .as_ptr()
+                    .wrapping_add(key[i].bits(0, TOP_BITS))
+                    .cast()
+            }
         };
         lines += 1;
     }
@@ -233,18 +243,19 @@ fn each_pass<'t, A: FibAddr, K: Key>(
     let mut first = [0usize; PREFETCH_BATCH];
     let mut slot: [Option<&Slot>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
     for i in 0..m {
-        line[lines] = match flat[i] {
-            Some(f) => {
+        line[lines] = match (flat[i], tables[i]) {
+            (Some(f), _) => {
                 first[i] = f.first(bucket[i]);
                 f.entry_line(first[i])
             }
-            None => match table(i).slots.get(key[i].bits(0, TOP_BITS)) {
+            (None, Some(t)) => match t.slots.get(key[i].bits(0, TOP_BITS)) {
                 Some(s) => {
                     slot[i] = Some(s);
                     Arc::as_ptr(&s.group).cast()
                 }
                 None => continue,
             },
+            (None, None) => continue,
         };
         lines += 1;
     }
@@ -256,6 +267,11 @@ fn each_pass<'t, A: FibAddr, K: Key>(
             }
         }
     };
+    if walks == 0 {
+        // Every lane's table is flat: no Poptrie level to walk.
+        hint(&line[..lines]);
+        return finish_flat(out);
+    }
     if prefetch.is_none() {
         each_lanes(&key[..m], &slot[..m], out);
         return finish_flat(out);
