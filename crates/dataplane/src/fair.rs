@@ -485,8 +485,13 @@ impl Fair {
     }
 }
 
+/// `a × b ÷ c` without overflow (`c` of 0 taken as 1); in 64 bits when the
+/// product fits, since a 128-bit division is a library call.
 fn mul_div(a: u64, b: u64, c: u64) -> u64 {
-    (u128::from(a) * u128::from(b) / u128::from(c.max(1))) as u64
+    match a.checked_mul(b) {
+        Some(p) => p / c.max(1),
+        None => (u128::from(a) * u128::from(b) / u128::from(c.max(1))) as u64,
+    }
 }
 
 #[cfg(test)]

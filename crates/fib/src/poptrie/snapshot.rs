@@ -112,6 +112,9 @@ fn finish_lanes<K: Key>(lanes: Lanes<'_, K>, out: &mut [Option<NextHopId>; LANES
 /// engine burst.
 const PREFETCH_BATCH: usize = 64;
 
+/// Batches of at most this many addresses take a flat pass of this size.
+const SHORT_PASS: usize = 16;
+
 /// From how many routes on [`FibSnapshot::lookup_batch_prefetch`] pays, by
 /// default, counting every table a worker reads: smaller tables stay in the
 /// core's caches, and the prefetching passes would be pure cost (2–8%
@@ -349,23 +352,23 @@ fn each_lanes<K: Key>(key: &[K], slot: &[Option<&Slot>], out: &mut [Option<NextH
     }
 }
 
-/// Up to [`PREFETCH_BATCH`] lookups in a flat table: every key's bucket,
+/// Up to `N` lookups in a flat table: every key's bucket,
 /// then its first interval, then the answer, each step over the whole pass
 /// (with `prefetch`, each step's cache lines prefetched before the next
 /// reads them).
 #[inline(always)]
-fn flat_pass<K: Key>(
+fn flat_pass<K: Key, const N: usize>(
     flat: &Flat<K::Flat>,
     keys: impl Iterator<Item = K>,
     out: &mut [Option<NextHopId>],
     prefetch: Option<Prefetch>,
 ) {
-    let mut key = [<K::Flat>::default(); PREFETCH_BATCH];
-    let mut low = [0u64; PREFETCH_BATCH];
-    let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
-    let mut bucket = [0usize; PREFETCH_BATCH];
+    let mut key = [<K::Flat>::default(); N];
+    let mut low = [0u64; N];
+    let mut line = [core::ptr::null::<u8>(); N];
+    let mut bucket = [0usize; N];
     let mut m = 0;
-    for (k, i) in keys.zip(0..PREFETCH_BATCH.min(out.len())) {
+    for (k, i) in keys.zip(0..N.min(out.len())) {
         key[i] = k.flat();
         low[i] = k.low();
         bucket[i] = flat.bucket(key[i]);
@@ -375,7 +378,7 @@ fn flat_pass<K: Key>(
     if let Some(p) = prefetch {
         p(&line[..m]);
     }
-    let mut first = [0usize; PREFETCH_BATCH];
+    let mut first = [0usize; N];
     for i in 0..m {
         first[i] = flat.first(bucket[i]);
         line[i] = flat.entry_line(first[i]);
@@ -552,12 +555,24 @@ impl<A: FibAddr> FibSnapshot<A> {
             .chunks(PREFETCH_BATCH)
             .zip(out.chunks_mut(PREFETCH_BATCH))
         {
+            // A short batch (one VR's part of a split burst: a few frames)
+            // passes through arrays of its size: zeroing 64-slot ones cost
+            // more than its lookups.
+            let short = a.len() <= SHORT_PASS;
             if A::BITS <= 64 {
                 if let Some(f) = self.flat.as_ref().and_then(u32::of) {
-                    flat_pass(f, a.iter().map(|&a| key64(a)), o, prefetch);
+                    let keys = a.iter().map(|&a| key64(a));
+                    match short {
+                        true => flat_pass::<_, SHORT_PASS>(f, keys, o, prefetch),
+                        false => flat_pass::<_, PREFETCH_BATCH>(f, keys, o, prefetch),
+                    }
                 }
             } else if let Some(f) = self.flat.as_ref().and_then(u64::of) {
-                flat_pass(f, a.iter().map(|&a| key128(a)), o, prefetch);
+                let keys = a.iter().map(|&a| key128(a));
+                match short {
+                    true => flat_pass::<_, SHORT_PASS>(f, keys, o, prefetch),
+                    false => flat_pass::<_, PREFETCH_BATCH>(f, keys, o, prefetch),
+                }
             }
         }
     }
