@@ -780,3 +780,27 @@ fn fair_inputs(topo: &Shared) -> (Vec<u32>, Vec<Vec<u16>>) {
         .collect();
     (weights, ports)
 }
+
+#[cfg(test)]
+mod layout {
+    use core::mem::{align_of, offset_of, size_of};
+
+    use super::Vr;
+    use crate::iface::Iface;
+    use crate::neighbor::Neighbor;
+
+    /// What a forwarded packet reads of its VR, its interfaces and its
+    /// neighbor stays in one cache line of each (two of the VR): with many
+    /// VRs taking turns, each line is a miss.
+    #[test]
+    fn hot_fields_share_a_line() {
+        assert_eq!(align_of::<Iface>(), 64);
+        assert!(offset_of!(Iface, filter_out) + size_of::<usize>() <= 64);
+        assert_eq!(align_of::<Vr>(), 64);
+        assert!(offset_of!(Vr, ceiling) + size_of::<usize>() <= 64);
+        // The neighbor table's slots (a `Vec`) and reachable time.
+        assert!(offset_of!(Vr, neighbors) + 32 <= 128);
+        assert_eq!(align_of::<Neighbor>(), 32);
+        assert!(offset_of!(Neighbor, used) + size_of::<u64>() <= 32);
+    }
+}
