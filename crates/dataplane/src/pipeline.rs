@@ -395,7 +395,7 @@ impl Worker {
         self.at4.clear();
         self.at6.clear();
         for m in rx.drain(..) {
-            if let Some((next, vr, m)) = classify(&mut ctx, &mut self.vrs, m) {
+            if let Some((next, (vr, urpf), m)) = classify(&mut ctx, &mut self.vrs, m) {
                 let at = self.staged.len();
                 let looked_up = match next {
                     demux::Next::Ipv4 => Ipv4Addr::read_dst(m.l3()).map(|d| {
@@ -411,6 +411,7 @@ impl Worker {
                 .is_some();
                 self.staged.push(Staged {
                     vr,
+                    urpf,
                     next,
                     m: Some(m),
                     looked_up,
@@ -464,7 +465,7 @@ impl Worker {
                 _ => None,
             };
             if let Some(id) = fast_id {
-                let urpf = ctx.ifaces[usize::from(m.iface)].urpf;
+                let urpf = s.urpf;
                 let fast = match s.next {
                     demux::Next::Ipv6 => fast::v6(&mut ctx, v, &mut m, id, urpf),
                     _ => fast::v4(&mut ctx, v, &mut m, id, urpf),
@@ -865,9 +866,15 @@ impl Family for Ipv6Addr {
 
 /// Counts the frame, finds its interface and VR, and applies the VR's rate
 /// ceilings: everything that happens before the VR's own stages. Returns
-/// where the frame goes next and its VR.
+/// where the frame goes next, its VR and its interface's reverse-path check
+/// (read here, where the interface's line is at hand: with many VRs it is
+/// cold again by the time the frame is forwarded).
 #[inline]
-fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Next, u16, Mbuf)> {
+fn classify(
+    ctx: &mut Ctx<'_>,
+    vrs: &mut [Vr],
+    mut m: Mbuf,
+) -> Option<(demux::Next, (u16, Urpf), Mbuf)> {
     m.iface = NO_IFACE;
     m.local_origin = false;
     let len = m.len() as u64;
@@ -883,14 +890,15 @@ fn classify(ctx: &mut Ctx<'_>, vrs: &mut [Vr], mut m: Mbuf) -> Option<(demux::Ne
     let c = &ctx.counters.ifaces[m.iface as usize];
     c.rx_packets.inc();
     c.rx_bytes.add(len);
-    let vr = ctx.ifaces[m.iface as usize].vr;
+    let i = &ctx.ifaces[m.iface as usize];
+    let (vr, urpf) = (i.vr, i.urpf);
     if let Some(ceiling) = &mut vrs[vr as usize].ceiling {
         if !ceiling.admit(ctx.now, m.len()) {
             ctx.drop(m, DropReason::RateCeiling);
             return None;
         }
     }
-    Some((next, vr, m))
+    Some((next, (vr, urpf), m))
 }
 
 /// A frame of `vr` of the family of `A` whose FIB answer is `route`, that

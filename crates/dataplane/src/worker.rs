@@ -440,6 +440,8 @@ pub struct Worker {
 pub(crate) struct Staged {
     /// Its VR.
     pub vr: u16,
+    /// Its interface's reverse-path check.
+    pub urpf: crate::spec::Urpf,
     pub next: crate::demux::Next,
     /// Taken when the frame is dispatched or dropped.
     pub m: Option<Mbuf>,
