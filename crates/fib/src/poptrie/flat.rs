@@ -31,13 +31,13 @@
 //! real table is /64 and shorter, so its lookups compare 64-bit keys in
 //! 16-byte entries, as cheap as IPv4's. A block of 2^64 addresses that a
 //! longer route divides (the router's own /128s, a /127 link) is one
-//! interval whose value is [`REFINE`] and the index of that block's
-//! intervals of the low 64 bits (`Blocks`: every block's in one array,
-//! binary-searched); only addresses in such a block take the second lookup.
+//! interval whose value is [`REFINE`] and the index of that block's own
+//! table, keyed by the low 64 bits; only addresses in such a block take the
+//! second lookup.
 //!
 //! ```text
 //!   top 64 bits ──▶ top table ──▶ value ─┬─▶ next hop + 1
-//!                                        └─▶ REFINE | b ──▶ low 64 bits ──▶ block b ──▶ next hop + 1
+//!                                        └─▶ REFINE | b ──▶ low 64 bits ──▶ refine[b] ──▶ next hop + 1
 //! ```
 //!
 //! Built whole from the route map at each snapshot (`PoptrieLpm::snapshot`),
@@ -171,24 +171,13 @@ pub(crate) struct Flat<K: FlatKey> {
     /// 0: no route). `entries[0]` starts at 0; neighbours never share a
     /// value.
     entries: Arc<[K::Entry]>,
-    /// An IPv6 table's blocks of 2^64 addresses that longer routes divide
-    /// (empty for IPv4): which a [`REFINE`] value names.
-    refine: Arc<Blocks>,
+    /// An IPv6 table's blocks of 2^64 addresses that longer routes divide:
+    /// the table of their low 64 bits, which a [`REFINE`] value names.
+    /// Empty for IPv4 and for the blocks' own tables.
+    refine: Arc<[Flat<u64>]>,
 }
 
-/// The divided blocks of an IPv6 table: each one's intervals of its low
-/// 64 bits, all in one array (a table of thousands of /128s in as many
-/// /64s is two allocations, not thousands of small tables).
-#[derive(Debug, Default)]
-pub(crate) struct Blocks {
-    /// Per block: its first interval in `low`, and how many it has.
-    at: Vec<(u32, u32)>,
-    /// Every block's intervals: (low 64 bits of the start, leaf value),
-    /// each block's first starting at 0.
-    low: Vec<(u64, u32)>,
-}
-
-/// A leaf value with this bit set is not an answer but the block
+/// A leaf value with this bit set is not an answer but the block table
 /// (`Flat::refine`) to look the low 64 bits up in.
 pub(crate) const REFINE: u32 = 1 << 31;
 
@@ -269,7 +258,7 @@ impl Flat<u32> {
     /// than a `u16` index can point at (never for [`FLAT_MAX_ROUTES`]
     /// routes: at most 2 × routes + 1).
     pub(crate) fn build(routes: impl Iterator<Item = (u128, u8, u32)>) -> Option<Flat<u32>> {
-        Flat::from_intervals(intervals(routes, 32), Arc::default())
+        Flat::from_intervals(intervals(routes, 32), Arc::from([]))
     }
 }
 
@@ -279,16 +268,14 @@ impl Flat<u64> {
     /// IPv4 one (64-bit keys, 16-byte entries). A block of 2^64 addresses
     /// that a longer route divides (a /128 of the router's own, say) is one
     /// top interval whose value is [`REFINE`] and the index of the block's
-    /// intervals of its low 64 bits in [`Blocks`]. `routes` as for
-    /// [`Flat::build`].
+    /// own table of its low 64 bits. `routes` as for [`Flat::build`].
     pub(crate) fn build6(routes: impl Iterator<Item = (u128, u8, u32)>) -> Option<Flat<u64>> {
         let all = intervals(routes, 128);
         if all.iter().any(|&(_, v)| v >= REFINE) {
             return None;
         }
-        // At most one top interval per interval, and one more per block.
-        let mut top: Vec<(u128, u32)> = Vec::with_capacity(all.len() * 2);
-        let mut blocks = Blocks::default();
+        let mut top: Vec<(u128, u32)> = Vec::new();
+        let mut blocks: Vec<Flat<u64>> = Vec::new();
         let mut i = 0;
         while let Some(&(pos, value)) = all.get(i) {
             let block = pos >> 64;
@@ -304,19 +291,15 @@ impl Flat<u64> {
             // the one that runs into the block (`all[0]` starts at 0, so
             // an unaligned start has one before it).
             let entering = if aligned { value } else { all[i - 1].1 };
-            let first = u32::try_from(blocks.low.len()).ok()?;
-            blocks.low.push((0, entering));
-            blocks.low.extend(
+            let mut low: Vec<(u128, u32)> = vec![(0, entering)];
+            low.extend(
                 all[i..j]
                     .iter()
                     .filter(|e| e.0 as u64 != 0)
-                    .map(|&(p, v)| (p as u64, v)),
+                    .map(|&(p, v)| (p & u128::from(u64::MAX), v)),
             );
-            let len = u32::try_from(blocks.low.len()).ok()? - first;
-            let index = u32::try_from(blocks.at.len())
-                .ok()
-                .filter(|&b| b < REFINE)?;
-            blocks.at.push((first, len));
+            let index = u32::try_from(blocks.len()).ok().filter(|&b| b < REFINE)?;
+            blocks.push(Flat::from_intervals(low, Arc::from([]))?);
             top.push((block, REFINE | index));
             // What runs on past the block, unless the next interval starts
             // right at its end (or the block ends the space).
@@ -326,14 +309,14 @@ impl Flat<u64> {
             }
             i = j;
         }
-        Flat::from_intervals(top, Arc::new(blocks))
+        Flat::from_intervals(top, blocks.into())
     }
 }
 
 impl<K: FlatKey> Flat<K> {
     /// The form of `out` (from [`intervals`], positions within `K`), with
-    /// `refine` as its divided blocks.
-    fn from_intervals(out: Vec<(u128, u32)>, refine: Arc<Blocks>) -> Option<Flat<K>> {
+    /// `refine` as its block tables.
+    fn from_intervals(out: Vec<(u128, u32)>, refine: Arc<[Flat<u64>]>) -> Option<Flat<K>> {
         let n = out.len();
         if n > usize::from(u16::MAX) {
             return None;
@@ -434,26 +417,16 @@ impl<K: FlatKey> Flat<K> {
     #[cold]
     #[inline(never)]
     fn in_block(&self, value: u32, low: u64) -> u32 {
-        let r = &self.refine;
-        let Some(&(first, len)) = r.at.get((value & !REFINE) as usize) else {
-            return 0;
-        };
-        let block = r
-            .low
-            .get(first as usize..(first + len) as usize)
-            .unwrap_or_default();
-        // The last interval starting at or before `low` (the first starts
-        // at 0).
-        let found = block.partition_point(|e| e.0 <= low);
-        block.get(found.wrapping_sub(1)).map_or(0, |e| e.1)
+        self.refine
+            .get((value & !REFINE) as usize)
+            .map_or(0, |b| b.lookup(low))
     }
 
     /// Heap bytes of the index, the entries and the block tables.
     pub(crate) fn memory_bytes(&self) -> usize {
         self.index.len() * 2
             + self.entries.len() * size_of::<K::Entry>()
-            + self.refine.at.len() * size_of::<(u32, u32)>()
-            + self.refine.low.len() * size_of::<(u64, u32)>()
+            + self.refine.iter().map(Flat::memory_bytes).sum::<usize>()
     }
 }
 
@@ -557,7 +530,7 @@ mod tests {
         assert_eq!(flat.base, (p(0x2001_0db8_0001) >> 64) as u64);
         // The /128 divides the last block of 2^64 addresses; nothing else
         // is longer than /64.
-        assert_eq!(flat.refine.at.len(), 1);
+        assert_eq!(flat.refine.len(), 1);
     }
 
     #[test]
@@ -595,6 +568,6 @@ mod tests {
             assert_eq!(lookup6(&flat, a(addr)), want, "{addr}");
         }
         // Two divided blocks: 2001:db8::/64 and 2001:db8:0:1::/64.
-        assert_eq!(flat.refine.at.len(), 2);
+        assert_eq!(flat.refine.len(), 2);
     }
 }
