@@ -460,10 +460,7 @@ impl Worker {
             }
             any_admitted = true;
             let route = s.looked_up.then_some(route);
-            let fast_id = match (fast_path, route) {
-                (true, Some(id)) => id,
-                _ => None,
-            };
+            let fast_id = route.flatten().filter(|_| fast_path);
             if let Some(id) = fast_id {
                 let urpf = s.urpf;
                 let fast = match s.next {

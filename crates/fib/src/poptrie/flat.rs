@@ -63,7 +63,7 @@ pub(crate) trait FlatKey: Copy + Ord + Default + core::fmt::Debug {
     const REFINES: bool;
     /// One interval: its start and leaf value.
     type Entry: Copy + core::fmt::Debug;
-    /// The address of a value of at most [`FlatKey::BITS`] bits.
+    /// The address of a value that fits the key.
     fn from_u128(v: u128) -> Self;
     fn entry(start: Self, value: u32) -> Self::Entry;
     /// Whether `e` starts at or before `self`.
@@ -381,9 +381,11 @@ impl<K: FlatKey> Flat<K> {
     }
 
     /// The leaf value (next hop + 1, 0 for none) of `addr`, in bucket `b`
-    /// whose first candidate is `lo` ([`Flat::first`]).
+    /// whose first candidate is `lo` ([`Flat::first`]); `low` is the
+    /// address's low 64 bits, looked up in its block when `addr` falls in
+    /// a divided one (IPv6; IPv4 passes 0).
     #[inline(always)]
-    pub(crate) fn finish(&self, addr: K, b: usize, lo: usize) -> u32 {
+    pub(crate) fn finish(&self, addr: K, low: u64, b: usize, lo: usize) -> u32 {
         let hi = usize::from(self.index[b + 1]);
         // The bucket's entries after the first, in one bounds check.
         let found = match self.entries.get(lo + 1..=hi) {
@@ -391,35 +393,30 @@ impl<K: FlatKey> Flat<K> {
             Some(s) => lo + s.partition_point(|e| addr.after(e)),
             None => lo,
         };
-        K::value(self.entries[found])
-    }
-
-    /// The leaf value of `addr` in this table ([`REFINE`] for a divided
-    /// block: see [`Flat::refined`]).
-    #[inline(always)]
-    pub(crate) fn lookup(&self, addr: K) -> u32 {
-        let b = self.bucket(addr);
-        self.finish(addr, b, self.first(b))
-    }
-
-    /// The answer for `value`, this table's leaf value of an address whose
-    /// low 64 bits are `low`: `value` itself, or, for a [`REFINE`] value,
-    /// the leaf value of `low` in that block's table.
-    #[inline(always)]
-    pub(crate) fn refined(&self, value: u32, low: u64) -> u32 {
+        let value = K::value(self.entries[found]);
         if K::REFINES && value & REFINE != 0 {
             return self.in_block(value, low);
         }
         value
     }
 
-    /// [`Flat::refined`]'s rare case, out of the lookups' loops.
+    /// The leaf value of the address `addr` (then `low`, as for
+    /// [`Flat::finish`]).
+    #[inline(always)]
+    pub(crate) fn lookup(&self, addr: K, low: u64) -> u32 {
+        let b = self.bucket(addr);
+        self.finish(addr, low, b, self.first(b))
+    }
+
+    /// The leaf value of `low` in the divided block that the [`REFINE`]
+    /// value `value` names: [`Flat::finish`]'s rare case, out of the
+    /// lookups' loops. A block's own table holds no [`REFINE`] value.
     #[cold]
     #[inline(never)]
     fn in_block(&self, value: u32, low: u64) -> u32 {
         self.refine
             .get((value & !REFINE) as usize)
-            .map_or(0, |b| b.lookup(low))
+            .map_or(0, |b| b.lookup(low, 0))
     }
 
     /// Heap bytes of the index, the entries and the block tables.
@@ -459,7 +456,7 @@ mod tests {
             (0x0b00_0000, 4),
             (u32::MAX, 4),
         ] {
-            assert_eq!(flat.lookup(addr), want, "{addr:#x}");
+            assert_eq!(flat.lookup(addr, 0), want, "{addr:#x}");
         }
         // 0/0, 10/8, 10.1/16, 10.1.2/24, back to 10.1/16, 10/8, 0/0.
         assert_eq!(flat.entries.len(), 7);
@@ -468,12 +465,12 @@ mod tests {
     #[test]
     fn equal_neighbours_merge_and_host_routes_end_the_space() {
         let flat = flat4(&[(0x0a00_0000, 8, 1), (0x0a80_0000, 9, 1), (u32::MAX, 32, 2)]);
-        assert_eq!(flat.lookup(0x0a7f_ffff), 1);
-        assert_eq!(flat.lookup(0x0aff_ffff), 1);
-        assert_eq!(flat.lookup(0x0b00_0000), 0);
-        assert_eq!(flat.lookup(u32::MAX - 1), 0);
-        assert_eq!(flat.lookup(u32::MAX), 2);
-        assert_eq!(flat.lookup(0x09ff_ffff), 0);
+        assert_eq!(flat.lookup(0x0a7f_ffff, 0), 1);
+        assert_eq!(flat.lookup(0x0aff_ffff, 0), 1);
+        assert_eq!(flat.lookup(0x0b00_0000, 0), 0);
+        assert_eq!(flat.lookup(u32::MAX - 1, 0), 0);
+        assert_eq!(flat.lookup(u32::MAX, 0), 2);
+        assert_eq!(flat.lookup(0x09ff_ffff, 0), 0);
         // [0, none) [10/8, 1) [11/8, none) [255.255.255.255, 2)
         assert_eq!(flat.entries.len(), 4);
     }
@@ -486,24 +483,24 @@ mod tests {
             .collect();
         let flat = flat4(&routes);
         for i in 0..300u32 {
-            assert_eq!(flat.lookup(0xc000_0200 + i * 2), i + 1);
-            assert_eq!(flat.lookup(0xc000_0200 + i * 2 + 1), 0);
+            assert_eq!(flat.lookup(0xc000_0200 + i * 2, 0), i + 1);
+            assert_eq!(flat.lookup(0xc000_0200 + i * 2 + 1, 0), 0);
         }
-        assert_eq!(flat.lookup(0), 0);
-        assert_eq!(flat.lookup(u32::MAX), 0);
+        assert_eq!(flat.lookup(0, 0), 0);
+        assert_eq!(flat.lookup(u32::MAX, 0), 0);
     }
 
     #[test]
     fn an_empty_table_has_one_interval() {
         let flat = flat4(&[]);
-        assert_eq!(flat.lookup(0), 0);
-        assert_eq!(flat.lookup(u32::MAX), 0);
+        assert_eq!(flat.lookup(0, 0), 0);
+        assert_eq!(flat.lookup(u32::MAX, 0), 0);
         assert_eq!(flat.memory_bytes(), 2 * 2 + 8);
     }
 
     /// The answer of `flat` (an IPv6 table) for `addr`.
     fn lookup6(flat: &Flat<u64>, addr: u128) -> u32 {
-        flat.refined(flat.lookup((addr >> 64) as u64), addr as u64)
+        flat.lookup((addr >> 64) as u64, addr as u64)
     }
 
     #[test]

@@ -195,11 +195,14 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         key[i] = k;
         m = i + 1;
     }
+    if m == 0 {
+        return;
+    }
     // Each lane's table, asked for once (the caller's closure may be a few
     // dependent loads: a burst's frame, its VR, the VR's table).
-    let mut tables: [Option<&FibSnapshot<A>>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
-    for (i, t) in tables[..m].iter_mut().enumerate() {
-        *t = Some(table(i));
+    let mut tables = [table(0); PREFETCH_BATCH];
+    for (i, t) in tables.iter_mut().enumerate().take(m).skip(1) {
+        *t = table(i);
     }
     // The lines to prefetch at each level, gathered without gaps.
     let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
@@ -210,8 +213,8 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         }
     };
     if prefetch.is_some() {
-        for (l, t) in line[..m].iter_mut().zip(&tables[..m]) {
-            *l = t.map_or(core::ptr::null(), |t| core::ptr::from_ref(t).cast());
+        for (l, &t) in line[..m].iter_mut().zip(&tables[..m]) {
+            *l = core::ptr::from_ref(t).cast();
         }
         hint(&line[..m]);
     }
@@ -220,7 +223,7 @@ fn each_pass<'t, A: FibAddr, K: Key>(
     // Lanes that walk a Poptrie (their tables are too big for a flat form).
     let mut walks = 0;
     for i in 0..m {
-        let Some(t) = tables[i] else { continue };
+        let t = tables[i];
         line[lines] = match t.flat.as_ref().and_then(K::Flat::of) {
             Some(f) => {
                 bucket[i] = f.bucket(key[i].flat());
@@ -246,27 +249,25 @@ fn each_pass<'t, A: FibAddr, K: Key>(
     let mut first = [0usize; PREFETCH_BATCH];
     let mut slot: [Option<&Slot>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
     for i in 0..m {
-        line[lines] = match (flat[i], tables[i]) {
-            (Some(f), _) => {
+        line[lines] = match flat[i] {
+            Some(f) => {
                 first[i] = f.first(bucket[i]);
                 f.entry_line(first[i])
             }
-            (None, Some(t)) => match t.slots.get(key[i].bits(0, TOP_BITS)) {
+            None => match tables[i].slots.get(key[i].bits(0, TOP_BITS)) {
                 Some(s) => {
                     slot[i] = Some(s);
                     Arc::as_ptr(&s.group).cast()
                 }
                 None => continue,
             },
-            (None, None) => continue,
         };
         lines += 1;
     }
     let finish_flat = |out: &mut [Option<NextHopId>]| {
         for i in 0..m {
             if let Some(f) = flat[i] {
-                let value = f.finish(key[i].flat(), bucket[i], first[i]);
-                out[i] = leaf(f.refined(value, key[i].low()));
+                out[i] = leaf(f.finish(key[i].flat(), key[i].low(), bucket[i], first[i]));
             }
         }
     };
@@ -387,7 +388,24 @@ fn flat_pass<K: Key, const N: usize>(
         p(&line[..m]);
     }
     for i in 0..m {
-        out[i] = leaf(flat.refined(flat.finish(key[i], bucket[i], first[i]), low[i]));
+        out[i] = leaf(flat.finish(key[i], low[i], bucket[i], first[i]));
+    }
+}
+
+/// [`flat_pass`] through arrays sized for `out`: a short batch (one VR's
+/// part of a split burst, a few frames) through [`SHORT_PASS`] slots, since
+/// zeroing 64-slot arrays cost it more than its lookups.
+#[inline(always)]
+fn flat_pass_sized<K: Key>(
+    flat: &Flat<K::Flat>,
+    keys: impl Iterator<Item = K>,
+    out: &mut [Option<NextHopId>],
+    prefetch: Option<Prefetch>,
+) {
+    if out.len() <= SHORT_PASS {
+        flat_pass::<K, SHORT_PASS>(flat, keys, out, prefetch);
+    } else {
+        flat_pass::<K, PREFETCH_BATCH>(flat, keys, out, prefetch);
     }
 }
 
@@ -555,24 +573,12 @@ impl<A: FibAddr> FibSnapshot<A> {
             .chunks(PREFETCH_BATCH)
             .zip(out.chunks_mut(PREFETCH_BATCH))
         {
-            // A short batch (one VR's part of a split burst: a few frames)
-            // passes through arrays of its size: zeroing 64-slot ones cost
-            // more than its lookups.
-            let short = a.len() <= SHORT_PASS;
             if A::BITS <= 64 {
                 if let Some(f) = self.flat.as_ref().and_then(u32::of) {
-                    let keys = a.iter().map(|&a| key64(a));
-                    match short {
-                        true => flat_pass::<_, SHORT_PASS>(f, keys, o, prefetch),
-                        false => flat_pass::<_, PREFETCH_BATCH>(f, keys, o, prefetch),
-                    }
+                    flat_pass_sized(f, a.iter().map(|&a| key64(a)), o, prefetch);
                 }
             } else if let Some(f) = self.flat.as_ref().and_then(u64::of) {
-                let keys = a.iter().map(|&a| key128(a));
-                match short {
-                    true => flat_pass::<_, SHORT_PASS>(f, keys, o, prefetch),
-                    false => flat_pass::<_, PREFETCH_BATCH>(f, keys, o, prefetch),
-                }
+                flat_pass_sized(f, a.iter().map(|&a| key128(a)), o, prefetch);
             }
         }
     }
@@ -588,7 +594,7 @@ impl<A: FibAddr> FibSnapshot<A> {
     #[inline(always)]
     fn answer<K: Key>(&self, key: K) -> Option<NextHopId> {
         if let Some(flat) = self.flat.as_ref().and_then(K::Flat::of) {
-            return leaf(flat.refined(flat.lookup(key.flat()), key.low()));
+            return leaf(flat.lookup(key.flat(), key.low()));
         }
         let slot = self.slots.get(key.bits(0, TOP_BITS))?;
         slot.answer(slot.group.lookup(key))
