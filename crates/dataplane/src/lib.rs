@@ -21,6 +21,7 @@ pub mod filter;
 pub mod iface;
 pub mod mbuf;
 pub mod neighbor;
+pub mod offload;
 pub mod spec;
 pub mod tables;
 pub mod tap;
@@ -47,7 +48,7 @@ pub use engine::{sum_ifaces, sum_ports, Engine, VrInfo};
 pub use fair::{Clock, Fair};
 pub use filter::{Action, Filter, FilterError, FilterSpec, PortRange, Rule};
 pub use iface::{link_local_from_mac, Iface};
-pub use mbuf::{Mbuf, MbufPool};
+pub use mbuf::{Gso, Mbuf, MbufPool, Offload};
 pub use neighbor::Event;
 pub use spec::{
     EngineSpec, IfaceFilters, IfaceId, InterfaceSpec, Limits, Path, Paths, PathsError, PortId,

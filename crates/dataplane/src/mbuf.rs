@@ -35,7 +35,67 @@ pub struct Buffer {
     pub l3_off: u16,
     /// Built by the router itself (an ICMP error, reply or probe) rather than forwarded.
     pub local_origin: bool,
+    /// Checksum and segmentation work the sender left to the link
+    /// ([`crate::offload`]); [`Offload::NONE`] for an ordinary frame.
+    pub offload: Offload,
     buf: Bytes,
+}
+
+/// What a frame's sender left undone for the link to finish, as a
+/// virtio-net header says it (virtio 1.2 §5.1.6, "Packet Transmission"):
+/// the transport checksum, and the cutting of a super-frame into
+/// segments. Offsets count from the L3 header, not the frame, so L2
+/// rewrites (a tag pushed or popped) leave them valid.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offload {
+    /// The transport checksum is partial (`VIRTIO_NET_HDR_F_NEEDS_CSUM`):
+    /// its field holds the pseudo-header's folded sum, and the ones'
+    /// complement sum from `csum_start` to the end still has to go there.
+    pub partial: bool,
+    /// How the super-frame is cut; [`Gso::None`] for a frame that leaves
+    /// as it is.
+    pub gso: Gso,
+    /// Transport payload bytes per segment (the MSS for TCP); 0 without GSO.
+    pub gso_size: u16,
+    /// Where the checksummed range starts: the transport header, in bytes
+    /// from the L3 header.
+    pub csum_start: u16,
+    /// Where the checksum field sits, in bytes from `csum_start` (16 for
+    /// TCP, 6 for UDP).
+    pub csum_offset: u16,
+}
+
+/// The segmentation a super-frame asks for (`VIRTIO_NET_HDR_GSO_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Gso {
+    /// Not a super-frame.
+    #[default]
+    None,
+    /// TCP over IPv4 (TSO4): segments of `gso_size` payload bytes, each
+    /// with its own sequence number and IPv4 identification.
+    Tcp4,
+    /// TCP over IPv6 (TSO6).
+    Tcp6,
+    /// UDP segmentation (USO, `VIRTIO_NET_HDR_GSO_UDP_L4`): each segment a
+    /// datagram of its own, over either family.
+    Udp,
+}
+
+impl Offload {
+    /// Nothing left to do.
+    pub const NONE: Offload = Offload {
+        partial: false,
+        gso: Gso::None,
+        gso_size: 0,
+        csum_start: 0,
+        csum_offset: 0,
+    };
+
+    /// Whether anything is left for the link.
+    #[inline(always)]
+    pub fn any(&self) -> bool {
+        self.partial || self.gso != Gso::None
+    }
 }
 
 /// Headroom and frame, starting on a cache line.
@@ -67,6 +127,7 @@ impl Mbuf {
             iface: 0,
             l3_off: 0,
             local_origin: false,
+            offload: Offload::NONE,
             buf: Bytes([0u8; CAPACITY]),
         }))
     }
@@ -81,6 +142,7 @@ impl Mbuf {
         b.iface = 0;
         b.l3_off = 0;
         b.local_origin = false;
+        b.offload = Offload::NONE;
     }
 
     /// The L3 packet: the frame from `l3_off` on.

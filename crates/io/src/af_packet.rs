@@ -21,6 +21,14 @@
 //! - `PACKET_FANOUT` (`PACKET_FANOUT_HASH`) when `queues > 1`: the queues of
 //!   one interface form a fanout group whose id is the interface index, and
 //!   the kernel spreads flows over them by hash.
+//! - `PACKET_VNET_HDR`: a virtio-net header ([`crate::vnet`]) in front of
+//!   every frame, both ways, so that a peer's partial checksums and TCP/UDP
+//!   super-frames (veth with its default offloads) arrive described, and
+//!   leave described to a kernel that finishes them. Without it (a kernel
+//!   that refuses it) the port falls back to plain frames and finishes
+//!   such frames itself ([`vrhost_dataplane::offload::resolve`]); a partial
+//!   checksum then cannot be seen on receive, so a peer's offloads must be
+//!   off.
 //! - `PACKET_STATISTICS`: ring-full drops, reported in
 //!   [`PortStats::dropped`]. Reading them resets the kernel's counters, so
 //!   the port accumulates them.
@@ -49,6 +57,15 @@
 //! burst. Neither allocates nor locks. `stats()` costs one
 //! `getsockopt(PACKET_STATISTICS)`: call it off the fast path.
 //!
+//! # Super-frames
+//!
+//! A received super-frame of up to 64 KiB is longer than an [`Mbuf`]
+//! ([`MAX_FRAME`]): it is cut straight from the ring into super-frames
+//! that fit one buffer (six 1448-byte segments each), checksums left
+//! partial, so the pipeline looks each one up once and the sending kernel
+//! cuts it into segments. With the vnet header, tx frames are 16 KiB, so
+//! any [`Mbuf`] fits one.
+//!
 //! # VLAN tags
 //!
 //! When the device strips an 802.1Q tag into metadata (`TP_STATUS_VLAN_VALID`),
@@ -63,10 +80,12 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use vrhost_dataplane::mbuf::MAX_FRAME;
-use vrhost_dataplane::{Mbuf, MbufPool};
+use vrhost_dataplane::offload::{self, l2_len};
+use vrhost_dataplane::{Gso, Mbuf, MbufPool, Offload};
 
 use crate::netdev;
 use crate::sys::{self, getsockopt, setsockopt, sys_err, zeroed, Mmap};
+use crate::vnet;
 use crate::{IoError, Port, PortStats};
 
 pub use crate::netdev::{mac, mtu};
@@ -133,6 +152,10 @@ pub struct AfPacketPort {
     stats: PortStats,
     /// Ring drops read so far (`PACKET_STATISTICS` resets on read).
     ring_drops: Cell<u64>,
+    /// Frames carry a virtio-net header both ways (`PACKET_VNET_HDR`).
+    vnet: bool,
+    /// Spare vector for [`offload::resolve`] when `vnet` is off.
+    scratch: Vec<Mbuf>,
 }
 
 impl AfPacketPort {
@@ -167,6 +190,18 @@ impl AfPacketPort {
             1,
             "setsockopt(PACKET_QDISC_BYPASS)",
         )?;
+        // Before the rings, as the kernel requires. Refused (an old kernel,
+        // or a socket type without it), the port works with plain frames.
+        let vnet = match opt(libc::PACKET_VNET_HDR, 1, "setsockopt(PACKET_VNET_HDR)") {
+            Ok(()) => true,
+            Err(err) => {
+                tracing::warn!(
+                    "{ifname}: {err}; frames carry no offload metadata, so peers must turn \
+                     checksum and segmentation offloads off for TCP and UDP to pass"
+                );
+                false
+            }
+        };
         // Older kernels lack it; rx_burst also skips PACKET_OUTGOING frames.
         let _ = opt(
             libc::PACKET_IGNORE_OUTGOING,
@@ -187,13 +222,21 @@ impl AfPacketPort {
             .map_err(e("setsockopt(PACKET_RX_RING)"))?;
 
         // A tx frame holds its header and the largest frame the MTU allows
-        // (plus Ethernet and one VLAN tag), capped by the Mbuf size.
-        let need = TX_DATA_OFF + (mtu + 18).min(MAX_FRAME);
-        let tx_frame_size = need
-            .next_power_of_two()
-            .clamp(2048, (TX_DATA_OFF + MAX_FRAME).next_power_of_two());
+        // (plus Ethernet and one VLAN tag), capped by the Mbuf size; with
+        // the vnet header, any Mbuf (a super-frame), behind that header.
+        let need = if vnet {
+            TX_DATA_OFF + vnet::LEN + MAX_FRAME
+        } else {
+            TX_DATA_OFF + (mtu + 18).min(MAX_FRAME)
+        };
+        let tx_frame_size = need.next_power_of_two().clamp(
+            2048,
+            (TX_DATA_OFF + vnet::LEN + MAX_FRAME).next_power_of_two(),
+        );
         let tx_block_size = BLOCK_SIZE.max(tx_frame_size);
-        let tx_blocks = (TX_RING_BYTES / tx_block_size).max(1);
+        // At least 1024 frames, however large each is.
+        let ring_bytes = TX_RING_BYTES.max(1024 * tx_frame_size);
+        let tx_blocks = (ring_bytes / tx_block_size).max(1);
         let tx_frames = tx_blocks * (tx_block_size / tx_frame_size);
         let tx_req = libc::tpacket_req3 {
             tp_block_size: tx_block_size as u32,
@@ -249,7 +292,14 @@ impl AfPacketPort {
             kick_pending: false,
             stats: PortStats::default(),
             ring_drops: Cell::new(0),
+            vnet,
+            scratch: Vec::new(),
         })
+    }
+
+    /// Whether frames carry offload metadata (`PACKET_VNET_HDR` took).
+    pub fn offloads(&self) -> bool {
+        self.vnet
     }
 
     /// The interface this port is bound to.
@@ -259,7 +309,7 @@ impl AfPacketPort {
 
     /// Largest frame `tx_burst` accepts; longer ones are dropped.
     pub fn max_tx_frame(&self) -> usize {
-        self.tx_frame_size - TX_DATA_OFF
+        self.tx_frame_size - TX_DATA_OFF - if self.vnet { vnet::LEN } else { 0 }
     }
 
     #[inline]
@@ -343,6 +393,125 @@ impl AfPacketPort {
         }
     }
 
+    /// Copies received `frame` into buffers on `rx`, `n` of at most `max`
+    /// already there: one buffer, or, for a super-frame longer than a
+    /// buffer, as many super-frames as it takes. `vh` is its vnet header
+    /// (empty without one); `vlan` says the device stripped an 802.1Q tag
+    /// into `hdr`, which goes back into the frame.
+    #[allow(clippy::too_many_arguments)]
+    fn receive(
+        &mut self,
+        frame: &[u8],
+        vh: &[u8],
+        vlan: bool,
+        hdr: &libc::tpacket3_hdr,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        (n, max): (usize, usize),
+        port_index: u16,
+    ) -> Received {
+        let Some(l2) = l2_len(frame) else {
+            return Received::Dropped;
+        };
+        let off = match <&[u8; vnet::LEN]>::try_from(vh) {
+            Ok(h) => match vnet::parse(h, l2) {
+                Some(off) => off,
+                None => return Received::Dropped,
+            },
+            Err(_) => Offload::NONE,
+        };
+        // The tag as the wire had it: TPID, then TCI.
+        let tag = vlan.then(|| {
+            let tpid = if hdr.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                hdr.hv1.tp_vlan_tpid
+            } else {
+                0x8100
+            };
+            let tci = hdr.hv1.tp_vlan_tci as u16;
+            let mut t = [0u8; VLAN_LEN];
+            t[..2].copy_from_slice(&tpid.to_be_bytes());
+            t[2..].copy_from_slice(&tci.to_be_bytes());
+            t
+        });
+        let extra = if tag.is_some() { VLAN_LEN } else { 0 };
+        if frame.len() + extra > MAX_FRAME {
+            if off.gso == Gso::None {
+                return Received::Dropped;
+            }
+            return self.receive_cut(frame, l2, tag, &off, pool, rx, (n, max), port_index);
+        }
+        let mut m = pool.get();
+        match tag {
+            Some(t) => {
+                let buf = m.set_len_from_start(frame.len() + VLAN_LEN);
+                buf[..12].copy_from_slice(&frame[..12]);
+                buf[12..16].copy_from_slice(&t);
+                buf[16..].copy_from_slice(&frame[12..]);
+            }
+            None => {
+                m.fill(frame);
+            }
+        }
+        m.offload = off;
+        m.port = port_index;
+        self.stats.rx_packets += 1;
+        self.stats.rx_bytes += m.len() as u64;
+        rx.push(m);
+        Received::Frames(1)
+    }
+
+    /// [`AfPacketPort::receive`] for a super-frame longer than a buffer:
+    /// cut straight from the ring into super-frames that fit one, each
+    /// with `frame`'s L2 header (`l2` bytes, `tag` put back), checksums
+    /// left partial.
+    #[allow(clippy::too_many_arguments)]
+    fn receive_cut(
+        &mut self,
+        frame: &[u8],
+        l2: usize,
+        tag: Option<[u8; VLAN_LEN]>,
+        off: &Offload,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        (n, max): (usize, usize),
+        port_index: u16,
+    ) -> Received {
+        let mut head = [0u8; 22 + VLAN_LEN];
+        let head_len = match tag {
+            Some(t) => {
+                head[..12].copy_from_slice(&frame[..12]);
+                head[12..16].copy_from_slice(&t);
+                head[16..l2 + VLAN_LEN].copy_from_slice(&frame[12..l2]);
+                l2 + VLAN_LEN
+            }
+            None => {
+                head[..l2].copy_from_slice(&frame[..l2]);
+                l2
+            }
+        };
+        let pkt = &frame[l2..];
+        let Some((per, frames)) = offload::frames_fitting(pkt, off, head_len, MAX_FRAME) else {
+            return Received::Dropped;
+        };
+        if n > 0 && n + frames > max {
+            return Received::NoRoom;
+        }
+        let mut bytes = 0u64;
+        let made = offload::segment(&head[..head_len], pkt, off, per, false, pool, |mut m| {
+            m.port = port_index;
+            bytes += m.len() as u64;
+            rx.push(m);
+        });
+        match made {
+            Ok(k) => {
+                self.stats.rx_packets += k as u64;
+                self.stats.rx_bytes += bytes;
+                Received::Frames(k)
+            }
+            Err(_) => Received::Dropped,
+        }
+    }
+
     fn kick(&mut self) -> Result<(), IoError> {
         match sys::kick_tx(&self.fd) {
             Ok(()) => {
@@ -359,6 +528,17 @@ impl AfPacketPort {
             }
         }
     }
+}
+
+/// What became of one received frame.
+enum Received {
+    /// It is on `rx`, as this many buffers.
+    Frames(usize),
+    /// It could not be taken (malformed, or offloads that cannot be
+    /// carried); counted in [`PortStats::dropped`].
+    Dropped,
+    /// It needs more buffers than the burst has room for: read it next time.
+    NoRoom,
 }
 
 impl Port for AfPacketPort {
@@ -395,43 +575,30 @@ impl Port for AfPacketPort {
             };
             let mac = off + hdr.tp_mac as usize;
             let snap = hdr.tp_snaplen as usize;
-            let ok = mac.checked_add(snap).is_some_and(|end| end <= BLOCK_SIZE) && snap >= 14;
+            let vlan = hdr.tp_status & libc::TP_STATUS_VLAN_VALID != 0;
+            let skip = if self.vnet { vnet::LEN } else { 0 };
+            let ok = mac.checked_add(snap).is_some_and(|end| end <= BLOCK_SIZE)
+                && snap >= 14
+                && hdr.tp_mac as usize >= HDR_LEN + skip;
             let truncated = (hdr.tp_len as usize) > snap;
 
             if ok && !truncated && pkttype != libc::PACKET_OUTGOING {
-                // SAFETY: `mac + snap <= BLOCK_SIZE` was checked, so the frame
-                // bytes lie inside this user-owned block; the kernel will
-                // not write them until `release_block`, which happens after
-                // this copy.
-                let frame = unsafe { std::slice::from_raw_parts(blk.add(mac), snap) };
-                let mut m = pool.get();
-                let kept = if hdr.tp_status & libc::TP_STATUS_VLAN_VALID != 0
-                    && snap + VLAN_LEN <= MAX_FRAME
-                {
-                    let tpid = if hdr.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                        hdr.hv1.tp_vlan_tpid
-                    } else {
-                        0x8100
-                    };
-                    let tci = hdr.hv1.tp_vlan_tci as u16;
-                    let buf = m.set_len_from_start(snap + VLAN_LEN);
-                    buf[..12].copy_from_slice(&frame[..12]);
-                    buf[12..14].copy_from_slice(&tpid.to_be_bytes());
-                    buf[14..16].copy_from_slice(&tci.to_be_bytes());
-                    buf[16..].copy_from_slice(&frame[12..]);
-                    snap + VLAN_LEN
-                } else {
-                    m.fill(frame)
+                // SAFETY: `mac + snap <= BLOCK_SIZE` and `tp_mac >= HDR_LEN +
+                // skip` were checked, so the frame bytes and the vnet header
+                // before them lie inside this user-owned block; the kernel
+                // will not write them until `release_block`, which happens
+                // after they are copied.
+                let (frame, vh) = unsafe {
+                    (
+                        std::slice::from_raw_parts(blk.add(mac), snap),
+                        std::slice::from_raw_parts(blk.add(mac - skip), skip),
+                    )
                 };
-                if kept < snap {
-                    self.stats.dropped += 1;
-                    pool.put(m);
-                } else {
-                    m.port = port_index;
-                    self.stats.rx_packets += 1;
-                    self.stats.rx_bytes += kept as u64;
-                    rx.push(m);
-                    n += 1;
+                match self.receive(frame, vh, vlan, &hdr, pool, rx, (n, max), port_index) {
+                    Received::Frames(k) => n += k,
+                    Received::Dropped => self.stats.dropped += 1,
+                    // Leave the frame for the next burst, unread.
+                    Received::NoRoom => break,
                 }
             } else if !ok || truncated {
                 self.stats.dropped += 1;
@@ -454,30 +621,46 @@ impl Port for AfPacketPort {
         _now_ns: u64,
     ) -> Result<(), IoError> {
         let max = self.max_tx_frame();
+        if !self.vnet {
+            self.stats.dropped += offload::resolve(tx, &mut self.scratch, pool);
+        }
+        let skip = if self.vnet { vnet::LEN } else { 0 };
         let mut queued = 0usize;
         for m in tx.drain(..) {
             let data = m.data();
+            let vh = if self.vnet {
+                vnet::emit(&m.offload, data)
+            } else {
+                Some([0; vnet::LEN])
+            };
             let status = self.tx_status(self.tx_head).load(Ordering::Acquire);
-            if data.len() < 14
-                || data.len() > max
-                || status & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_SENDING) != 0
-            {
+            let Some(vh) = vh.filter(|_| {
+                data.len() >= 14
+                    && data.len() <= max
+                    && status & (libc::TP_STATUS_SEND_REQUEST | libc::TP_STATUS_SENDING) == 0
+            }) else {
                 // Too short, too long, or the ring is full.
                 self.stats.dropped += 1;
                 pool.put(m);
                 continue;
-            }
+            };
             let frame = self.tx_frame(self.tx_head);
+            let len = skip + data.len();
             // SAFETY: the frame's status is neither SEND_REQUEST nor SENDING,
             // so the kernel is done with it and will not read it before we
-            // publish SEND_REQUEST below. `TX_DATA_OFF + len <= frame size`
-            // was checked (`len <= max`), so the copy and the header writes
-            // stay inside this frame of the mapping.
+            // publish SEND_REQUEST below. `TX_DATA_OFF + skip + len <= frame
+            // size` was checked (`len <= max`), so the copies and the header
+            // writes stay inside this frame of the mapping.
             unsafe {
-                std::ptr::copy_nonoverlapping(data.as_ptr(), frame.add(TX_DATA_OFF), data.len());
+                std::ptr::copy_nonoverlapping(vh.as_ptr(), frame.add(TX_DATA_OFF), skip);
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr(),
+                    frame.add(TX_DATA_OFF + skip),
+                    data.len(),
+                );
                 let h = frame.cast::<libc::tpacket3_hdr>();
-                std::ptr::addr_of_mut!((*h).tp_len).write_unaligned(data.len() as u32);
-                std::ptr::addr_of_mut!((*h).tp_snaplen).write_unaligned(data.len() as u32);
+                std::ptr::addr_of_mut!((*h).tp_len).write_unaligned(len as u32);
+                std::ptr::addr_of_mut!((*h).tp_snaplen).write_unaligned(len as u32);
                 std::ptr::addr_of_mut!((*h).tp_next_offset).write_unaligned(0);
             }
             // Release: the bytes above are visible before the kernel sees

@@ -41,6 +41,7 @@ pub mod prefetch;
 mod sys;
 pub mod tap;
 pub mod tools;
+pub mod vnet;
 
 use vrhost_dataplane::{Mbuf, MbufPool};
 

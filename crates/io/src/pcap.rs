@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use pcap_file::pcap::{PcapPacket, PcapReader, PcapWriter};
 use pcap_file::DataLink;
-use vrhost_dataplane::{Mbuf, MbufPool};
+use vrhost_dataplane::{offload, Mbuf, MbufPool};
 
 use crate::{IoError, Port, PortStats};
 
@@ -71,6 +71,8 @@ pub struct PcapSink {
     path: PathBuf,
     writer: PcapWriter<BufWriter<File>>,
     stats: PortStats,
+    /// Spare vector for [`vrhost_dataplane::offload::resolve`].
+    scratch: Vec<Mbuf>,
 }
 
 impl PcapSink {
@@ -88,6 +90,7 @@ impl PcapSink {
             path: path.to_path_buf(),
             writer,
             stats: PortStats::default(),
+            scratch: Vec::new(),
         })
     }
 
@@ -115,6 +118,9 @@ impl Port for PcapSink {
         pool: &mut MbufPool,
         now_ns: u64,
     ) -> Result<(), IoError> {
+        // A capture shows what a receiver would get: checksums whole,
+        // super-frames as their segments.
+        self.stats.dropped += offload::resolve(tx, &mut self.scratch, pool);
         let mut result = Ok(());
         for m in tx.drain(..) {
             if result.is_ok() {
@@ -150,6 +156,8 @@ pub struct PcapPort {
     rx: Option<PcapFrames>,
     tx: Option<PcapSink>,
     stats: PortStats,
+    /// Spare vector for [`vrhost_dataplane::offload::resolve`].
+    scratch: Vec<Mbuf>,
 }
 
 impl PcapPort {
@@ -159,6 +167,7 @@ impl PcapPort {
             rx: rx.map(PcapFrames::open).transpose()?,
             tx: tx.map(PcapSink::create).transpose()?,
             stats: PortStats::default(),
+            scratch: Vec::new(),
         })
     }
 
@@ -218,6 +227,7 @@ impl Port for PcapPort {
         pool: &mut MbufPool,
         now_ns: u64,
     ) -> Result<(), IoError> {
+        self.stats.dropped += offload::resolve(tx, &mut self.scratch, pool);
         let mut result = Ok(());
         for m in tx.drain(..) {
             self.stats.tx_packets += 1;

@@ -19,7 +19,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 
 use vrhost_dataplane::mbuf::MAX_FRAME;
-use vrhost_dataplane::{Mbuf, MbufPool};
+use vrhost_dataplane::{offload, Mbuf, MbufPool};
 
 use crate::sys::{self, last_err, sys_err, zeroed};
 use crate::{netdev, IoError, Port, PortStats};
@@ -31,6 +31,8 @@ pub struct TapPort {
     fd: OwnedFd,
     name: String,
     stats: PortStats,
+    /// Spare vector for [`offload::resolve`].
+    scratch: Vec<Mbuf>,
 }
 
 impl TapPort {
@@ -43,6 +45,7 @@ impl TapPort {
             fd,
             name: actual,
             stats: PortStats::default(),
+            scratch: Vec::new(),
         })
     }
 
@@ -76,6 +79,7 @@ impl TapPort {
                     fd,
                     name: actual,
                     stats: PortStats::default(),
+                    scratch: Vec::new(),
                 })
             })
             .collect()
@@ -185,6 +189,8 @@ impl Port for TapPort {
         pool: &mut MbufPool,
         _now_ns: u64,
     ) -> Result<(), IoError> {
+        // The device takes plain frames: finish what a peer left.
+        self.stats.dropped += offload::resolve(tx, &mut self.scratch, pool);
         let mut result = Ok(());
         for m in tx.drain(..) {
             let data = m.data();

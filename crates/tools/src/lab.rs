@@ -10,10 +10,11 @@
 //! ```
 //!
 //! The router side of each pair stays in the root namespace with no address:
-//! vrhost owns it. Checksum offloads are turned off on both ends, because a
-//! veth frame with a partial checksum that leaves through a user-space router
-//! arrives corrupt; IPv6 duplicate address detection is skipped on hosts so
-//! they are usable at once.
+//! vrhost owns it. The hosts keep Linux's default offloads (partial
+//! checksums, TCP/UDP super-frames), which the `af_packet` driver carries
+//! in its virtio-net headers; `offloads = false` turns them off on both
+//! ends, for `af_xdp`, whose frames carry no such metadata. IPv6 duplicate
+//! address detection is skipped on hosts so they are usable at once.
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -27,9 +28,18 @@ use serde::Deserialize;
 pub struct Spec {
     /// Prefix of the namespace names.
     pub name: String,
+    /// Keep the veth ends' checksum and segmentation offloads as Linux
+    /// sets them (the default); false turns them off with `ethtool`, which
+    /// a router on `af_xdp` needs for TCP and UDP to pass.
+    #[serde(default = "default_offloads")]
+    pub offloads: bool,
     /// The hosts.
     #[serde(rename = "host")]
     pub hosts: Vec<Host>,
+}
+
+fn default_offloads() -> bool {
+    true
 }
 
 /// One host namespace.
@@ -141,7 +151,10 @@ fn up_host(spec: &Spec, h: &Host) -> Result<()> {
         &["-q", "-w", "net.ipv6.conf.eth0.accept_dad=0"],
     )?;
     in_ns(&ns, "ip", &["link", "set", "eth0", "up"])?;
-    for dev_ns in [None, Some(ns.as_str())] {
+    for dev_ns in [None, Some(ns.as_str())]
+        .into_iter()
+        .filter(|_| !spec.offloads)
+    {
         // Best effort: without ethtool the lab still works for ping, not for TCP.
         let dev = if dev_ns.is_some() {
             "eth0"

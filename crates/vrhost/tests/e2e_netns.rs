@@ -152,7 +152,9 @@ impl Lab {
                 gw6,
             })
             .collect();
-        let mut spec = format!("name = \"{name}\"\n");
+        // af_packet carries the peers' default offloads; af_xdp cannot.
+        let offloads = driver == "af_packet";
+        let mut spec = format!("name = \"{name}\"\noffloads = {offloads}\n");
         for h in &hosts {
             assert!(h.link.len() <= 15, "link name {} too long", h.link);
             write!(

@@ -89,7 +89,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use vrhost_dataplane::{Mbuf, MbufPool};
+use vrhost_dataplane::{offload, Mbuf, MbufPool};
 
 pub use netlink::XdpAttached;
 
@@ -203,6 +203,8 @@ pub struct AfXdpPort {
     /// A tx kick was refused transiently; retry on the next burst or flush.
     kick_pending: bool,
     stats: PortStats,
+    /// Spare vector for [`vrhost_dataplane::offload::resolve`].
+    scratch: Vec<Mbuf>,
 }
 
 impl AfXdpPort {
@@ -310,6 +312,7 @@ impl AfXdpPort {
             recycle: Vec::with_capacity(RX_FRAMES as usize),
             kick_pending: false,
             stats: PortStats::default(),
+            scratch: Vec::new(),
         })
     }
 
@@ -450,6 +453,8 @@ impl Port for AfXdpPort {
         _now_ns: u64,
     ) -> Result<(), IoError> {
         self.reap();
+        // XDP frames carry no offload metadata: finish what a peer left.
+        self.stats.dropped += offload::resolve(tx, &mut self.scratch, pool);
         let room = self
             .xsk
             .tx

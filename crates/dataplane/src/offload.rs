@@ -1,0 +1,585 @@
+//! Finishing what a sender left to the link: partial transport checksums
+//! and super-frames (TSO/USO), the work a virtio-net header describes.
+//!
+//! A Linux peer on veth or TAP, with its default offloads, hands over TCP
+//! and UDP whose checksum field holds only the pseudo-header's sum, and TCP
+//! "super-frames" of up to 64 KiB that the link is to cut into MSS-sized
+//! segments. A port that reads the virtio-net header records that in
+//! [`Mbuf::offload`]; the pipeline forwards such a frame as one packet (one
+//! lookup, one TTL update), and then:
+//!
+//! ```text
+//!   egress takes the header (af_packet with PACKET_VNET_HDR) ─▶ handed on as it is
+//!   egress does not (af_xdp, pcap, tap) ─▶ resolve(): segment, then complete
+//!   a segment is longer than the egress MTU ─▶ ICMP (DF / IPv6), or segment
+//!                                              and fragment (IPv4 without DF)
+//! ```
+//!
+//! [`segment`] follows what Linux's `tcp_gso_segment` and
+//! `__udp_gso_segment` produce: every segment carries the super-frame's
+//! headers with its own lengths, the IPv4 identification counting up, the
+//! TCP sequence number advanced by the payload before it, FIN and PSH on
+//! the last segment only and CWR on the first only.
+
+use vrhost_wire::checksum;
+
+use crate::mbuf::{Gso, Mbuf, MbufPool, Offload, MAX_FRAME};
+
+/// Why a super-frame cannot be cut: its headers do not say what its
+/// offload state claims. The frame is dropped, never sent half-done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentError {
+    /// Not IPv4 or IPv6, a header shorter than its fields, lengths that
+    /// run past the frame, or a transport header elsewhere than
+    /// `csum_start`.
+    Malformed,
+    /// A segment, with its headers, would not fit one buffer.
+    TooLarge,
+}
+
+/// TCP flags a segment keeps only when it is the last (FIN, PSH) or the
+/// first (CWR) of its super-frame.
+const FIN: u8 = 0x01;
+const PSH: u8 = 0x08;
+const CWR: u8 = 0x80;
+
+/// The Ethernet header length of `frame`: 14, plus 4 for each 802.1Q or
+/// 802.1ad tag (two at most). `None` for a frame too short to say.
+pub fn l2_len(frame: &[u8]) -> Option<usize> {
+    let mut at = 12;
+    loop {
+        let et = u16::from_be_bytes([*frame.get(at)?, *frame.get(at + 1)?]);
+        if (et == 0x8100 || et == 0x88a8) && at < 20 {
+            at += 4;
+        } else {
+            return Some(at + 2);
+        }
+    }
+}
+
+/// The headers of a super-frame, as [`segment`] reads them from its L3
+/// packet.
+#[derive(Clone, Copy, Debug)]
+struct Headers {
+    v6: bool,
+    tcp: bool,
+    /// Transport header offset (= `csum_start`).
+    l4: usize,
+    /// Every header's bytes: L3, extension headers, transport.
+    len: usize,
+    /// End of the L3 packet (without Ethernet padding).
+    end: usize,
+}
+
+impl Headers {
+    fn parse(pkt: &[u8], off: &Offload) -> Result<Headers, SegmentError> {
+        let bad = SegmentError::Malformed;
+        let l4 = usize::from(off.csum_start);
+        let v6 = match pkt.first().map(|b| b >> 4) {
+            Some(4) => false,
+            Some(6) => true,
+            _ => return Err(bad),
+        };
+        let end = if v6 {
+            let plen = u16::from_be_bytes([*pkt.get(4).ok_or(bad)?, *pkt.get(5).ok_or(bad)?]);
+            if l4 < 40 {
+                return Err(bad);
+            }
+            40 + usize::from(plen)
+        } else {
+            let ihl = usize::from(pkt[0] & 0x0f) * 4;
+            if ihl < 20 || l4 != ihl {
+                return Err(bad);
+            }
+            usize::from(u16::from_be_bytes([
+                *pkt.get(2).ok_or(bad)?,
+                *pkt.get(3).ok_or(bad)?,
+            ]))
+        };
+        let tcp = match off.gso {
+            Gso::Tcp4 => !v6,
+            Gso::Tcp6 => v6,
+            Gso::Udp => false,
+            Gso::None => return Err(bad),
+        };
+        if matches!(off.gso, Gso::Tcp4 | Gso::Tcp6) && !tcp {
+            return Err(bad);
+        }
+        let l4_len = if tcp {
+            usize::from(pkt.get(l4 + 12).ok_or(bad)? >> 4) * 4
+        } else {
+            8
+        };
+        if (tcp && l4_len < 20) || end > pkt.len() || l4 + l4_len > end || off.gso_size == 0 {
+            return Err(bad);
+        }
+        Ok(Headers {
+            v6,
+            tcp,
+            l4,
+            len: l4 + l4_len,
+            end,
+        })
+    }
+
+    /// The transport checksum's offset from its header.
+    fn csum_offset(&self) -> usize {
+        if self.tcp {
+            16
+        } else {
+            6
+        }
+    }
+
+    /// The pseudo-header's sum for a transport length of `len` bytes.
+    fn pseudo(&self, l3: &[u8], len: usize) -> u32 {
+        let len = len as u32;
+        if self.v6 {
+            let a = |at: usize| -> core::net::Ipv6Addr {
+                let mut o = [0u8; 16];
+                o.copy_from_slice(&l3[at..at + 16]);
+                o.into()
+            };
+            checksum::pseudo_header_v6(&a(8), &a(24), if self.tcp { 6 } else { 17 }, len)
+        } else {
+            let a = |at: usize| -> core::net::Ipv4Addr {
+                [l3[at], l3[at + 1], l3[at + 2], l3[at + 3]].into()
+            };
+            checksum::pseudo_header_v4(&a(12), &a(16), if self.tcp { 6 } else { 17 }, len)
+        }
+    }
+}
+
+/// The L3 length of the longest segment super-frame `pkt` (its L3 packet)
+/// becomes: what the egress MTU is held against. `None` when `off` asks for
+/// no segmentation or the headers do not parse.
+pub fn segment_len(pkt: &[u8], off: &Offload) -> Option<usize> {
+    let h = Headers::parse(pkt, off).ok()?;
+    Some(h.len + usize::from(off.gso_size).min(h.end - h.len))
+}
+
+/// How super-frame `pkt` (its L3 packet) is best cut into frames of at
+/// most `max` bytes behind an L2 header of `l2` bytes: the segments each
+/// frame carries (at least one), and how many frames that makes. `None`
+/// when its headers do not parse.
+pub fn frames_fitting(pkt: &[u8], off: &Offload, l2: usize, max: usize) -> Option<(usize, usize)> {
+    let h = Headers::parse(pkt, off).ok()?;
+    let mss = usize::from(off.gso_size);
+    let per = (max.saturating_sub(l2 + h.len) / mss).max(1);
+    Some((per, (h.end - h.len).div_ceil(per * mss).max(1)))
+}
+
+/// Cuts super-frame `pkt` (its L3 packet, after L2 header `l2`) into frames
+/// of at most `per_frame` segments each, every one `l2` and the headers
+/// followed by its share of the payload, and hands each to `out` with its
+/// `l3_off` set. A frame of several segments stays a super-frame (same
+/// [`Gso`] and `gso_size`). With `finish`, each frame's transport checksum
+/// is computed whole; without, it is left partial (the pseudo-header's sum
+/// in the field, [`Offload::partial`] set) for the link. Returns how many
+/// frames were made; on an error none was.
+pub fn segment(
+    l2: &[u8],
+    pkt: &[u8],
+    off: &Offload,
+    per_frame: usize,
+    finish: bool,
+    pool: &mut MbufPool,
+    mut out: impl FnMut(Mbuf),
+) -> Result<usize, SegmentError> {
+    let h = Headers::parse(pkt, off)?;
+    let mss = usize::from(off.gso_size);
+    let chunk = mss * per_frame.max(1);
+    let payload = &pkt[h.len..h.end];
+    if l2.len() + h.len + chunk.min(payload.len()) > MAX_FRAME {
+        return Err(SegmentError::TooLarge);
+    }
+    let seq = u32::from_be_bytes([pkt[h.l4 + 4], pkt[h.l4 + 5], pkt[h.l4 + 6], pkt[h.l4 + 7]]);
+    let id = u16::from_be_bytes([pkt[4], pkt[5]]);
+    let field = h.l4 + h.csum_offset();
+    let pieces = payload.len().div_ceil(chunk).max(1);
+    for k in 0..pieces {
+        let from = k * chunk;
+        let piece = &payload[from..(from + chunk).min(payload.len())];
+        let total = h.len + piece.len();
+        let mut m = pool.get();
+        let frame = m.set_len_from_start(l2.len() + total);
+        frame[..l2.len()].copy_from_slice(l2);
+        let l3 = &mut frame[l2.len()..];
+        l3[..h.len].copy_from_slice(&pkt[..h.len]);
+        l3[h.len..].copy_from_slice(piece);
+        if h.v6 {
+            l3[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
+        } else {
+            l3[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+            l3[4..6].copy_from_slice(&id.wrapping_add(k as u16).to_be_bytes());
+            l3[10..12].fill(0);
+            let c = checksum::checksum(&l3[..h.l4]);
+            l3[10..12].copy_from_slice(&c.to_be_bytes());
+        }
+        let l4_len = total - h.l4;
+        if h.tcp {
+            let s = seq.wrapping_add(from as u32);
+            l3[h.l4 + 4..h.l4 + 8].copy_from_slice(&s.to_be_bytes());
+            if k + 1 < pieces {
+                l3[h.l4 + 13] &= !(FIN | PSH);
+            }
+            if k > 0 {
+                l3[h.l4 + 13] &= !CWR;
+            }
+        } else {
+            l3[h.l4 + 4..h.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+        }
+        let pseudo = checksum::fold(h.pseudo(l3, l4_len));
+        l3[field..field + 2].copy_from_slice(&pseudo.to_be_bytes());
+        let several = piece.len() > mss;
+        m.offload = Offload {
+            partial: true,
+            gso: if several { off.gso } else { Gso::None },
+            gso_size: if several { off.gso_size } else { 0 },
+            csum_start: off.csum_start,
+            csum_offset: h.csum_offset() as u16,
+        };
+        m.l3_off = l2.len() as u16;
+        if finish {
+            complete(&mut m);
+        }
+        out(m);
+    }
+    Ok(pieces)
+}
+
+/// Completes a partial transport checksum in place (what Linux's
+/// `skb_checksum_help` does): the ones' complement of the sum from
+/// `csum_start` to the end of the L3 packet, its field holding the
+/// pseudo-header's sum, goes into the field; a result of zero is sent as
+/// `0xffff`, as UDP requires (RFC 768) and TCP accepts. Returns false,
+/// changing nothing, when the offsets run past the frame.
+pub fn complete(m: &mut Mbuf) -> bool {
+    if !m.offload.partial {
+        return true;
+    }
+    let Some(l2) = l2_len(m.data()) else {
+        return false;
+    };
+    let off = m.offload;
+    let frame = m.data_mut();
+    let start = l2 + usize::from(off.csum_start);
+    let field = start + usize::from(off.csum_offset);
+    // The L3 packet's own length, not the frame's: Ethernet padding is not
+    // part of the sum.
+    let end = match frame.get(l2).map(|b| b >> 4) {
+        Some(4) => frame
+            .get(l2 + 2..l2 + 4)
+            .map(|b| l2 + usize::from(u16::from_be_bytes([b[0], b[1]]))),
+        Some(6) => frame
+            .get(l2 + 4..l2 + 6)
+            .map(|b| l2 + 40 + usize::from(u16::from_be_bytes([b[0], b[1]]))),
+        _ => None,
+    };
+    let Some(end) = end.filter(|&e| e <= frame.len() && field + 2 <= e) else {
+        return false;
+    };
+    let c = match checksum::checksum(&frame[start..end]) {
+        0 => 0xffff,
+        c => c,
+    };
+    frame[field..field + 2].copy_from_slice(&c.to_be_bytes());
+    m.offload.partial = false;
+    true
+}
+
+/// Makes every frame of `tx` one that a link without offloads sends as it
+/// is: a super-frame becomes its segments, each with its checksum whole,
+/// and a partial checksum is completed. Frames keep their order. A frame
+/// whose offload state its headers contradict is dropped (back to `pool`)
+/// and counted in the result. `scratch` is the caller's spare vector, so
+/// that nothing allocates once warm; a burst with no offloaded frame costs
+/// one test per frame.
+pub fn resolve(tx: &mut Vec<Mbuf>, scratch: &mut Vec<Mbuf>, pool: &mut MbufPool) -> u64 {
+    if !tx.iter().any(|m| m.offload.any()) {
+        return 0;
+    }
+    let mut dropped = 0;
+    scratch.clear();
+    std::mem::swap(tx, scratch);
+    for mut m in scratch.drain(..) {
+        if !m.offload.any() {
+            tx.push(m);
+            continue;
+        }
+        if m.offload.gso == Gso::None {
+            if complete(&mut m) {
+                tx.push(m);
+            } else {
+                dropped += 1;
+                pool.put(m);
+            }
+            continue;
+        }
+        let (port, iface, local) = (m.port, m.iface, m.local_origin);
+        let made = l2_len(m.data()).and_then(|l2| {
+            let (hdr, pkt) = m.data().split_at_checked(l2)?;
+            segment(hdr, pkt, &m.offload, 1, true, pool, |mut s| {
+                s.port = port;
+                s.iface = iface;
+                s.local_origin = local;
+                tx.push(s);
+            })
+            .ok()
+        });
+        if made.is_none() {
+            dropped += 1;
+        }
+        pool.put(m);
+    }
+    dropped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vrhost_wire::checksum::verifies;
+
+    /// An Ethernet + IPv4 + TCP super-frame of `payload` bytes with MSS
+    /// `mss`, its checksum partial as Linux leaves it.
+    fn tcp4(payload: usize, mss: u16, flags: u8) -> (Vec<u8>, Offload) {
+        let mut f = vec![0u8; 14 + 20 + 20 + payload];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        let l3 = &mut f[14..];
+        l3[0] = 0x45;
+        l3[2..4].copy_from_slice(&((40 + payload) as u16).to_be_bytes());
+        l3[4..6].copy_from_slice(&0xfffeu16.to_be_bytes());
+        l3[6] = 0x40; // DF
+        l3[8] = 64;
+        l3[9] = 6;
+        l3[12..16].copy_from_slice(&[10, 0, 1, 2]);
+        l3[16..20].copy_from_slice(&[10, 0, 2, 2]);
+        let c = checksum::checksum(&l3[..20]);
+        l3[10..12].copy_from_slice(&c.to_be_bytes());
+        l3[20..22].copy_from_slice(&5000u16.to_be_bytes());
+        l3[22..24].copy_from_slice(&80u16.to_be_bytes());
+        l3[24..28].copy_from_slice(&0xffff_fff0u32.to_be_bytes());
+        l3[32] = 5 << 4;
+        l3[33] = flags;
+        for (i, b) in l3[40..].iter_mut().enumerate() {
+            *b = (i * 7 + 3) as u8;
+        }
+        let pseudo = checksum::pseudo_header_v4(
+            &[10, 0, 1, 2].into(),
+            &[10, 0, 2, 2].into(),
+            6,
+            (20 + payload) as u32,
+        );
+        l3[36..38].copy_from_slice(&checksum::fold(pseudo).to_be_bytes());
+        let off = Offload {
+            partial: true,
+            gso: Gso::Tcp4,
+            gso_size: mss,
+            csum_start: 20,
+            csum_offset: 16,
+        };
+        (f, off)
+    }
+
+    fn tcp_ok(l3: &[u8]) -> bool {
+        let len = l3.len() - 20;
+        let pseudo = checksum::pseudo_header_v4(
+            &[l3[12], l3[13], l3[14], l3[15]].into(),
+            &[l3[16], l3[17], l3[18], l3[19]].into(),
+            6,
+            len as u32,
+        );
+        checksum::fold(pseudo + checksum::sum(&l3[20..])) == 0xffff
+    }
+
+    #[test]
+    fn a_super_frame_becomes_mss_segments_that_reassemble() {
+        let (f, off) = tcp4(4000, 1448, FIN | PSH | CWR | 0x10);
+        let mut pool = MbufPool::new(4);
+        let mut segs = Vec::new();
+        let n = segment(&f[..14], &f[14..], &off, 1, true, &mut pool, |m| {
+            segs.push(m)
+        })
+        .unwrap();
+        assert_eq!(n, 3);
+        let mut payload = Vec::new();
+        for (k, s) in segs.iter().enumerate() {
+            let l3 = s.l3();
+            assert!(verifies(&l3[..20]), "IPv4 header checksum of segment {k}");
+            assert!(tcp_ok(l3), "TCP checksum of segment {k}");
+            assert_eq!(
+                u16::from_be_bytes([l3[2], l3[3]]) as usize,
+                l3.len(),
+                "total length"
+            );
+            assert_eq!(
+                u16::from_be_bytes([l3[4], l3[5]]),
+                0xfffeu16.wrapping_add(k as u16)
+            );
+            let seq = u32::from_be_bytes([l3[24], l3[25], l3[26], l3[27]]);
+            assert_eq!(seq, 0xffff_fff0u32.wrapping_add(payload.len() as u32));
+            let flags = l3[33];
+            assert_eq!(flags & (FIN | PSH) != 0, k == 2, "FIN/PSH on the last only");
+            assert_eq!(flags & CWR != 0, k == 0, "CWR on the first only");
+            assert_eq!(s.offload, {
+                let mut o = off;
+                o.partial = false;
+                o.gso = Gso::None;
+                o.gso_size = 0;
+                o
+            });
+            payload.extend_from_slice(&l3[40..]);
+        }
+        assert_eq!(&payload[..], &f[54..]);
+        assert_eq!(segs[0].l3().len(), 1488);
+        assert_eq!(segs[2].l3().len(), 40 + 4000 - 2 * 1448);
+    }
+
+    #[test]
+    fn frames_of_several_segments_stay_super_frames_with_partial_sums() {
+        let (f, off) = tcp4(20_000, 1448, 0x10);
+        let mut pool = MbufPool::new(4);
+        let mut out = Vec::new();
+        let n = segment(&f[..14], &f[14..], &off, 6, false, &mut pool, |m| {
+            out.push(m)
+        })
+        .unwrap();
+        assert_eq!(n, 3); // 8688 + 8688 + 2624
+        assert_eq!(frames_fitting(&f[14..], &off, 14, MAX_FRAME), Some((6, 3)));
+        assert!(out.iter().all(|m| m.offload.partial));
+        assert_eq!(out[0].offload.gso, Gso::Tcp4);
+        assert_eq!(out[2].offload.gso_size, 1448);
+        // Cut again into single segments by a link without offloads, the
+        // whole stream comes out as the original's.
+        let mut scratch = Vec::new();
+        assert_eq!(resolve(&mut out, &mut scratch, &mut pool), 0);
+        assert_eq!(out.len(), 14);
+        let mut payload = Vec::new();
+        for s in &out {
+            assert!(!s.offload.any());
+            assert!(tcp_ok(s.l3()));
+            payload.extend_from_slice(&s.l3()[40..]);
+        }
+        assert_eq!(&payload[..], &f[54..]);
+    }
+
+    #[test]
+    fn completing_a_partial_checksum_matches_a_full_computation() {
+        let (f, mut off) = tcp4(333, 1448, 0x18);
+        off.gso = Gso::None;
+        off.gso_size = 0;
+        let mut pool = MbufPool::new(1);
+        let mut m = pool.get();
+        m.fill(&f);
+        m.l3_off = 14;
+        m.offload = off;
+        assert!(!tcp_ok(m.l3()));
+        assert!(complete(&mut m));
+        assert!(tcp_ok(m.l3()));
+        assert!(!m.offload.partial);
+        // Ethernet padding after the packet is not summed.
+        let mut padded = f.clone();
+        padded.extend_from_slice(&[0xab; 5]);
+        m.fill(&padded);
+        m.offload = off;
+        assert!(complete(&mut m));
+        assert!(tcp_ok(&m.l3()[..m.l3().len() - 5]));
+    }
+
+    #[test]
+    fn contradicting_headers_are_refused_not_cut() {
+        let (f, off) = tcp4(3000, 1448, 0);
+        let mut pool = MbufPool::new(2);
+        let no = |_m: Mbuf| panic!("nothing should come out");
+        let mut wrong = off;
+        wrong.csum_start = 24;
+        assert_eq!(
+            segment(&f[..14], &f[14..], &wrong, 1, true, &mut pool, no),
+            Err(SegmentError::Malformed)
+        );
+        let mut zero = off;
+        zero.gso_size = 0;
+        assert!(segment(&f[..14], &f[14..], &zero, 1, true, &mut pool, no).is_err());
+        let mut v6 = off;
+        v6.gso = Gso::Tcp6;
+        assert!(segment(&f[..14], &f[14..], &v6, 1, true, &mut pool, no).is_err());
+        assert!(segment(&f[..14], &f[14..100], &off, 1, true, &mut pool, no).is_err());
+        let (big, big_off) = tcp4(12_000, 1448, 0);
+        assert_eq!(
+            segment(&big[..14], &big[14..], &big_off, 8, true, &mut pool, no),
+            Err(SegmentError::TooLarge)
+        );
+        // resolve drops such a frame and counts it.
+        let mut m = pool.get();
+        m.fill(&f);
+        m.offload = wrong;
+        let mut tx = vec![m];
+        assert_eq!(resolve(&mut tx, &mut Vec::new(), &mut pool), 1);
+        assert!(tx.is_empty());
+    }
+
+    #[test]
+    fn udp_segments_are_datagrams_of_their_own() {
+        // IPv6 + UDP, 3000 bytes of payload in 1200-byte datagrams.
+        let payload = 3000;
+        let mut f = vec![0u8; 14 + 40 + 8 + payload];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        let l3 = &mut f[14..];
+        l3[0] = 0x60;
+        l3[4..6].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
+        l3[6] = 17;
+        l3[7] = 64;
+        l3[8] = 0x20;
+        l3[23] = 1;
+        l3[24] = 0x20;
+        l3[39] = 2;
+        l3[44..46].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
+        for (i, b) in l3[48..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let off = Offload {
+            partial: true,
+            gso: Gso::Udp,
+            gso_size: 1200,
+            csum_start: 40,
+            csum_offset: 6,
+        };
+        assert_eq!(segment_len(&f[14..], &off), Some(40 + 8 + 1200));
+        let mut pool = MbufPool::new(3);
+        let mut out = Vec::new();
+        segment(&f[..14], &f[14..], &off, 1, true, &mut pool, |m| {
+            out.push(m)
+        })
+        .unwrap();
+        assert_eq!(out.len(), 3);
+        for s in &out {
+            let l3 = s.l3();
+            let udp_len = u16::from_be_bytes([l3[44], l3[45]]) as usize;
+            assert_eq!(udp_len, l3.len() - 40);
+            assert_eq!(u16::from_be_bytes([l3[4], l3[5]]) as usize, udp_len);
+            let pseudo = checksum::pseudo_header_v6(
+                &<[u8; 16]>::try_from(&l3[8..24]).unwrap().into(),
+                &<[u8; 16]>::try_from(&l3[24..40]).unwrap().into(),
+                17,
+                udp_len as u32,
+            );
+            assert_eq!(checksum::fold(pseudo + checksum::sum(&l3[40..])), 0xffff);
+        }
+        assert_eq!(out[2].l3().len(), 40 + 8 + 600);
+    }
+
+    #[test]
+    fn l2_length_counts_tags() {
+        let mut f = [0u8; 24];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        assert_eq!(l2_len(&f), Some(14));
+        f[12..14].copy_from_slice(&[0x81, 0x00]);
+        f[16..18].copy_from_slice(&[0x86, 0xdd]);
+        assert_eq!(l2_len(&f), Some(18));
+        f[12..14].copy_from_slice(&[0x88, 0xa8]);
+        f[16..18].copy_from_slice(&[0x81, 0x00]);
+        f[20..22].copy_from_slice(&[0x08, 0x00]);
+        assert_eq!(l2_len(&f), Some(22));
+        assert_eq!(l2_len(&f[..13]), None);
+    }
+}
