@@ -61,6 +61,8 @@ pub struct Host {
     /// MTU of both veth ends.
     #[serde(default = "default_mtu")]
     pub mtu: u16,
+    /// This host's link only: overrides the lab's `offloads`.
+    pub offloads: Option<bool>,
 }
 
 fn default_mtu() -> u16 {
@@ -151,10 +153,8 @@ fn up_host(spec: &Spec, h: &Host) -> Result<()> {
         &["-q", "-w", "net.ipv6.conf.eth0.accept_dad=0"],
     )?;
     in_ns(&ns, "ip", &["link", "set", "eth0", "up"])?;
-    for dev_ns in [None, Some(ns.as_str())]
-        .into_iter()
-        .filter(|_| !spec.offloads)
-    {
+    let offloads = h.offloads.unwrap_or(spec.offloads);
+    for dev_ns in [None, Some(ns.as_str())].into_iter().filter(|_| !offloads) {
         // Best effort: without ethtool the lab still works for ping, not for TCP.
         let dev = if dev_ns.is_some() {
             "eth0"

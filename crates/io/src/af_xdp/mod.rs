@@ -302,6 +302,16 @@ impl AfXdpPort {
             attachment.mode,
             bind
         );
+        if queue == 0 {
+            // XDP hands over bare frames: a peer's partial checksums and
+            // super-frames arrive without the metadata that says so.
+            tracing::warn!(
+                "af_xdp {ifname}: frames carry no offload metadata, so a veth or TAP peer \
+                 must turn checksum and segmentation offloads off \
+                 (ethtool -K DEV tx off tso off gso off) for TCP and UDP to pass; \
+                 driver = \"af_packet\" carries them"
+            );
+        }
         Ok(AfXdpPort {
             xsk,
             attachment,
