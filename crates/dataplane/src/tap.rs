@@ -103,6 +103,9 @@ pub fn untagged_copy(m: &Mbuf, out: &mut Mbuf) {
     } else {
         out.fill(d);
     }
+    // What the sender left undone goes with it (offsets count from L3, so
+    // the tags removed move nothing): the TAP port finishes it.
+    out.offload = m.offload;
 }
 
 /// Readies a frame the kernel sent on the TAP of `iface` (judged
