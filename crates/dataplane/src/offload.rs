@@ -5,8 +5,9 @@
 //! and UDP whose checksum field holds only the pseudo-header's sum, and TCP
 //! "super-frames" of up to 64 KiB that the link is to cut into MSS-sized
 //! segments. A port that reads the virtio-net header records that in
-//! [`Mbuf::offload`]; the pipeline forwards such a frame as one packet (one
-//! lookup, one TTL update), and then:
+//! [`Buffer::offload`](crate::mbuf::Buffer::offload); the pipeline
+//! forwards such a frame as one packet (one lookup, one TTL update), and
+//! then:
 //!
 //! ```text
 //!   egress takes the header (af_packet with PACKET_VNET_HDR) ─▶ handed on as it is
