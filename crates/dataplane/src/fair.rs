@@ -47,17 +47,19 @@ const QUANTA: u64 = 8;
 /// Idle time below this fraction of a round (1/20 = 5 %) means saturated.
 const IDLE_FRACTION_DIVISOR: u64 = 20;
 
-/// Per-VR bookkeeping of one worker.
+/// Per-VR bookkeeping of one worker. A charge adds to `spent` alone: what
+/// the VR used since its last refill, this round and since the start are
+/// differences of `spent` from marks moved at refills and round ends, so
+/// the per-frame charge of a burst of many VRs is one add (and a budget
+/// test while shares are enforced).
 #[derive(Clone, Debug)]
 struct Share {
-    weight: u64,
-    /// Ticks charged since the budgets were last replenished.
-    used: u64,
-    /// Ticks charged this round (what it got; the demand estimate).
-    round_used: u64,
     /// Ticks charged since the worker started.
-    total: u64,
-    /// Ticks allowed this round; `u64::MAX` when nothing is enforced.
+    spent: u64,
+    /// `spent` less what the VR used since its budget was last refilled
+    /// (its deficit counter, [`Share::used`]).
+    credit: u64,
+    /// Ticks allowed per refill; `u64::MAX` when nothing is enforced.
     budget: u64,
     /// Over its budget now.
     capped: bool,
@@ -66,8 +68,27 @@ struct Share {
     /// Arrived in a full receive burst this round: it had more waiting
     /// (the sign that the worker is saturated).
     backlogged: bool,
-    /// Ports this VR has an interface on.
-    ports: Vec<u16>,
+    /// `spent` when this round began.
+    round_mark: u64,
+    weight: u64,
+}
+
+impl Share {
+    /// Ticks charged since the budget was last refilled.
+    #[inline(always)]
+    fn used(&self) -> u64 {
+        self.spent - self.credit
+    }
+
+    /// Sets what was used since the last refill.
+    fn set_used(&mut self, used: u64) {
+        self.credit = self.spent - used.min(self.spent);
+    }
+
+    /// Ticks charged this round (what it got; the demand estimate).
+    fn round_used(&self) -> u64 {
+        self.spent - self.round_mark
+    }
 }
 
 /// One worker's fair-share state.
@@ -82,6 +103,8 @@ pub struct Fair {
     /// Whether budgets may be enforced at all (off: costs are only measured).
     enforce: bool,
     vrs: Vec<Share>,
+    /// Per VR: the ports it has an interface on.
+    vr_ports: Vec<Vec<u16>>,
     /// Per port: VRs with an interface on it, and how many are capped now.
     port_vrs: Vec<u32>,
     port_capped: Vec<u32>,
@@ -115,10 +138,9 @@ impl Fair {
     /// `n_ports` ports.
     pub fn new(weights: &[u32], vr_ports: &[Vec<u16>], n_ports: usize) -> Fair {
         let mut port_vrs = vec![0u32; n_ports];
-        let vrs = weights
+        let ports = vr_ports
             .iter()
-            .zip(vr_ports)
-            .map(|(&w, ports)| {
+            .map(|ports| {
                 let mut ports = ports.clone();
                 ports.sort_unstable();
                 ports.dedup();
@@ -127,17 +149,20 @@ impl Fair {
                         *c += 1;
                     }
                 }
-                Share {
-                    weight: u64::from(w.max(1)),
-                    used: 0,
-                    round_used: 0,
-                    total: 0,
-                    budget: u64::MAX,
-                    capped: false,
-                    was_capped: false,
-                    backlogged: false,
-                    ports,
-                }
+                ports
+            })
+            .collect::<Vec<_>>();
+        let vrs = weights
+            .iter()
+            .map(|&w| Share {
+                spent: 0,
+                credit: 0,
+                budget: u64::MAX,
+                capped: false,
+                was_capped: false,
+                backlogged: false,
+                round_mark: 0,
+                weight: u64::from(w.max(1)),
             })
             .collect::<Vec<_>>();
         Fair {
@@ -152,6 +177,7 @@ impl Fair {
             deferred: None,
             split_runs: Vec::new(),
             vrs,
+            vr_ports: ports,
             port_capped: vec![0; n_ports],
             port_vrs,
             rounds_enforced: 0,
@@ -165,13 +191,11 @@ impl Fair {
         let fresh = Fair::new(weights, vr_ports, self.port_vrs.len());
         for (i, f) in fresh.vrs.into_iter().enumerate() {
             match self.vrs.get_mut(i) {
-                Some(s) => {
-                    s.weight = f.weight;
-                    s.ports = f.ports;
-                }
+                Some(s) => s.weight = f.weight,
                 None => self.vrs.push(f),
             }
         }
+        self.vr_ports = fresh.vr_ports;
         self.port_vrs = fresh.port_vrs;
         self.recount_capped();
     }
@@ -210,19 +234,19 @@ impl Fair {
     /// their share drift in and out of their budgets by less than that, and
     /// dropping what was already read and demuxed only wastes it. The excess
     /// is a deficit carried into the next refill, so the long-run share holds.
-    #[inline]
+    #[inline(always)]
     pub fn admit(&self, vr: usize) -> bool {
         !self.enforcing
             || self
                 .vrs
                 .get(vr)
-                .is_none_or(|s| s.used < s.budget.saturating_mul(2))
+                .is_none_or(|s| s.used() < s.budget.saturating_mul(2))
     }
 
     /// A run of VR `vr`'s frames is about to be processed, read from a burst
     /// that was `full` (more of it was waiting): notes the backlog and says
     /// whether the run may go ([`Fair::admit`]).
-    #[inline]
+    #[inline(always)]
     pub fn admit_run(&mut self, vr: usize, full: bool) -> bool {
         if full {
             self.note_backlog(vr);
@@ -236,18 +260,28 @@ impl Fair {
         if let Some(d) = &mut self.deferred {
             d.charged = d.charged.saturating_add(ticks);
         }
+        self.charge_share(vr, ticks);
+    }
+
+    /// Charges VR `vr` its share, `ticks`, of what a burst's frames cost
+    /// together: [`Fair::charge`] less the note a burst in parts keeps of
+    /// frames timed on their own (a share is never one of those). One add,
+    /// and one budget test while shares are enforced.
+    #[inline(always)]
+    pub fn charge_share(&mut self, vr: usize, ticks: u64) {
         let Some(s) = self.vrs.get_mut(vr) else {
             return;
         };
-        s.used = s.used.saturating_add(ticks);
-        s.round_used = s.round_used.saturating_add(ticks);
-        s.total = s.total.saturating_add(ticks);
-        if self.enforcing && !s.capped && s.used >= s.budget {
+        // 2^64 ticks of a 3 GHz clock are two centuries: no overflow.
+        s.spent = s.spent.wrapping_add(ticks);
+        if self.enforcing && !s.capped && s.used() >= s.budget {
             s.capped = true;
             s.was_capped = true;
-            for &p in &s.ports {
-                if let Some(c) = self.port_capped.get_mut(p as usize) {
-                    *c += 1;
+            if let Some(ports) = self.vr_ports.get(vr) {
+                for &p in ports {
+                    if let Some(c) = self.port_capped.get_mut(p as usize) {
+                        *c += 1;
+                    }
                 }
             }
         }
@@ -255,7 +289,7 @@ impl Fair {
 
     /// VR `vr` arrived in a full receive burst: more of it was waiting, so
     /// what it used is not all it wants.
-    #[inline]
+    #[inline(always)]
     pub fn note_backlog(&mut self, vr: usize) {
         if let Some(s) = self.vrs.get_mut(vr) {
             s.backlogged = true;
@@ -270,7 +304,7 @@ impl Fair {
         for s in &mut self.vrs {
             // Overshoot (a burst finishes past the budget) is carried, as in
             // deficit round robin, so it is not a free bonus each turn.
-            s.used = s.used.saturating_sub(s.budget);
+            s.set_used(s.used().saturating_sub(s.budget));
         }
         self.recount_capped();
     }
@@ -278,11 +312,11 @@ impl Fair {
     /// Recomputes who is over budget, and so which ports are unwanted.
     fn recount_capped(&mut self) {
         self.port_capped.iter_mut().for_each(|c| *c = 0);
-        for s in &mut self.vrs {
-            s.capped = self.enforcing && s.used >= s.budget;
+        for (s, ports) in self.vrs.iter_mut().zip(&self.vr_ports) {
+            s.capped = self.enforcing && s.used() >= s.budget;
             if s.capped {
                 s.was_capped = true;
-                for &p in &s.ports {
+                for &p in ports {
                     if let Some(c) = self.port_capped.get_mut(p as usize) {
                         *c += 1;
                     }
@@ -324,7 +358,7 @@ impl Fair {
         // and the worker hardly idled.
         let backlog = self.vrs.iter().any(|s| s.backlogged);
         let saturated = backlog && self.idle_ticks.saturating_mul(IDLE_FRACTION_DIVISOR) < elapsed;
-        let capacity: u64 = self.vrs.iter().map(|s| s.round_used).sum();
+        let capacity: u64 = self.vrs.iter().map(Share::round_used).sum();
         self.load_permille =
             1000 - (self.idle_ticks.min(elapsed) * 1000 / elapsed.max(1)).min(1000);
         let was_enforcing = self.enforcing;
@@ -332,7 +366,7 @@ impl Fair {
         let busy = self
             .vrs
             .iter()
-            .filter(|s| s.round_used > 0 || s.backlogged)
+            .filter(|s| s.round_used() > 0 || s.backlogged)
             .count();
         self.enforcing = self.enforce && saturated && capacity > 0 && busy > 1;
         if self.enforcing {
@@ -348,8 +382,8 @@ impl Fair {
             // Budgets are deficit counters: what a VR used since the last
             // refill carries into the new round (at most one budget of it),
             // so round boundaries do not hand out extra turns.
-            s.used = if carry { s.used.min(s.budget) } else { 0 };
-            s.round_used = 0;
+            s.set_used(if carry { s.used().min(s.budget) } else { 0 });
+            s.round_mark = s.spent;
             s.was_capped = false;
             s.backlogged = false;
         }
@@ -367,7 +401,7 @@ impl Fair {
     /// sent nothing get no budget: they are served when they show up and
     /// judged from the next round.
     fn set_shares(&mut self, capacity: u64) {
-        let active = |s: &Share| s.round_used > 0 || s.was_capped || s.backlogged;
+        let active = |s: &Share| s.round_used() > 0 || s.was_capped || s.backlogged;
         let total_weight: u64 = self
             .vrs
             .iter()
@@ -465,13 +499,13 @@ impl Fair {
 
     /// Ticks charged to VR `vr` this round.
     pub fn used(&self, vr: usize) -> u64 {
-        self.vrs.get(vr).map_or(0, |s| s.round_used)
+        self.vrs.get(vr).map_or(0, Share::round_used)
     }
 
     /// Ticks charged to each VR since the worker started: the clock time its
     /// runs through the stages took, whether or not budgets were enforced.
     pub fn charged(&self) -> Vec<u64> {
-        self.vrs.iter().map(|s| s.total).collect()
+        self.vrs.iter().map(|s| s.spent).collect()
     }
 
     /// VR `vr`'s budget per refill (`u64::MAX` when none is enforced).
@@ -556,7 +590,7 @@ mod tests {
         f.enforcing = true;
         for s in &mut f.vrs {
             s.budget = 10;
-            s.used = 25;
+            s.spent = 25;
         }
         // Two parts refused, one admitted: not a refused burst, twice over.
         for _ in 0..2 {
@@ -566,25 +600,25 @@ mod tests {
             f.note_refused_burst(false);
             f.end_deferred_burst(0);
         }
-        assert_eq!(f.vrs[0].used, 25, "no refill");
+        assert_eq!(f.vrs[0].used(), 25, "no refill");
         // A burst whose every part was refused counts once: the second one
         // refills the budgets (two in a row), not the first one's parts.
         f.defer_burst(0);
         f.note_refused_burst(true);
         f.note_refused_burst(true);
         f.end_deferred_burst(0);
-        assert_eq!(f.vrs[0].used, 25, "one refused burst so far");
+        assert_eq!(f.vrs[0].used(), 25, "one refused burst so far");
         f.defer_burst(0);
         f.note_refused_burst(true);
         f.end_deferred_burst(0);
-        assert_eq!(f.vrs[0].used, 15, "refilled after two refused bursts");
+        assert_eq!(f.vrs[0].used(), 15, "refilled after two refused bursts");
         // A deferred burst with no part noted notes nothing.
         f.defer_burst(0);
         f.end_deferred_burst(0);
         f.note_refused_burst(true);
-        assert_eq!(f.vrs[0].used, 15);
+        assert_eq!(f.vrs[0].used(), 15);
         f.note_refused_burst(true);
-        assert_eq!(f.vrs[0].used, 5);
+        assert_eq!(f.vrs[0].used(), 5);
     }
 
     #[test]

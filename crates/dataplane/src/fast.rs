@@ -40,8 +40,8 @@ use crate::urpf;
 use crate::worker::{NextHop, Vr};
 
 /// Forwards `m` (demuxed as IPv4, `id` its FIB answer) if it qualifies:
-/// rewrites it in place, counts it, and returns the port it leaves by, for
-/// the caller to queue it there ([`Ctx::push_tx`], or with the rest of its
+/// rewrites it in place and returns where it goes, for the caller to count
+/// it and queue it there ([`Ctx::push_tx`], or with the rest of its
 /// burst). Returns `None`, the frame untouched, otherwise: it is for the
 /// full stages.
 ///
@@ -55,7 +55,7 @@ pub(crate) fn v4(
     m: &mut Mbuf,
     id: NextHopId,
     urpf: Urpf,
-) -> Option<u16> {
+) -> Option<Sent> {
     match m.l3_off {
         14 => v4_in::<14>(ctx, vr, m, id, urpf),
         18 => v4_in::<18>(ctx, vr, m, id, urpf),
@@ -74,7 +74,7 @@ pub(crate) fn v4_in<const L2: usize>(
     m: &mut Mbuf,
     id: NextHopId,
     urpf: Urpf,
-) -> Option<u16> {
+) -> Option<Sent> {
     if vr.filtered {
         v4_at::<L2, false, true>(ctx, vr, m, id, urpf)
     } else {
@@ -90,7 +90,7 @@ pub(crate) fn v6_in<const L2: usize>(
     m: &mut Mbuf,
     id: NextHopId,
     urpf: Urpf,
-) -> Option<u16> {
+) -> Option<Sent> {
     if vr.filtered {
         v6_at::<L2, false, true>(ctx, vr, m, id, urpf)
     } else {
@@ -120,7 +120,7 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     m: &mut Mbuf,
     id: NextHopId,
     urpf: Urpf,
-) -> Option<u16> {
+) -> Option<Sent> {
     // One length test for both headers: `l3_len` cannot underflow below,
     // and with `L2` a constant the split and the IPv4 view are free.
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
@@ -203,7 +203,7 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     } else {
         retag(m, L2, e, mac, tags);
     }
-    Some(leave(ctx, m, egress, e, total_len))
+    Some(leave(m, egress, e, total_len))
 }
 
 /// The IPv6 fast path: [`v4`]'s twin for a frame demuxed as IPv6.
@@ -226,7 +226,7 @@ pub(crate) fn v6(
     m: &mut Mbuf,
     id: NextHopId,
     urpf: Urpf,
-) -> Option<u16> {
+) -> Option<Sent> {
     match m.l3_off {
         14 => v6_in::<14>(ctx, vr, m, id, urpf),
         18 => v6_in::<18>(ctx, vr, m, id, urpf),
@@ -244,7 +244,7 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     m: &mut Mbuf,
     id: NextHopId,
     urpf: Urpf,
-) -> Option<u16> {
+) -> Option<Sent> {
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
     // With rule lists, what follows the headers too (for their ports).
     let (head, tail): (&mut [u8], &mut [u8]) = if FILTERED {
@@ -321,7 +321,7 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     } else {
         retag(m, L2, e, mac, tags);
     }
-    Some(leave(ctx, m, egress, e, packet_len))
+    Some(leave(m, egress, e, packet_len))
 }
 
 /// The rule lists a packet meets: its ingress interface's `filter_in` and
@@ -463,17 +463,30 @@ fn martian6_octet(first: u8) -> bool {
     matches!(first, 0x00 | 0xfe | 0xff)
 }
 
+/// Where the fast path sent a frame: its egress interface and that
+/// interface's port, which the frame is addressed to (`Mbuf::port`). The
+/// caller counts it ([`Ctx::count_fast_path`], or per frame in a burst of
+/// many VRs) and queues it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sent {
+    pub egress: u16,
+    pub port: u16,
+}
+
 /// The end of both families, once the headers are rewritten (the L2
 /// header by [`Egress::write`] in place where it keeps its length, else by
 /// [`retag`]): trims the frame to `l3_len` bytes of L3 behind `e`'s L2
-/// header, counts it as sent on `egress`, and returns the port it leaves by.
+/// header and addresses it to `e`'s port.
 #[inline(always)]
-fn leave(ctx: &mut Ctx<'_>, m: &mut Mbuf, egress: u16, e: Egress, l3_len: usize) -> u16 {
+fn leave(m: &mut Mbuf, egress: u16, e: Egress, l3_len: usize) -> Sent {
     let out_l2 = e.l2_len();
     m.l3_off = out_l2 as u16;
     m.truncate(out_l2 + l3_len);
-    ctx.count_fast_path(m, egress, e.port);
-    e.port
+    m.port = e.port;
+    Sent {
+        egress,
+        port: e.port,
+    }
 }
 
 /// The rare case: tags pushed or popped, by moving the start of the frame

@@ -93,6 +93,9 @@ impl Ctx<'_> {
         self.tally.tx_bytes += len;
     }
 
+    // Inline: in a burst of many VRs every frame has other interfaces than
+    // the one before it, and flushes.
+    #[inline(always)]
     fn flush_ingress(&mut self) {
         let t = &mut self.tally;
         if t.forwarded | t.fast_path != 0 {
@@ -104,6 +107,7 @@ impl Ctx<'_> {
         }
     }
 
+    #[inline(always)]
     fn flush_tx(&mut self) {
         let t = &mut self.tally;
         if t.tx_packets != 0 {
@@ -188,16 +192,16 @@ impl Ctx<'_> {
         self.queue(m, egress, port);
     }
 
-    /// What [`Ctx::enqueue`] does for a frame the fast path rewrote in
-    /// place, but the queueing: counts it as taking the fast path (and so
-    /// forwarded) on its ingress interface, with no test of its origin,
-    /// which the fast path knows, and as sent on `egress`, and addresses it
-    /// to `port`, that of `egress`. The caller queues it there: with
+    /// What [`Ctx::enqueue`] counts for a frame the fast path rewrote in
+    /// place and addressed ([`crate::fast::Sent`]): taking the fast path
+    /// (and so forwarded) on its ingress interface `ingress`, with no test
+    /// of its origin, which the fast path knows, and `len` bytes sent on
+    /// its egress interface and port. The caller queues it there: with
     /// [`Ctx::push_tx`], or a whole burst at once.
     #[inline(always)]
-    pub(crate) fn count_fast_path(&mut self, m: &mut Mbuf, egress: u16, port: u16) {
-        self.ingress(m.iface).fast_path += 1;
-        self.count_tx(m, egress, port);
+    pub(crate) fn count_fast_path(&mut self, ingress: u16, sent: crate::fast::Sent, len: usize) {
+        self.ingress(ingress).fast_path += 1;
+        self.tally_tx(sent.egress, sent.port, len as u64);
     }
 
     /// Queues `m`, counted already, on its port (`m.port`).

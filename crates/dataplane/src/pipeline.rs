@@ -98,7 +98,10 @@ impl Worker {
         self.refresh();
         self.apply_events(now, tx);
         self.burst_len = rx.len();
-        if !self.plain_burst(rx, now, tx) && !self.split_burst(rx, now, tx) {
+        if !self.plain_burst(rx, now, tx)
+            && !self.many_burst(rx, now, tx)
+            && !self.split_burst(rx, now, tx)
+        {
             self.mixed_burst(rx, now, tx);
         }
         if now >= self.next_poll {
@@ -262,11 +265,12 @@ impl Worker {
         let mut one_port = true;
         if self.fast_path {
             for (m, &route) in rx.iter_mut().zip(&self.routes) {
-                let Some(port) = route.and_then(|id| A::fast_at::<L2>(&mut ctx, v, m, id, urpf))
+                let Some(sent) = route.and_then(|id| A::fast_at::<L2>(&mut ctx, v, m, id, urpf))
                 else {
                     break;
                 };
-                one_port &= *to.get_or_insert(port) == port;
+                ctx.count_fast_path(iface, sent, m.len());
+                one_port &= *to.get_or_insert(sent.port) == sent.port;
                 done += 1;
             }
         }
@@ -295,6 +299,202 @@ impl Worker {
                 0
             };
             fair.charge_run(usize::from(vr), n as u64, ticks);
+        }
+        true
+    }
+
+    /// A burst of many VRs' frames in any order, the multi-tenant common
+    /// case: every frame IPv4, or every frame IPv6, from one port, each in
+    /// one 802.1Q VLAN and addressed to the MAC of the port's interface
+    /// there, whose VR has no rate ceiling. It runs in the plain burst's
+    /// three passes, each frame with its own interface and VR instead of
+    /// the burst's: a demux pass (the tag's VLAN, the interface, its MAC,
+    /// its VR; nothing is written unless every frame passes), one FIB batch
+    /// in which each lane reads its own VR's table, then each frame to the
+    /// fast path, whose frames up to the first refused one are queued
+    /// together. Nothing is paid per VR or per run of one VR's frames: the
+    /// receive counters are written per frame, the fair share admits and
+    /// charges per frame (an equal share of the fast path's time, as
+    /// [`Worker::mixed_burst`] does).
+    ///
+    /// Returns false for any other burst, untouched but for fields the
+    /// full demux sets again.
+    fn many_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) -> bool {
+        let Some(first) = rx.first() else {
+            return false;
+        };
+        let ethertype = match first.data().get(12..18) {
+            Some(&[0x81, 0x00, _, _, e0, e1]) => [e0, e1],
+            _ => return false,
+        };
+        let mut dsts4 = std::mem::take(&mut self.dsts);
+        let mut dsts6 = std::mem::take(&mut self.dsts6);
+        let many = match ethertype {
+            Ipv4Addr::ETHERTYPE => self.many_family::<Ipv4Addr, 18>(rx, now, tx, &mut dsts4),
+            Ipv6Addr::ETHERTYPE => self.many_family::<Ipv6Addr, 18>(rx, now, tx, &mut dsts6),
+            _ => false,
+        };
+        (self.dsts, self.dsts6) = (dsts4, dsts6);
+        many
+    }
+
+    /// [`Worker::many_burst`] for the family of `A`, with one tag (`L2`
+    /// 18); `dsts` holds the destinations (reused).
+    #[inline(always)]
+    fn many_family<A: Family, const L2: usize>(
+        &mut self,
+        rx: &mut Vec<Mbuf>,
+        now: u64,
+        tx: &mut TxBatch,
+        dsts: &mut Vec<A>,
+    ) -> bool {
+        let Some(port) = rx.first().map(|m| m.port) else {
+            return false;
+        };
+        let Some(p) = self.shared.ports.get(usize::from(port)) else {
+            return false;
+        };
+        let n = rx.len();
+        if dsts.len() < n {
+            dsts.resize(n, A::UNSPECIFIED);
+        }
+        if self.lanes.len() < n {
+            self.lanes.resize(n, Lane::default());
+        }
+        let (dsts, lanes) = (&mut dsts[..n], &mut self.lanes[..n]);
+        let ifaces = &self.shared.ifaces;
+        let Some(bytes) = many_demux::<L2, A>(rx, dsts, lanes, port, &p.demux, ifaces, &self.vrs)
+        else {
+            return false;
+        };
+        let mut ctx = ctx!(self, now, tx, &self.peers);
+        let counters = ctx.counters;
+        if let Some(c) = counters.ports.get(usize::from(port)) {
+            c.rx_packets.add(n as u64);
+            c.rx_bytes.add(bytes);
+        }
+        if self.routes.len() < n {
+            self.routes.resize(n, None);
+        }
+        let vrs = &self.vrs;
+        let lanes = &*lanes;
+        A::lookup_each(
+            |j| A::table(&vrs[usize::from(lanes[j].vr)]),
+            dsts,
+            &mut self.routes[..n],
+            self.prefetch,
+        );
+        let fair = &mut self.fair;
+        let fair_share = fair.active();
+        let full = self.full_burst > 0 && self.burst_len >= self.full_burst;
+        let start = fair.now();
+        // The fast path's frames up to the first it refuses (or the fair
+        // share does), queued as a block when they all leave by one port.
+        // Each is counted here, in one go on its interfaces' counter
+        // lines: received, forwarded and sent (every frame has other
+        // interfaces than the one before it, so a tally would write them
+        // anyway); what its port sent is summed.
+        let mut done = 0;
+        let mut out = PortTally::default();
+        let mut refused_fast = false;
+        if self.fast_path {
+            for ((m, &route), lane) in rx.iter_mut().zip(&self.routes[..n]).zip(lanes) {
+                let vr = usize::from(lane.vr);
+                if fair_share && !fair.admit_run(vr, full) {
+                    break;
+                }
+                let Some(v) = self.vrs.get_mut(vr) else {
+                    break;
+                };
+                let len_in = m.len() as u64;
+                let Some(sent) =
+                    route.and_then(|id| A::fast_at::<L2>(&mut ctx, v, m, id, lane.urpf))
+                else {
+                    refused_fast = true;
+                    break;
+                };
+                let len_out = m.len() as u64;
+                if let Some(c) = counters.ifaces.get(usize::from(m.iface)) {
+                    c.rx_packets.inc();
+                    c.rx_bytes.add(len_in);
+                    c.forwarded.inc();
+                    c.fast_path.inc();
+                }
+                if let Some(c) = counters.ifaces.get(usize::from(sent.egress)) {
+                    c.tx_packets.inc();
+                    c.tx_bytes.add(len_out);
+                }
+                out.add(counters, sent.port, len_out);
+                done += 1;
+            }
+        }
+        out.flush(counters);
+        if let Some(port) = out.one_port() {
+            ctx.tx.ports[usize::from(port)].extend(rx.drain(..done));
+        } else {
+            for m in rx.drain(..done) {
+                ctx.push_tx(m);
+            }
+        }
+        // The rest frame by frame, in order: counted as received, admitted,
+        // then the fast path (but for the frame it just refused) or the
+        // full stages, which are timed on their own.
+        let (mut any_admitted, mut any_refused) = (done > 0, false);
+        let mut timed = 0u64;
+        self.fast_vrs.clear();
+        let rest = rx.drain(..).zip(&self.routes[done..n]).zip(&lanes[done..]);
+        for (k, ((mut m, &route), lane)) in rest.enumerate() {
+            if let Some(c) = counters.ifaces.get(usize::from(m.iface)) {
+                c.rx_packets.inc();
+                c.rx_bytes.add(m.len() as u64);
+            }
+            let vr = usize::from(lane.vr);
+            let Some(v) = self.vrs.get_mut(vr) else {
+                ctx.drop(m, DropReason::NoInterface);
+                continue;
+            };
+            let retried = k == 0 && refused_fast;
+            if fair_share && !retried && !fair.admit_run(vr, full) {
+                any_refused = true;
+                ctx.drop(m, DropReason::OverShare);
+                continue;
+            }
+            any_admitted = true;
+            if let (true, false, Some(id)) = (self.fast_path, retried, route) {
+                if let Some(sent) = A::fast_at::<L2>(&mut ctx, v, &mut m, id, lane.urpf) {
+                    ctx.count_fast_path(m.iface, sent, m.len());
+                    ctx.push_tx(m);
+                    if fair_share {
+                        self.fast_vrs.push(lane.vr);
+                    }
+                    continue;
+                }
+            }
+            let t0 = fair.now();
+            A::stages(&mut ctx, v, m, route);
+            if fair_share {
+                let ticks = fair.now().saturating_sub(t0);
+                fair.charge(vr, ticks);
+                timed += ticks;
+            }
+        }
+        if fair_share {
+            // What the fast path's frames cost together, in equal shares
+            // (the remainder one tick each to the first frames).
+            let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed);
+            let fast = lanes[..done]
+                .iter()
+                .map(|l| l.vr)
+                .chain(self.fast_vrs.iter().copied());
+            let count = (done + self.fast_vrs.len()) as u64;
+            if let (Some(share), Some(rest)) =
+                (fast_ticks.checked_div(count), fast_ticks.checked_rem(count))
+            {
+                for (k, vr) in fast.enumerate() {
+                    fair.charge_share(usize::from(vr), share + u64::from((k as u64) < rest));
+                }
+            }
+            fair.note_refused_burst(any_refused && !any_admitted);
         }
         true
     }
@@ -467,7 +667,8 @@ impl Worker {
                     demux::Next::Ipv6 => fast::v6(&mut ctx, v, &mut m, id, urpf),
                     _ => fast::v4(&mut ctx, v, &mut m, id, urpf),
                 };
-                if fast.is_some() {
+                if let Some(sent) = fast {
+                    ctx.count_fast_path(m.iface, sent, m.len());
                     ctx.push_tx(m);
                     if fair_share {
                         self.fast_vrs.push(s.vr);
@@ -742,10 +943,111 @@ fn plain_demux<const L2: usize, A: Family>(
     Some(bytes)
 }
 
+/// What the fast path's frames of a burst of many VRs sent, per port:
+/// summed while consecutive frames leave by one port, written when the
+/// port changes and at the end ([`PortTally::flush`]).
+#[derive(Default)]
+struct PortTally {
+    port: Option<u16>,
+    /// Frames left by another port than the first.
+    mixed: bool,
+    packets: u64,
+    bytes: u64,
+}
+
+impl PortTally {
+    #[inline(always)]
+    fn add(&mut self, counters: &crate::worker::WorkerCounters, port: u16, len: u64) {
+        if self.port != Some(port) {
+            if self.port.is_some() {
+                self.mixed = true;
+                self.flush(counters);
+            }
+            self.port = Some(port);
+        }
+        self.packets += 1;
+        self.bytes += len;
+    }
+
+    fn flush(&mut self, counters: &crate::worker::WorkerCounters) {
+        if let Some(c) = self.port.and_then(|p| counters.ports.get(usize::from(p))) {
+            c.tx_packets.add(self.packets);
+            c.tx_bytes.add(self.bytes);
+        }
+        (self.packets, self.bytes) = (0, 0);
+    }
+
+    /// The one port every frame left by, if they did.
+    fn one_port(&self) -> Option<u16> {
+        self.port.filter(|_| !self.mixed)
+    }
+}
+
+/// A frame's VR and its interface's reverse-path check, as the demux of
+/// a burst of many VRs found them ([`Worker::many_burst`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Lane {
+    pub vr: u16,
+    pub urpf: Urpf,
+}
+
+/// The demux of a burst of many VRs ([`Worker::many_burst`]): checks that
+/// every frame of `rx` came on `port`, carries one 802.1Q tag (`L2` 18)
+/// and the family of `A`, and is addressed to the MAC of the interface
+/// that `demux` (the port's VLAN table) names for its VLAN, whose VR has
+/// no rate ceiling; writes each destination into `dsts` and each frame's
+/// VR and reverse-path check into `lanes`, and marks the frame demuxed to
+/// its interface. Returns the burst's bytes, or `None` at the first frame
+/// that differs (the full demux then sets the fields again).
+#[inline(always)]
+fn many_demux<const L2: usize, A: Family>(
+    rx: &mut [Mbuf],
+    dsts: &mut [A],
+    lanes: &mut [Lane],
+    port: u16,
+    demux: &[u16],
+    ifaces: &[crate::iface::Iface],
+    vrs: &[Vr],
+) -> Option<u64> {
+    const { assert!(L2 == 18) };
+    // TPID 81 00 and the inner EtherType of bytes 12-19; the TCI (bytes
+    // 14-15) is the frame's own.
+    let [e0, e1] = A::ETHERTYPE;
+    let want_tag = u64::from_le_bytes([0x81, 0x00, 0, 0, e0, e1, 0, 0]);
+    let tag_mask = u64::from_le_bytes([0xff, 0xff, 0, 0, 0xff, 0xff, 0, 0]);
+    let mut bytes = 0u64;
+    for ((m, dst), lane) in rx.iter_mut().zip(dsts.iter_mut()).zip(lanes.iter_mut()) {
+        let d = m.data();
+        let h = d.first_chunk::<58>()?;
+        let tag = u64::from_le_bytes(word_at::<12>(h));
+        if tag & tag_mask != want_tag || m.port != port {
+            return None;
+        }
+        let vid = u16::from_be_bytes([h[14], h[15]]) & 0x0fff;
+        // `NO_IFACE` is past the end of `ifaces`.
+        let i = ifaces.get(usize::from(*demux.get(usize::from(vid))?))?;
+        if h[..6] != i.mac.0 || i.tpid != crate::spec::Tpid::Dot1q {
+            return None;
+        }
+        if vrs.get(usize::from(i.vr))?.ceiling.is_some() {
+            return None;
+        }
+        *dst = A::dst_at::<L2>(h);
+        *lane = Lane {
+            vr: i.vr,
+            urpf: i.urpf,
+        };
+        bytes += d.len() as u64;
+        let iface = demux[usize::from(vid)];
+        m.set_received(iface, L2 as u16);
+    }
+    Some(bytes)
+}
+
 /// What the burst passes need of an IP family: the plain-burst demux, the
 /// batch lookup, the fast path and the full stages of `Ipv4Addr` (IPv4)
 /// and `Ipv6Addr` (IPv6).
-trait Family: Copy {
+trait Family: FibAddr + Copy {
     /// The filler of a destination buffer.
     const UNSPECIFIED: Self;
     /// The family's EtherType, as the frame's two bytes.
@@ -755,6 +1057,20 @@ trait Family: Copy {
     /// The destination of the header `L2` bytes into `h`, a frame's start
     /// (`L2` 14 or 18).
     fn dst_at<const L2: usize>(h: &[u8; 58]) -> Self;
+    /// `vr`'s table of this family.
+    fn table(vr: &Vr) -> &FibSnapshot<Self>;
+    /// The FIB's answers for `addrs`, address `j` in table `table(j)`.
+    #[inline(always)]
+    fn lookup_each<'t>(
+        table: impl Fn(usize) -> &'t FibSnapshot<Self>,
+        addrs: &[Self],
+        out: &mut [Option<NextHopId>],
+        prefetch: Option<vrhost_fib::Prefetch>,
+    ) where
+        Self: 't,
+    {
+        lookup_batch_each(table, addrs, out, prefetch);
+    }
     /// The FIB's answers for `addrs` in `vr`'s table of this family.
     fn lookup_many(
         vr: &Vr,
@@ -771,7 +1087,7 @@ trait Family: Copy {
         m: &mut Mbuf,
         id: NextHopId,
         urpf: Urpf,
-    ) -> Option<u16>;
+    ) -> Option<fast::Sent>;
     /// The full stages, for a frame whose FIB answer is `route`.
     fn stages(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, route: Option<NextHopId>);
 }
@@ -792,6 +1108,11 @@ impl Family for Ipv4Addr {
     }
 
     #[inline(always)]
+    fn table(vr: &Vr) -> &FibSnapshot<Self> {
+        &vr.fib4
+    }
+
+    #[inline(always)]
     fn lookup_many(
         vr: &Vr,
         addrs: &[Self],
@@ -808,7 +1129,7 @@ impl Family for Ipv4Addr {
         m: &mut Mbuf,
         id: NextHopId,
         urpf: Urpf,
-    ) -> Option<u16> {
+    ) -> Option<fast::Sent> {
         fast::v4_in::<L2>(ctx, vr, m, id, urpf)
     }
 
@@ -834,6 +1155,11 @@ impl Family for Ipv6Addr {
     }
 
     #[inline(always)]
+    fn table(vr: &Vr) -> &FibSnapshot<Self> {
+        &vr.fib6
+    }
+
+    #[inline(always)]
     fn lookup_many(
         vr: &Vr,
         addrs: &[Self],
@@ -850,7 +1176,7 @@ impl Family for Ipv6Addr {
         m: &mut Mbuf,
         id: NextHopId,
         urpf: Urpf,
-    ) -> Option<u16> {
+    ) -> Option<fast::Sent> {
         fast::v6_in::<L2>(ctx, vr, m, id, urpf)
     }
 
@@ -911,7 +1237,8 @@ fn forward<A: Family, const L2: usize>(
     urpf: Urpf,
 ) {
     if let (true, Some(id)) = (fast_path, route) {
-        if A::fast_at::<L2>(ctx, vr, &mut m, id, urpf).is_some() {
+        if let Some(sent) = A::fast_at::<L2>(ctx, vr, &mut m, id, urpf) {
+            ctx.count_fast_path(m.iface, sent, m.len());
             return ctx.push_tx(m);
         }
     }

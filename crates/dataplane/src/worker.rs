@@ -424,6 +424,9 @@ pub struct Worker {
     /// The VR of each frame a mixed burst sent by the fast path, charged
     /// its share of their cost at the end of the burst (reused).
     pub(crate) fast_vrs: Vec<u16>,
+    /// Each frame's VR and reverse-path check in a burst of many VRs
+    /// (reused; see `Worker::many_burst`).
+    pub(crate) lanes: Vec<crate::pipeline::Lane>,
     /// Plain IPv4 and IPv6 forwards take [`crate::fast`] (the default); off, every
     /// frame runs the full stages.
     pub(crate) fast_path: bool,
@@ -539,6 +542,7 @@ impl Worker {
             routes: Vec::with_capacity(256),
             answers: Vec::with_capacity(256),
             fast_vrs: Vec::with_capacity(256),
+            lanes: Vec::with_capacity(256),
             fast_path: true,
             prefetch_with: None,
             prefetch: None,
