@@ -213,8 +213,10 @@ pub struct Vr {
     pub(crate) filtered: bool,
     pub(crate) fib4: Arc<FibSnapshot<Ipv4Addr>>,
     pub(crate) nexthops: Arc<NextHops>,
-    /// Neighbor slot of each gateway next hop, by next-hop id; `u32::MAX` until first use.
-    gw_slots: Vec<u32>,
+    /// Each gateway next hop as this worker resolved it, by next-hop id
+    /// ([`GatewaySlot`]): what the fast path reads instead of the shared
+    /// next hops and their address.
+    gateways: Vec<GatewaySlot>,
     /// Rate ceilings, if the VR has any (boxed: one word in the hot line).
     pub(crate) ceiling: Option<Box<Ceiling>>,
     /// This worker's neighbor table for the VR.
@@ -253,11 +255,22 @@ impl Vr {
     /// What next hop `id` means in this worker, a multipath group left as
     /// [`NextHop::Group`] for the caller to pick its member
     /// ([`Vr::resolve_member`]): the fast path's form, whose match on the
-    /// answer takes the group case for one more arm.
+    /// answer takes the group case for one more arm. A gateway this worker
+    /// already resolved is one read of its [`GatewaySlot`].
     #[inline(always)]
     pub(crate) fn resolve(&mut self, id: u32) -> Option<NextHop> {
+        match self.gateways.get(id as usize)?.get() {
+            Some((iface, neigh)) => Some(NextHop::Gateway { iface, neigh }),
+            None => self.resolve_shared(id),
+        }
+    }
+
+    /// [`Vr::resolve`] from the shared next hops, for every next hop but a
+    /// gateway resolved before (whose slot this records).
+    #[inline]
+    fn resolve_shared(&mut self, id: u32) -> Option<NextHop> {
         // Matched by reference: the gateway's address is read only when its
-        // slot is not yet resolved, not copied for every packet.
+        // slot is not yet resolved.
         Some(match self.nexthops.get(id as usize)? {
             RouteHop::Local => NextHop::Local,
             RouteHop::Broadcast => NextHop::Broadcast,
@@ -265,17 +278,15 @@ impl Vr {
             RouteHop::Unreachable => NextHop::Unreachable,
             &RouteHop::Connected { iface } => NextHop::Connected { iface },
             &RouteHop::Gateway { iface, ref addr } => {
-                let slot = self.gw_slots.get_mut(id as usize)?;
-                if *slot == u32::MAX {
-                    *slot = self
-                        .neighbors
-                        .ensure(iface, *addr, true)
-                        .unwrap_or(u32::MAX);
+                // A full table leaves the slot unresolved (tried again).
+                let neigh = self
+                    .neighbors
+                    .ensure(iface, *addr, true)
+                    .unwrap_or(u32::MAX);
+                if let Some(g) = self.gateways.get_mut(id as usize) {
+                    *g = GatewaySlot::new(iface, neigh);
                 }
-                NextHop::Gateway {
-                    iface,
-                    neigh: *slot,
-                }
+                NextHop::Gateway { iface, neigh }
             }
             &RouteHop::Group { base, .. } => NextHop::Group { base },
         })
@@ -357,6 +368,34 @@ impl Vr {
     /// Packets waiting on this worker's punt queue.
     pub fn punt_len(&self) -> usize {
         self.punt.len()
+    }
+}
+
+/// A gateway next hop as one worker resolved it: its egress interface
+/// and its neighbor slot in the worker's table, or nothing yet (any other
+/// next hop, or a gateway the table had no room for). Eight bytes, so a
+/// VR's resolved gateways share lines, and pinned neighbor slots never
+/// move, so it stays valid until the VR's next hops are republished.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GatewaySlot(u64);
+
+impl GatewaySlot {
+    /// Not resolved.
+    pub const NONE: GatewaySlot = GatewaySlot(0);
+
+    /// Interface `iface` and neighbor slot `neigh` (`u32::MAX`: none,
+    /// which is left unresolved).
+    fn new(iface: u16, neigh: u32) -> GatewaySlot {
+        if neigh == u32::MAX {
+            return GatewaySlot::NONE;
+        }
+        GatewaySlot(1 << 48 | u64::from(iface) << 32 | u64::from(neigh))
+    }
+
+    /// The interface and neighbor slot, if resolved.
+    #[inline(always)]
+    fn get(self) -> Option<(u16, u32)> {
+        (self.0 >> 48 != 0).then_some(((self.0 >> 32) as u16, self.0 as u32))
     }
 }
 
@@ -570,8 +609,8 @@ impl Worker {
                 vr.fib6 = s.fib6.load_full();
                 let nh = s.nexthops.load_full();
                 if !Arc::ptr_eq(&nh, &vr.nexthops) {
-                    vr.gw_slots.clear();
-                    vr.gw_slots.resize(nh.len(), u32::MAX);
+                    vr.gateways.clear();
+                    vr.gateways.resize(nh.len(), GatewaySlot::NONE);
                     vr.nexthops = nh;
                 }
             }
@@ -745,7 +784,7 @@ fn vr_state(topo: &Shared, i: usize, n_workers: usize) -> Vr {
         id: i as u16,
         fib4: s.fib4.load_full(),
         fib6: s.fib6.load_full(),
-        gw_slots: vec![u32::MAX; nexthops.len()],
+        gateways: vec![GatewaySlot::NONE; nexthops.len()],
         nexthops,
         neighbors: NeighborTable::new(
             l.max_neighbors as usize,

@@ -386,14 +386,30 @@ impl<K: FlatKey> Flat<K> {
     /// a divided one (IPv6; IPv4 passes 0).
     #[inline(always)]
     pub(crate) fn finish(&self, addr: K, low: u64, b: usize, lo: usize) -> u32 {
-        let hi = usize::from(self.index[b + 1]);
+        self.scan(addr, low, lo, usize::from(self.index[b + 1]))
+    }
+
+    /// The first and last candidates of bucket `b`: its entry of the index
+    /// and the next, read together.
+    #[inline(always)]
+    pub(crate) fn span(&self, b: usize) -> (usize, usize) {
+        match self.index.get(b..b + 2) {
+            Some(&[lo, hi]) => (usize::from(lo), usize::from(hi)),
+            _ => (0, 0),
+        }
+    }
+
+    /// [`Flat::finish`] with the bucket's candidates `lo..=hi` at hand
+    /// ([`Flat::span`]).
+    #[inline(always)]
+    pub(crate) fn scan(&self, addr: K, low: u64, lo: usize, hi: usize) -> u32 {
         // The bucket's entries after the first, in one bounds check.
         let found = match self.entries.get(lo + 1..=hi) {
             Some(s) if s.len() <= SCAN_MAX => lo + s.iter().take_while(|e| addr.after(e)).count(),
             Some(s) => lo + s.partition_point(|e| addr.after(e)),
             None => lo,
         };
-        let value = K::value(self.entries[found]);
+        let value = self.entries.get(found).map_or(0, |&e| K::value(e));
         if K::REFINES && value & REFINE != 0 {
             return self.in_block(value, low);
         }

@@ -218,6 +218,21 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         }
         hint(&line[..m]);
     }
+    // Every lane's table flat (the common case with many small VRs): the
+    // passes with nothing of the Poptrie's.
+    if let Some(first) = tables[0].flat.as_ref().and_then(K::Flat::of) {
+        let mut flats = [first; PREFETCH_BATCH];
+        let all = (1..m).all(|i| match tables[i].flat.as_ref().and_then(K::Flat::of) {
+            Some(f) => {
+                flats[i] = f;
+                true
+            }
+            None => false,
+        });
+        if all {
+            return flat_lanes(&flats[..m], &key[..m], out, prefetch);
+        }
+    }
     let mut flat: [Option<&Flat<K::Flat>>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
     let mut bucket = [0usize; PREFETCH_BATCH];
     // Lanes that walk a Poptrie (their tables are too big for a flat form).
@@ -310,6 +325,44 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         });
     }
     finish_flat(out);
+}
+
+/// [`each_pass`] when every lane's table is flat: lane `i` looks `key[i]`
+/// up in `flats[i]`, in three passes (bucket, its span in the index, the
+/// scan), each prefetching what the next reads.
+#[inline(always)]
+fn flat_lanes<K: Key>(
+    flats: &[&Flat<K::Flat>],
+    key: &[K],
+    out: &mut [Option<NextHopId>],
+    prefetch: Option<Prefetch>,
+) {
+    let m = flats
+        .len()
+        .min(key.len())
+        .min(out.len())
+        .min(PREFETCH_BATCH);
+    let mut span = [(0usize, 0usize); PREFETCH_BATCH];
+    let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
+    for i in 0..m {
+        let b = flats[i].bucket(key[i].flat());
+        span[i].0 = b;
+        line[i] = flats[i].index_line(b);
+    }
+    if let Some(p) = prefetch {
+        p(&line[..m]);
+    }
+    for i in 0..m {
+        span[i] = flats[i].span(span[i].0);
+        line[i] = flats[i].entry_line(span[i].0);
+    }
+    if let Some(p) = prefetch {
+        p(&line[..m]);
+    }
+    for i in 0..m {
+        let (lo, hi) = span[i];
+        out[i] = leaf(flats[i].scan(key[i].flat(), key[i].low(), lo, hi));
+    }
 }
 
 /// The next hop of a leaf value (next hop + 1, 0 for none).
