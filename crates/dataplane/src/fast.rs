@@ -34,7 +34,7 @@ use crate::filter::{Filter, Verdict};
 use crate::iface::Iface;
 use crate::ipv4_input::martian_octet;
 use crate::mbuf::Mbuf;
-use crate::output::Ctx;
+use crate::output::{Ctx, Sent};
 use crate::spec::Urpf;
 use crate::urpf;
 use crate::worker::{NextHop, Vr};
@@ -461,16 +461,6 @@ impl Egress {
 #[inline(always)]
 fn martian6_octet(first: u8) -> bool {
     matches!(first, 0x00 | 0xfe | 0xff)
-}
-
-/// Where the fast path sent a frame: its egress interface and that
-/// interface's port, which the frame is addressed to (`Mbuf::port`). The
-/// caller counts it ([`Ctx::count_fast_path`], or per frame in a burst of
-/// many VRs) and queues it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Sent {
-    pub egress: u16,
-    pub port: u16,
 }
 
 /// The end of both families, once the headers are rewritten (the L2

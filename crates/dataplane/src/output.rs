@@ -27,6 +27,16 @@ use crate::worker::{NextHop, TxBatch, Vr, Worker, WorkerCounters};
 /// Room kept in front of an L3 packet the router builds: Ethernet plus one tag.
 pub(crate) const BUILD_L2: usize = 18;
 
+/// Where the fast path sent a frame: its egress interface and that
+/// interface's port, which the frame is addressed to (`Mbuf::port`). The
+/// caller counts it ([`Ctx::count_fast_path`], or per frame in a burst of
+/// many VRs) and queues it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sent {
+    pub egress: u16,
+    pub port: u16,
+}
+
 /// What a stage needs besides the VR: shared, per-burst state.
 pub(crate) struct Ctx<'a> {
     pub now: u64,
@@ -193,13 +203,13 @@ impl Ctx<'_> {
     }
 
     /// What [`Ctx::enqueue`] counts for a frame the fast path rewrote in
-    /// place and addressed ([`crate::fast::Sent`]): taking the fast path
+    /// place and addressed ([`Sent`]): taking the fast path
     /// (and so forwarded) on its ingress interface `ingress`, with no test
     /// of its origin, which the fast path knows, and `len` bytes sent on
     /// its egress interface and port. The caller queues it there: with
     /// [`Ctx::push_tx`], or a whole burst at once.
     #[inline(always)]
-    pub(crate) fn count_fast_path(&mut self, ingress: u16, sent: crate::fast::Sent, len: usize) {
+    pub(crate) fn count_fast_path(&mut self, ingress: u16, sent: Sent, len: usize) {
         self.ingress(ingress).fast_path += 1;
         self.tally_tx(sent.egress, sent.port, len as u64);
     }

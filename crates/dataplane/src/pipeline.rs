@@ -44,7 +44,7 @@ use crate::mbuf::Mbuf;
 use crate::neighbor::Event;
 use crate::output::Ctx;
 use crate::spec::{IfaceId, Urpf};
-use crate::worker::{Staged, TxBatch, Vr, Worker};
+use crate::worker::{Lane, Staged, TxBatch, Vr, Worker};
 use crate::{arp_input, icmp_error, tap};
 
 /// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
@@ -983,14 +983,6 @@ impl PortTally {
     }
 }
 
-/// A frame's VR and its interface's reverse-path check, as the demux of
-/// a burst of many VRs found them ([`Worker::many_burst`]).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Lane {
-    pub vr: u16,
-    pub urpf: Urpf,
-}
-
 /// The demux of a burst of many VRs ([`Worker::many_burst`]): checks that
 /// every frame of `rx` came on `port`, carries one 802.1Q tag (`L2` 18)
 /// and the family of `A`, and is addressed to the MAC of the interface
@@ -1087,7 +1079,7 @@ trait Family: FibAddr + Copy {
         m: &mut Mbuf,
         id: NextHopId,
         urpf: Urpf,
-    ) -> Option<fast::Sent>;
+    ) -> Option<crate::output::Sent>;
     /// The full stages, for a frame whose FIB answer is `route`.
     fn stages(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, route: Option<NextHopId>);
 }
@@ -1129,7 +1121,7 @@ impl Family for Ipv4Addr {
         m: &mut Mbuf,
         id: NextHopId,
         urpf: Urpf,
-    ) -> Option<fast::Sent> {
+    ) -> Option<crate::output::Sent> {
         fast::v4_in::<L2>(ctx, vr, m, id, urpf)
     }
 
@@ -1176,7 +1168,7 @@ impl Family for Ipv6Addr {
         m: &mut Mbuf,
         id: NextHopId,
         urpf: Urpf,
-    ) -> Option<fast::Sent> {
+    ) -> Option<crate::output::Sent> {
         fast::v6_in::<L2>(ctx, vr, m, id, urpf)
     }
 

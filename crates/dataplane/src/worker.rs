@@ -465,7 +465,7 @@ pub struct Worker {
     pub(crate) fast_vrs: Vec<u16>,
     /// Each frame's VR and reverse-path check in a burst of many VRs
     /// (reused; see `Worker::many_burst`).
-    pub(crate) lanes: Vec<crate::pipeline::Lane>,
+    pub(crate) lanes: Vec<Lane>,
     /// Plain IPv4 and IPv6 forwards take [`crate::fast`] (the default); off, every
     /// frame runs the full stages.
     pub(crate) fast_path: bool,
@@ -476,6 +476,14 @@ pub struct Worker {
     /// The prefetch while the tables hold that many routes, else `None`:
     /// what the lookups use, decided whenever the tables change.
     pub(crate) prefetch: Option<Prefetch>,
+}
+
+/// A frame's VR and its interface's reverse-path check, as the demux of
+/// a burst of many VRs found them (`Worker::many_burst`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Lane {
+    pub vr: u16,
+    pub urpf: crate::spec::Urpf,
 }
 
 /// A demuxed frame of a mixed burst, waiting for the burst's FIB batch.
