@@ -31,7 +31,10 @@ pub mod watcher;
 
 pub use addr::{add_address, del_address, set_addresses};
 pub use event::{Addr, CpEvent, CpState, Hop, IpPrefix, Op, RouteTarget};
-pub use ns::{ensure_netns, mirror_interface, NetnsInfo};
+pub use ns::{
+    delete_mirror, ensure_netns, hold_tap, mirror, mirror_interface, Link, Mirror, NetnsInfo,
+    TapInfo, TapProbe,
+};
 pub use queue::{channel, EventReceiver, EventSender};
 pub use watcher::{NsWatcher, WatchOptions, WatchStats};
 

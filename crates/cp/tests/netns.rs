@@ -6,7 +6,10 @@ mod common;
 use std::net::IpAddr;
 
 use common::Ns;
-use vrhost_cp::{add_address, del_address, ensure_netns, mirror_interface, set_addresses};
+use vrhost_cp::{
+    add_address, del_address, delete_mirror, ensure_netns, hold_tap, mirror, mirror_interface,
+    set_addresses, Link, TapProbe,
+};
 
 #[test]
 fn namespace_is_created_then_adopted() {
@@ -64,13 +67,85 @@ fn tap_mirror_has_name_mac_mtu_and_queues() {
         .unwrap()
         .stdout
         .is_empty());
-    // The device lives as long as its queues.
+    // The device outlives its queues (persistent), with carrier off.
     drop(ports);
+    let show = ns.ip("-d link show red0");
+    assert!(
+        show.contains("persist on") && show.contains("NO-CARRIER"),
+        "{show}"
+    );
+    // Gone once deleted; deleting again is fine.
+    delete_mirror(&ns.name, "red0").expect("delete");
+    delete_mirror(&ns.name, "red0").expect("delete again");
     let gone = std::process::Command::new("ip")
         .args(["-n", &ns.name, "link", "show", "red0"])
         .output()
         .unwrap();
-    assert!(!gone.status.success(), "red0 outlived its ports");
+    assert!(!gone.status.success(), "red0 outlived delete_mirror");
+}
+
+/// What a restart of vrhost does to a mirror: the new process adopts the
+/// persistent TAP by name, with its addresses; while nobody reads it, a
+/// hold keeps its carrier (a tenant's zebra would take the link down
+/// without); a device another process reads is refused.
+#[test]
+fn tap_mirror_is_adopted_and_held_across_a_restart() {
+    let ns = Ns::unique("adopt");
+    ensure_netns(&ns.name).unwrap();
+    let mac = [0x02, 0x00, 0x00, 0x00, 0x0b, 0x01];
+    let m = mirror(&ns.name, "red0", mac, 1500, 2).expect("mirror");
+    assert!(!m.adopted);
+    set_addresses(&ns.name, "red0", &[("10.0.0.1".parse().unwrap(), 24)]).unwrap();
+    let index = ns.ip("-o link show red0");
+    // Another reader: refused, naming the device.
+    let err = mirror(&ns.name, "red0", mac, 1500, 2)
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("in use"), "{err}");
+    // The hold, then the old process goes.
+    let hold = hold_tap(&ns.name, "red0").expect("hold");
+    let mut probe = TapProbe::open(&ns.name).expect("probe");
+    match probe.get("red0").expect("get") {
+        Some(Link::Tap(t)) => {
+            assert!(t.persist && t.multi_queue && !t.vnet_hdr, "{t:?}");
+            assert_eq!((t.queues, t.disabled), (2, 1), "{t:?}");
+        }
+        other => panic!("red0: {other:?}"),
+    }
+    drop(m);
+    let show = ns.ip("link show red0");
+    assert!(
+        !show.contains("NO-CARRIER") && show.contains("LOWER_UP"),
+        "the hold did not keep the carrier: {show}"
+    );
+    // The new process adopts it: same device (ifindex), same address.
+    let m = mirror(&ns.name, "red0", mac, 1500, 3).expect("adopt");
+    assert!(m.adopted);
+    assert_eq!(m.ports.len(), 3);
+    let again = ns.ip("-o link show red0");
+    assert_eq!(
+        index.split(':').next(),
+        again.split(':').next(),
+        "not the same device: {index} / {again}"
+    );
+    assert!(ns.ip("addr show red0").contains("10.0.0.1/24"));
+    match probe.get("red0").expect("get") {
+        Some(Link::Tap(t)) => assert_eq!((t.queues, t.disabled), (3, 1), "{t:?}"),
+        other => panic!("red0: {other:?}"),
+    }
+    drop(hold);
+    drop(m);
+    // With neither hold nor reader: carrier off.
+    assert!(ns.ip("link show red0").contains("NO-CARRIER"));
+    // A device of the name that is no multi-queue TAP is replaced.
+    delete_mirror(&ns.name, "red0").unwrap();
+    ns.ip("tuntap add red0 mode tap");
+    let m = mirror(&ns.name, "red0", mac, 1500, 1).expect("replace");
+    assert!(!m.adopted);
+    assert!(ns.ip("-d link show red0").contains("multi_queue"));
+    // A hold never creates a device.
+    let err = hold_tap(&ns.name, "nosuch0").unwrap_err();
+    assert!(err.to_string().contains("nosuch0"), "{err}");
 }
 
 #[test]

@@ -52,7 +52,7 @@ pub use netdev::{mac, mtu};
 pub use paced::PacedPort;
 pub use pcap::{PcapFrames, PcapPort, PcapSink};
 pub use prefetch::prefetch;
-pub use tap::TapPort;
+pub use tap::{TapHold, TapPort};
 
 /// Errors from drivers.
 #[derive(Debug, thiserror::Error)]

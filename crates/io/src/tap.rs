@@ -6,7 +6,10 @@
 //! by the Linux interface (it enters that namespace's stack); a frame the
 //! stack sends out of the interface is what the port *receives*.
 //!
-//! The device is not persistent: it disappears when the port is dropped.
+//! A device made by [`TapPort::create`] is not persistent: it disappears
+//! when the port is dropped. Control-plane mirrors ([`TapPort::create_multi`])
+//! are made persistent ([`TapPort::set_persist`]), so that they outlive a
+//! restart of vrhost, and a [`TapHold`] keeps their carrier up meanwhile.
 //! One `read` or `write` per frame: TAP exists for control traffic, not
 //! line rate. The device appears in the calling thread's network namespace
 //! ([`crate::netns`]).
@@ -54,10 +57,13 @@ impl TapPort {
     /// owns one queue's file descriptor. The kernel spreads what the stack
     /// sends out of the device over the queues by flow hash.
     ///
-    /// Unlike [`TapPort::create`] the device is left **down**: a mirror sets
-    /// MAC and MTU first and then brings it up ([`netdev::set_up`]). `name`
-    /// must be a full name (no `%d`), since every queue attaches to it by
-    /// name. The device disappears when the last of the ports is dropped.
+    /// Unlike [`TapPort::create`] the device is left as it is (a new one
+    /// **down**): a mirror sets MAC and MTU first and then brings it up
+    /// ([`netdev::set_up`]). `name` must be a full name (no `%d`), since
+    /// every queue attaches to it by name. When a multi-queue TAP of that
+    /// name exists (a persistent one left by an earlier run), the queues
+    /// attach to it. Unless made persistent, the device disappears when the
+    /// last of the ports is dropped.
     pub fn create_multi(name: &str, queues: usize) -> Result<Vec<Self>, IoError> {
         if queues == 0 {
             return Err(IoError::Setup {
@@ -124,6 +130,26 @@ impl TapPort {
         Ok((fd, actual))
     }
 
+    /// Makes the device persistent (`TUNSETPERSIST`): it stays, with its
+    /// addresses and routes, when every queue is closed, until it is deleted
+    /// (`ip link del`, or [`TapPort::set_persist`] `false` and every queue
+    /// closed).
+    pub fn set_persist(&self, on: bool) -> Result<(), IoError> {
+        // SAFETY: TUNSETPERSIST takes its argument by value (an integer, no
+        // pointer); the descriptor is a live TAP queue.
+        let rc = unsafe {
+            libc::ioctl(
+                self.fd.as_raw_fd(),
+                libc::TUNSETPERSIST,
+                libc::c_ulong::from(on),
+            )
+        };
+        if rc < 0 {
+            return Err(last_err(&self.name, "ioctl(TUNSETPERSIST)"));
+        }
+        Ok(())
+    }
+
     /// The device's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -142,6 +168,53 @@ impl TapPort {
     /// Sets the device's MTU.
     pub fn set_mtu(&self, mtu: u32) -> Result<(), IoError> {
         netdev::set_mtu(&self.name, mtu)
+    }
+}
+
+/// One disabled queue of a multi-queue TAP (`TUNSETQUEUE` with
+/// `IFF_DETACH_QUEUE`): the kernel steers no frame to it, but while it is
+/// open the device keeps its carrier when every other queue closes. Without
+/// it, a TAP whose last reader goes (vrhost restarting) loses its carrier,
+/// and a routing daemon behind it (FRR's zebra) takes the interface down
+/// and drops its BGP sessions at once.
+pub struct TapHold {
+    fd: OwnedFd,
+    name: String,
+}
+
+impl TapHold {
+    /// Attaches a queue to the existing multi-queue TAP `name` in the
+    /// calling thread's namespace and disables it. A device that does not
+    /// exist is an error: a hold never creates one.
+    pub fn open(name: &str) -> Result<Self, IoError> {
+        netdev::ifindex(name)?;
+        let flags = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_MULTI_QUEUE) as c_short;
+        let (fd, actual) = TapPort::open_queue(name, flags)?;
+        let mut req: libc::ifreq = zeroed();
+        req.ifr_ifru.ifru_flags = libc::IFF_DETACH_QUEUE as c_short;
+        // SAFETY: TUNSETQUEUE reads one `struct ifreq`, and `req` is a live one.
+        let rc = unsafe {
+            libc::ioctl(
+                fd.as_raw_fd(),
+                libc::TUNSETQUEUE,
+                &mut req as *mut libc::ifreq,
+            )
+        };
+        if rc < 0 {
+            return Err(last_err(name, "ioctl(TUNSETQUEUE, IFF_DETACH_QUEUE)"));
+        }
+        Ok(TapHold { fd, name: actual })
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::fmt::Debug for TapHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TapHold({}, fd {})", self.name, self.fd.as_raw_fd())
     }
 }
 
