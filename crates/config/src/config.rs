@@ -54,6 +54,36 @@ pub struct Dataplane {
     /// Cores to pin one worker each to; distinct, each below the number of
     /// available cores. Default: the last core.
     pub workers: Vec<usize>,
+    /// Where a run leaves what the next run of vrhost takes over: the list
+    /// of TAP mirrors it made and the FPM routes of each router
+    /// (`docs/operations.md`, "Restart"). One per vrhost instance; used only
+    /// when a router has `[router.control]`. Default
+    /// [`Dataplane::DEFAULT_RUNTIME_DIR`].
+    pub runtime_dir: PathBuf,
+    /// How long the TAP mirrors keep their carrier up after vrhost stops or
+    /// dies, waiting for the next run to take them over; zero turns the
+    /// keeper off. Default [`Dataplane::DEFAULT_TAP_HOLD`].
+    pub tap_hold: std::time::Duration,
+}
+
+impl Dataplane {
+    /// `runtime_dir` when the config has none.
+    pub const DEFAULT_RUNTIME_DIR: &'static str = "/run/vrhost";
+    /// `tap_hold` when the config has none: long enough for a restart by
+    /// hand or by a supervisor, short enough that a router that stays down
+    /// shows the tenants a link down soon after.
+    pub const DEFAULT_TAP_HOLD: std::time::Duration = std::time::Duration::from_secs(30);
+    /// The longest `tap_hold` (an hour).
+    pub const MAX_TAP_HOLD_S: i64 = 3600;
+
+    /// The defaults, with workers on `workers`.
+    pub fn on(workers: Vec<usize>) -> Dataplane {
+        Dataplane {
+            workers,
+            runtime_dir: PathBuf::from(Self::DEFAULT_RUNTIME_DIR),
+            tap_hold: Self::DEFAULT_TAP_HOLD,
+        }
+    }
 }
 
 /// A port's packet I/O driver.

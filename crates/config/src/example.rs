@@ -11,6 +11,8 @@ pub const EXAMPLE: &str = r#"# vrhost example config: two tenants on one box.
 
 [dataplane]
 workers = [0]                    # cores to pin one worker each to; default: the last core
+# runtime_dir = "/run/vrhost"    # what a run leaves for the next (TAP mirrors, FPM routes); the default
+# tap_hold = 30                  # seconds TAP mirrors keep their carrier while vrhost is down; 0: off
 
 [api]                            # management API (docs/api.md); omit to run without one
 socket = "/run/vrhost/api.sock"  # Unix socket, mode 0600; the default

@@ -56,6 +56,10 @@ pub struct RawApi {
 pub struct RawDataplane {
     /// Cores to pin one worker each to.
     pub workers: Option<Vec<i64>>,
+    /// What one run leaves for the next (TAP mirrors, FPM routes).
+    pub runtime_dir: Option<String>,
+    /// Seconds the TAP mirrors keep their carrier after vrhost stops.
+    pub tap_hold: Option<i64>,
 }
 
 /// A `driver = "..."` value.

@@ -379,10 +379,27 @@ impl Validator<'_, '_> {
         let last = cores.last().copied().unwrap_or(0);
         let default = vec![last];
         let Some(item) = item else {
-            return Dataplane { workers: default };
+            return Dataplane::on(default);
         };
+        let mut out = Dataplane::on(default);
+        if let Some(dir) = self.path(|| item.key("runtime_dir"), item.raw.runtime_dir.as_deref()) {
+            out.runtime_dir = dir;
+        }
+        if let Some(h) = item.raw.tap_hold {
+            if (0..=Dataplane::MAX_TAP_HOLD_S).contains(&h) {
+                out.tap_hold = std::time::Duration::from_secs(h as u64);
+            } else {
+                self.err(
+                    item.key("tap_hold"),
+                    format!(
+                        "{h} is not a number of seconds from 0 (no keeper) to {}",
+                        Dataplane::MAX_TAP_HOLD_S
+                    ),
+                );
+            }
+        }
         let Some(list) = &item.raw.workers else {
-            return Dataplane { workers: default };
+            return out;
         };
         if list.is_empty() {
             self.err(
@@ -417,7 +434,8 @@ impl Validator<'_, '_> {
                 ),
             }
         }
-        Dataplane { workers }
+        out.workers = workers;
+        out
     }
 
     fn port(

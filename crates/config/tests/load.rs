@@ -71,3 +71,25 @@ fn the_config_reference_shows_the_example_verbatim() {
     );
     assert!(doc.contains(vrhost_config::EXAMPLE_ROUTES_FILE));
 }
+
+#[test]
+fn restart_keys_default_resolve_and_are_checked() {
+    let base = std::path::Path::new("/etc/vrhost");
+    let c = Config::from_toml_str("", base).unwrap();
+    assert_eq!(c.dataplane.runtime_dir, PathBuf::from("/run/vrhost"));
+    assert_eq!(c.dataplane.tap_hold, std::time::Duration::from_secs(30));
+    let c =
+        Config::from_toml_str("[dataplane]\nruntime_dir = \"run\"\ntap_hold = 0\n", base).unwrap();
+    assert_eq!(c.dataplane.runtime_dir, base.join("run"));
+    assert!(c.dataplane.tap_hold.is_zero());
+    for bad in ["tap_hold = -1", "tap_hold = 3601", "runtime_dir = \"\""] {
+        let errs = Config::from_toml_str(&format!("[dataplane]\n{bad}\n"), base).unwrap_err();
+        let key = bad.split(' ').next().unwrap();
+        assert!(
+            errs.0
+                .iter()
+                .any(|e| e.to_string().contains(&format!("dataplane.{key}"))),
+            "{bad}: {errs}"
+        );
+    }
+}
