@@ -333,6 +333,15 @@ pub struct FpmOptions {
     /// further prefixes are not kept or passed on, only counted
     /// (`over_limit`).
     pub max_routes: usize,
+    /// Routes an earlier run of vrhost held for the VR when it stopped
+    /// (its FPM snapshot), installed at once as if an earlier session had
+    /// sent them: the first session's sweep withdraws those it does not
+    /// resend, so zebra's reconnect after a restart of vrhost loses no
+    /// route and leaves none stale.
+    pub restored: Vec<(IpPrefix, RouteTarget)>,
+    /// How long restored routes stay when no session starts at all (zebra
+    /// gone for good): then they are withdrawn.
+    pub restored_grace: Duration,
 }
 
 impl Default for FpmOptions {
@@ -345,6 +354,8 @@ impl Default for FpmOptions {
             candidate_timeout: Duration::from_secs(30),
             max_connections: 4,
             max_routes: usize::MAX,
+            restored: Vec::new(),
+            restored_grace: Duration::from_secs(60),
         }
     }
 }
@@ -461,6 +472,30 @@ pub fn serve_listener(
         tx,
         opts,
     });
+    {
+        // Generation 0: older than any session, so the first one's sweep
+        // takes what it does not resend.
+        let mut t = lock(&shared.table);
+        for (prefix, target) in shared.opts.restored.iter().take(shared.opts.max_routes) {
+            t.routes.insert(*prefix, (target.clone(), 0));
+            send(
+                &shared,
+                CpEvent::Route {
+                    op: Op::Add,
+                    prefix: *prefix,
+                    target: target.clone(),
+                },
+            );
+        }
+        if !t.routes.is_empty() {
+            tracing::info!(
+                %local,
+                routes = t.routes.len(),
+                grace_s = shared.opts.restored_grace.as_secs(),
+                "FPM routes restored from before the restart; swept once zebra has resent its table"
+            );
+        }
+    }
     let s = shared.clone();
     let thread = std::thread::Builder::new()
         .name(format!("fpm-{local}"))
@@ -533,7 +568,13 @@ const POLL: Duration = Duration::from_millis(100);
 
 fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
+    let started = Instant::now();
+    let mut restored_pending = !shared.opts.restored.is_empty();
     while !shared.stop.load(Ordering::Relaxed) {
+        if restored_pending && started.elapsed() >= shared.opts.restored_grace {
+            restored_pending = false;
+            expire_restored(&shared);
+        }
         match listener.accept() {
             Ok((stream, peer)) => {
                 let allowed = &shared.opts.allowed_peers;
@@ -832,6 +873,33 @@ fn send(shared: &Shared, ev: CpEvent) {
     // A dropped receiver means nobody consumes this VR any more; keep the
     // table so `routes()` stays truthful.
     let _ = shared.tx.send(ev);
+}
+
+/// Withdraws the restored routes when no session started within the
+/// grace period (a session's own sweep takes them otherwise).
+fn expire_restored(shared: &Shared) {
+    let mut t = lock(&shared.table);
+    if t.generation != 0 {
+        return;
+    }
+    let stale: Vec<IpPrefix> = t.routes.keys().copied().collect();
+    shared
+        .c
+        .swept
+        .fetch_add(stale.len() as u64, Ordering::Relaxed);
+    tracing::warn!(
+        routes = stale.len(),
+        "no FPM session within the grace period after the restart: restored routes withdrawn"
+    );
+    for p in stale {
+        if let Some((old, _)) = t.routes.remove(&p) {
+            let _ = shared.tx.send(CpEvent::Route {
+                op: Op::Del,
+                prefix: p,
+                target: old,
+            });
+        }
+    }
 }
 
 fn sweep(shared: &Shared, generation: u64) {

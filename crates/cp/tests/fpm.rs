@@ -460,6 +460,64 @@ fn reconnect_sweeps_routes_not_resent() {
     wait_for(&rx, 5, |e| is_route(e, Op::Del, p("10.1.0.0/16")).is_some());
 }
 
+/// After a restart of vrhost: the routes the last run held are installed
+/// at once (before zebra is back), zebra's resend keeps them without a
+/// single withdrawal, and the first session's sweep takes only what zebra
+/// no longer has. Without any session, the grace period withdraws them.
+#[test]
+fn restored_routes_stay_until_the_first_session_resent_its_table() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (tx, rx) = vrhost_cp::channel(1 << 20);
+    let opts = FpmOptions {
+        sweep_after: Duration::from_millis(300),
+        restored: vec![
+            (p("10.1.0.0/16"), via("192.0.2.1")),
+            (p("10.2.0.0/16"), RouteTarget::Blackhole),
+        ],
+        ..FpmOptions::default()
+    };
+    let server = fpm::serve_listener(listener, tx, opts).unwrap();
+    let mut added = Vec::new();
+    for _ in 0..2 {
+        let ev = wait_for(&rx, 5, |e| matches!(e, CpEvent::Route { .. }));
+        match ev {
+            CpEvent::Route {
+                op: Op::Add,
+                prefix,
+                ..
+            } => added.push(prefix),
+            other => panic!("{other:?}"),
+        }
+    }
+    added.sort();
+    assert_eq!(added, [p("10.1.0.0/16"), p("10.2.0.0/16")]);
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    send_routes(&mut c, &[(Op::Add, "10.1.0.0/16", via("192.0.2.1"))]);
+    // The resent route is unchanged (no event); the sweep withdraws the other.
+    let ev = wait_for(&rx, 5, |e| matches!(e, CpEvent::Route { .. }));
+    assert_eq!(
+        is_route(&ev, Op::Del, p("10.2.0.0/16")),
+        Some(RouteTarget::Blackhole)
+    );
+    assert_eq!(server.routes(), [(p("10.1.0.0/16"), via("192.0.2.1"))]);
+    drop(c);
+
+    // No zebra at all: the grace period withdraws them.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (tx, rx) = vrhost_cp::channel(1 << 20);
+    let opts = FpmOptions {
+        restored: vec![(p("10.3.0.0/16"), RouteTarget::Unreachable)],
+        restored_grace: Duration::from_millis(400),
+        ..FpmOptions::default()
+    };
+    let server = fpm::serve_listener(listener, tx, opts).unwrap();
+    wait_for(&rx, 5, |e| is_route(e, Op::Add, p("10.3.0.0/16")).is_some());
+    assert_eq!(server.routes().len(), 1);
+    wait_for(&rx, 5, |e| is_route(e, Op::Del, p("10.3.0.0/16")).is_some());
+    assert!(server.routes().is_empty());
+    assert_eq!(server.stats().swept, 1);
+}
+
 #[test]
 fn malformed_frames_close_the_connection_and_are_counted() {
     let (server, rx, addr) = local_server(Duration::from_secs(60));
