@@ -122,6 +122,35 @@ pub fn set_addresses(netns: &str, ifname: &str, addrs: &[(IpAddr, u8)]) -> Resul
     })
 }
 
+/// Adds to `ifname` in `netns` those of `want` it lacks, and removes those
+/// of `unwanted` it has; every other address stays. A restart uses it on an
+/// adopted mirror: the config's addresses are put back, addresses the
+/// previous config had and this one has not are taken off, and what the
+/// tenant added in the namespace stays, with the routes through it.
+pub fn reconcile_addresses(
+    netns: &str,
+    ifname: &str,
+    want: &[(IpAddr, u8)],
+    unwanted: &[(IpAddr, u8)],
+) -> Result<(), CpError> {
+    for (a, l) in want.iter().chain(unwanted) {
+        check_len(*a, *l)?;
+    }
+    let want: BTreeSet<(IpAddr, u8)> = want.iter().copied().collect();
+    with_socket(netns, ifname, "reconcile addresses", |nl, index| {
+        let have = current(nl, index)?;
+        for &(a, l) in unwanted {
+            if have.contains(&(a, l)) && !want.contains(&(a, l)) {
+                del(nl, index, a, l)?;
+            }
+        }
+        for &(a, l) in want.difference(&have) {
+            add(nl, index, a, l)?;
+        }
+        Ok(())
+    })
+}
+
 /// The addresses of interface `index`, link-local IPv6 ones excepted.
 fn current(nl: &mut Rtnl, index: u32) -> io::Result<BTreeSet<(IpAddr, u8)>> {
     let msgs = loop {

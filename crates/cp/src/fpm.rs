@@ -476,16 +476,27 @@ pub fn serve_listener(
         // Generation 0: older than any session, so the first one's sweep
         // takes what it does not resend.
         let mut t = lock(&shared.table);
-        for (prefix, target) in shared.opts.restored.iter().take(shared.opts.max_routes) {
+        let restored: Vec<(IpPrefix, RouteTarget)> = shared
+            .opts
+            .restored
+            .iter()
+            .take(shared.opts.max_routes)
+            .cloned()
+            .collect();
+        for (prefix, target) in &restored {
             t.routes.insert(*prefix, (target.clone(), 0));
-            send(
-                &shared,
-                CpEvent::Route {
-                    op: Op::Add,
-                    prefix: *prefix,
-                    target: target.clone(),
-                },
-            );
+        }
+        if !restored.is_empty() {
+            // One snapshot, applied whole before the consumer says it is
+            // in sync.
+            shared
+                .c
+                .routes
+                .fetch_add(restored.len() as u64, Ordering::Relaxed);
+            let _ = shared.tx.send(CpEvent::Resync {
+                routes: restored,
+                addrs: Vec::new(),
+            });
         }
         if !t.routes.is_empty() {
             tracing::info!(

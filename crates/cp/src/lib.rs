@@ -29,7 +29,7 @@ pub mod queue;
 mod rtnl;
 pub mod watcher;
 
-pub use addr::{add_address, del_address, set_addresses};
+pub use addr::{add_address, del_address, reconcile_addresses, set_addresses};
 pub use event::{Addr, CpEvent, CpState, Hop, IpPrefix, Op, RouteTarget};
 pub use ns::{
     delete_mirror, ensure_netns, hold_tap, mirror, mirror_interface, Link, Mirror, NetnsInfo,

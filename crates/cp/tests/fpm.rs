@@ -477,20 +477,21 @@ fn restored_routes_stay_until_the_first_session_resent_its_table() {
         ..FpmOptions::default()
     };
     let server = fpm::serve_listener(listener, tx, opts).unwrap();
-    let mut added = Vec::new();
-    for _ in 0..2 {
-        let ev = wait_for(&rx, 5, |e| matches!(e, CpEvent::Route { .. }));
-        match ev {
-            CpEvent::Route {
-                op: Op::Add,
-                prefix,
-                ..
-            } => added.push(prefix),
-            other => panic!("{other:?}"),
+    // One snapshot, first.
+    match wait_for(&rx, 5, |_| true) {
+        CpEvent::Resync { mut routes, addrs } => {
+            routes.sort_by_key(|(p, _)| *p);
+            assert_eq!(
+                routes,
+                [
+                    (p("10.1.0.0/16"), via("192.0.2.1")),
+                    (p("10.2.0.0/16"), RouteTarget::Blackhole)
+                ]
+            );
+            assert!(addrs.is_empty());
         }
+        other => panic!("{other:?}"),
     }
-    added.sort();
-    assert_eq!(added, [p("10.1.0.0/16"), p("10.2.0.0/16")]);
     let mut c = TcpStream::connect(server.local_addr()).unwrap();
     send_routes(&mut c, &[(Op::Add, "10.1.0.0/16", via("192.0.2.1"))]);
     // The resent route is unchanged (no event); the sweep withdraws the other.
@@ -511,7 +512,11 @@ fn restored_routes_stay_until_the_first_session_resent_its_table() {
         ..FpmOptions::default()
     };
     let server = fpm::serve_listener(listener, tx, opts).unwrap();
-    wait_for(&rx, 5, |e| is_route(e, Op::Add, p("10.3.0.0/16")).is_some());
+    wait_for(
+        &rx,
+        5,
+        |e| matches!(e, CpEvent::Resync { routes, .. } if routes.len() == 1),
+    );
     assert_eq!(server.routes().len(), 1);
     wait_for(&rx, 5, |e| is_route(e, Op::Del, p("10.3.0.0/16")).is_some());
     assert!(server.routes().is_empty());

@@ -51,6 +51,9 @@ struct Plane {
     fpm: Option<FpmServer>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
+    /// Per sync thread: its first batch (the namespace's dump, the restored
+    /// FPM routes) is in the tables.
+    synced: Vec<Arc<AtomicBool>>,
 }
 
 impl Drop for Plane {
@@ -86,6 +89,34 @@ impl ControlPlanes {
         }
         names
     }
+
+    /// Waits until every producer's first state (the namespace's tables as
+    /// dumped at start, the FPM routes restored from the last run) is in
+    /// the tables, or `limit` passes; returns the routers not in sync by
+    /// then.
+    pub fn wait_synced(&self, limit: Duration) -> Vec<String> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            let behind: Vec<String> = self
+                .planes
+                .iter()
+                .filter(|p| p.synced.iter().any(|s| !s.load(Ordering::Acquire)))
+                .map(|p| p.router.clone())
+                .collect();
+            if behind.is_empty() || std::time::Instant::now() >= deadline {
+                return behind;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Every FPM server's routes, by router: what the next run restores.
+    pub fn fpm_routes(&self) -> Vec<(String, Vec<(IpPrefix, RouteTarget)>)> {
+        self.planes
+            .iter()
+            .filter_map(|p| Some((p.router.clone(), p.fpm.as_ref()?.routes())))
+            .collect()
+    }
 }
 
 /// Starts, for every router with `[router.control]`, the namespace watcher
@@ -96,7 +127,15 @@ impl ControlPlanes {
 /// is set (zebra then also installs them in the namespace, and taking them
 /// twice would let two producers' snapshots fight), the namespace's main
 /// table otherwise. Addresses always come from the namespace.
-pub fn start(cfg: &Config, writer: &Arc<Mutex<TableWriter>>) -> Result<ControlPlanes> {
+///
+/// `restored` gives, per router, the FPM routes the last run held
+/// ([`crate::restart`]): they are installed at once and swept once zebra has
+/// resent its table.
+pub fn start(
+    cfg: &Config,
+    writer: &Arc<Mutex<TableWriter>>,
+    restored: &dyn Fn(&str) -> Vec<(IpPrefix, RouteTarget)>,
+) -> Result<ControlPlanes> {
     let mut cps = ControlPlanes::default();
     for (vr, r) in cfg.routers.iter().enumerate() {
         let Some(c) = &r.control else { continue };
@@ -108,6 +147,7 @@ pub fn start(cfg: &Config, writer: &Arc<Mutex<TableWriter>>) -> Result<ControlPl
             fpm: None,
             stop: Arc::new(AtomicBool::new(false)),
             threads: Vec::new(),
+            synced: Vec::new(),
         });
         let Some(plane) = cps.planes.last_mut() else {
             continue;
@@ -117,19 +157,30 @@ pub fn start(cfg: &Config, writer: &Arc<Mutex<TableWriter>>) -> Result<ControlPl
         let max_prefixes = 2 * r.limits.max_routes as usize;
         if let Some(addr) = c.fpm {
             let (tx, rx) = vrhost_cp::channel(max_prefixes + QUEUE_SLACK);
-            let server = fpm_listener(c, addr, tx, max_prefixes)
+            let before = restored(&r.name);
+            // Nothing restored: nothing to wait for.
+            let synced = Arc::new(AtomicBool::new(before.is_empty()));
+            let server = fpm_listener(c, addr, tx, max_prefixes, before)
                 .with_context(|| format!("router {:?}: FPM listener {addr}", r.name))?;
             let mut s = base.clone();
             s.source = format!("fpm {}", server.local_addr());
             s.addrs = false;
-            plane.threads.push(spawn_sync(s, rx, writer, &plane.stop)?);
+            plane
+                .threads
+                .push(spawn_sync(s, rx, writer, &plane.stop, &synced)?);
+            plane.synced.push(synced);
             plane.fpm = Some(server);
         }
         let (tx, rx) = vrhost_cp::channel(max_prefixes + QUEUE_SLACK);
         let mut s = base;
         s.source = format!("netns {}", c.netns);
         s.routes = c.fpm.is_none();
-        plane.threads.push(spawn_sync(s, rx, writer, &plane.stop)?);
+        // The watcher's first event is always its dump (a resync).
+        let synced = Arc::new(AtomicBool::new(false));
+        plane
+            .threads
+            .push(spawn_sync(s, rx, writer, &plane.stop, &synced)?);
+        plane.synced.push(synced);
         let opts = WatchOptions {
             interfaces: Some(r.interfaces.iter().map(|i| i.name.clone()).collect()),
             rcvbuf: None,
@@ -150,6 +201,7 @@ fn fpm_listener(
     addr: std::net::SocketAddr,
     tx: EventSender,
     max_routes: usize,
+    restored: Vec<(IpPrefix, RouteTarget)>,
 ) -> Result<FpmServer> {
     let listener = match c.fpm_in {
         FpmIn::Host => std::net::TcpListener::bind(addr)?,
@@ -159,6 +211,7 @@ fn fpm_listener(
     let opts = fpm::FpmOptions {
         allowed_peers: c.fpm_peers.clone(),
         max_routes,
+        restored,
         ..fpm::FpmOptions::default()
     };
     Ok(fpm::serve_listener(listener, tx, opts)?)
@@ -183,9 +236,11 @@ fn spawn_sync(
     rx: EventReceiver,
     writer: &Arc<Mutex<TableWriter>>,
     stop: &Arc<AtomicBool>,
+    synced: &Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>> {
     let writer = writer.clone();
     let stop = stop.clone();
+    let synced = synced.clone();
     std::thread::Builder::new()
         .name(format!("cp-sync-{}", s.router))
         .spawn(move || {
@@ -219,6 +274,9 @@ fn spawn_sync(
                     }
                     drop(c);
                     changed += n;
+                }
+                if s.backlog() == 0 {
+                    synced.store(true, Ordering::Release);
                 }
                 s.refusals.flush(&s.router, &s.source);
                 let dropped = rx.dropped();

@@ -12,6 +12,8 @@
 //! ```
 //!
 //! Modules, each importing only those listed before it:
+//! * [`restart`]: what one run leaves for the next (runtime directory, TAP
+//!   keeper, FPM snapshot);
 //! * [`taps`]: TAP mirrors of VR interfaces and the worker side of punts;
 //! * [`runtime`]: queues to workers to cores, the worker loops, counters;
 //! * [`cplane`]: namespace and FPM route/address sync into the tables;
@@ -32,6 +34,7 @@ pub mod journal;
 pub mod notify;
 pub mod reload;
 pub mod report;
+pub mod restart;
 pub mod runtime;
 pub mod taps;
 
@@ -124,6 +127,12 @@ pub fn load_config(path: &Path) -> Option<Config> {
 /// "Compaction").
 pub const COMPACT_ROUTES_PER_TICK: usize = 50_000;
 
+/// How long [`Daemon::start`] holds the workers back while the control
+/// planes' first state (each namespace's tables, restored FPM routes) goes
+/// into the tables: a restart forwards with the routes it had, not without
+/// them. Past it, workers start anyway (logged) and the rest follows.
+pub const INITIAL_SYNC_WAIT: Duration = Duration::from_secs(5);
+
 /// A running router: workers forwarding, the control planes syncing routes
 /// into the tables, and the management API (when the config has `[api]`).
 pub struct Daemon {
@@ -138,6 +147,12 @@ pub struct Daemon {
     config_path: std::path::PathBuf,
     /// Whether any router has a control plane (for the stop report).
     has_control_planes: bool,
+    /// The runtime directory and the TAP mirrors, with control planes.
+    restart: Option<runtime::Restart>,
+    /// Holds the mirrors' carrier across a restart.
+    keeper: Option<restart::Keeper>,
+    /// How long the keeper holds once this process is gone.
+    tap_hold: Duration,
 }
 
 /// What the workers counted by the time they stopped.
@@ -156,7 +171,8 @@ impl Daemon {
     /// the control planes. `config_path` is where a reload reads the config
     /// again.
     pub fn start(cfg: &Config, config_path: &Path, mode: Mode) -> Result<Daemon> {
-        let rt = Runtime::from_config(cfg, &cfg.dataplane.workers, mode)?;
+        let t0 = Instant::now();
+        let mut rt = Runtime::from_config(cfg, &cfg.dataplane.workers, mode)?;
         for a in &rt.assignment {
             tracing::info!(
                 port = a.port,
@@ -166,10 +182,41 @@ impl Daemon {
                 "rx queue"
             );
         }
-        let running = rt.start();
+        let restart_state = rt.restart.take();
+        let taps: Vec<(String, String)> = restart_state
+            .iter()
+            .flat_map(|r| r.mirrors.iter())
+            .map(|(_, m)| (m.netns.clone(), m.tap.clone()))
+            .collect();
+        // Workers own their queues (the TAPs are read again from here on)
+        // but forward only once the tables hold what the tenants had.
+        let running = rt.start_held();
+        let keeper = match restart::Keeper::spawn(&taps, cfg.dataplane.tap_hold) {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!("{e:#}; a restart will show the tenants a link down");
+                None
+            }
+        };
         let (backend, api) = api_backend::start(cfg, config_path, &running)?;
         // Routes and addresses from the tenants' namespaces and FPM streams.
-        let planes = cplane::start(cfg, &running.writer)?;
+        let dir = restart_state.as_ref().map(|r| &r.dir);
+        let planes = cplane::start(cfg, &running.writer, &|router| {
+            dir.map(|d| d.fpm_routes(router)).unwrap_or_default()
+        })?;
+        let behind = planes.wait_synced(INITIAL_SYNC_WAIT);
+        if !behind.is_empty() {
+            tracing::warn!(
+                routers = ?behind,
+                "forwarding starts before these routers' control planes are in the tables"
+            );
+        }
+        running.release();
+        tracing::info!(
+            ms = t0.elapsed().as_millis() as u64,
+            mirrors = taps.len(),
+            "workers forward"
+        );
         Ok(Daemon {
             running,
             planes: Some(planes),
@@ -177,7 +224,15 @@ impl Daemon {
             backend,
             config_path: config_path.to_path_buf(),
             has_control_planes: cfg.routers.iter().any(|r| r.control.is_some()),
+            restart: restart_state,
+            keeper,
+            tap_hold: cfg.dataplane.tap_hold,
         })
+    }
+
+    /// The TAP keeper's process id, when one runs.
+    pub fn keeper_pid(&self) -> Option<u32> {
+        self.keeper.as_ref().map(restart::Keeper::pid)
     }
 
     /// The running workers, their counters and the table writer.
@@ -199,7 +254,34 @@ impl Daemon {
             let writer = &self.running.writer;
             planes.reap(|vr| lock(writer).working().vr_alive(vr));
         }
+        self.delete_detached_mirrors();
         lock(&self.running.writer).compact_quiet_fibs(COMPACT_ROUTES_PER_TICK)
+    }
+
+    /// Deletes the TAP mirrors of interfaces (or VRs) deleted since the last
+    /// call: persistent TAPs outlive their queues, so they go explicitly.
+    fn delete_detached_mirrors(&mut self) {
+        let Some(r) = self.restart.as_mut() else {
+            return;
+        };
+        let shared = self.running.writer.lock().map(|w| w.shared().clone());
+        let Ok(shared) = shared else { return };
+        let before = r.mirrors.len();
+        r.mirrors.retain(|(iface, m)| {
+            if shared.iface_attached(*iface) {
+                return true;
+            }
+            if let Err(e) = vrhost_cp::delete_mirror(&m.netns, &m.tap) {
+                tracing::warn!("{e}");
+            }
+            false
+        });
+        if r.mirrors.len() != before {
+            let list: Vec<_> = r.mirrors.iter().map(|(_, m)| m.clone()).collect();
+            if let Err(e) = r.dir.save_mirrors(&list) {
+                tracing::warn!("{e:#}");
+            }
+        }
     }
 
     /// Reads the config file again and applies it as `vrhost ctl reload`
@@ -223,6 +305,19 @@ impl Daemon {
     /// Stops the control planes, then the workers, and returns what the
     /// workers counted. The API stops when the daemon is dropped.
     pub fn stop(mut self) -> StopReport {
+        // What the next run restores: each router's FPM routes.
+        if let (Some(planes), Some(r)) = (self.planes.as_ref(), self.restart.as_ref()) {
+            for (router, routes) in planes.fpm_routes() {
+                match r.dir.save_fpm_routes(&router, &routes) {
+                    Ok(()) => tracing::info!(
+                        router,
+                        routes = routes.len(),
+                        "FPM routes saved for the next run"
+                    ),
+                    Err(e) => tracing::warn!(router, "saving the FPM routes: {e:#}"),
+                }
+            }
+        }
         drop(self.planes.take());
         let shared = &self.running.shared;
         let names: Vec<String> = shared
@@ -242,6 +337,13 @@ impl Daemon {
                 (name.to_string(), st)
             })
             .collect();
+        if let Some(k) = self.keeper.take() {
+            tracing::info!(
+                pid = k.pid(),
+                hold_s = self.tap_hold.as_secs(),
+                "the TAP keeper holds the mirrors' carrier for the next run"
+            );
+        }
         StopReport {
             show_cp: self.has_control_planes || cp.punt_discarded > 0,
             queues,

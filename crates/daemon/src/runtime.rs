@@ -99,6 +99,18 @@ pub struct Runtime {
     /// [`vrhost_fib::PREFETCH_MIN_ROUTES`]; 0: always; `None`: never, for
     /// A/B benchmarks). See `Worker::set_prefetch`.
     pub prefetch_min_routes: Option<usize>,
+    /// With control planes: the locked runtime directory and the mirrors
+    /// made or adopted ([`crate::restart`]).
+    pub restart: Option<Restart>,
+}
+
+/// What [`Runtime::attach_mirrors`] leaves for the daemon: the locked
+/// runtime directory and every mirror.
+pub struct Restart {
+    /// `[dataplane] runtime_dir`, locked.
+    pub dir: crate::restart::RuntimeDir,
+    /// Every mirror: (global interface index, record).
+    pub mirrors: Vec<(vrhost_dataplane::IfaceId, crate::restart::MirrorRecord)>,
 }
 
 /// What a worker thread reports when it stops.
@@ -129,6 +141,7 @@ pub struct Running {
     /// Every receive queue, its worker and its core.
     pub assignment: Vec<Assignment>,
     stop: Arc<AtomicBool>,
+    go: Arc<AtomicBool>,
     threads: Vec<JoinHandle<WorkerReport>>,
 }
 
@@ -247,6 +260,7 @@ impl Runtime {
             fair_share: true,
             fast_path: true,
             prefetch_min_routes: Some(vrhost_fib::PREFETCH_MIN_ROUTES),
+            restart: None,
         })
     }
 
@@ -337,6 +351,12 @@ impl Runtime {
         let mut rt = Runtime::new(&spec, ports, cores, mode)?;
         if cfg.routers.iter().any(|r| r.control.is_some()) {
             rt.attach_mirrors(cfg)?;
+        } else if cfg.dataplane.runtime_dir.join("mirrors.json").exists() {
+            // The last run had control planes and this config has none:
+            // its mirrors go (the namespaces stay).
+            let dir = crate::restart::RuntimeDir::open(&cfg.dataplane.runtime_dir)?;
+            crate::taps::delete_stale(&dir.mirrors(), &[]);
+            dir.save_mirrors(&[])?;
         }
         Ok(rt)
     }
@@ -347,6 +367,8 @@ impl Runtime {
         if self.mode == Mode::Pipeline {
             bail!("control-plane namespaces ([router.control]) need --mode rtc");
         }
+        let dir = crate::restart::RuntimeDir::open(&cfg.dataplane.runtime_dir)?;
+        let previous = dir.mirrors();
         let shared = self.writer.shared().clone();
         let n = self.plans.len();
         let mirrors = crate::taps::mirror_all(
@@ -354,18 +376,37 @@ impl Runtime {
             shared.ifaces(),
             |vr| shared.vr_ifaces(VrId::new(vr)).to_vec(),
             n,
+            &previous,
         )?;
+        let now: Vec<_> = mirrors.records.iter().map(|(_, r)| r.clone()).collect();
+        crate::taps::delete_stale(&previous, &now);
+        dir.save_mirrors(&now)?;
         for (iface, queues) in mirrors.ifaces {
             for (plan, port) in self.plans.iter_mut().zip(queues) {
                 plan.taps.push(crate::taps::TapQueue { iface, port });
             }
         }
+        self.restart = Some(Restart {
+            dir,
+            mirrors: mirrors.records,
+        });
         Ok(())
     }
 
     /// Starts one thread per worker (two per pair in pipeline mode).
     pub fn start(self) -> Running {
+        let running = self.start_held();
+        running.release();
+        running
+    }
+
+    /// Starts the worker threads held: they own their queues (TAP queues
+    /// attached) but forward nothing until [`Running::release`], so the
+    /// tables can be filled first (a restart reads the namespaces' routes
+    /// before forwarding begins).
+    pub fn start_held(self) -> Running {
         let stop = Arc::new(AtomicBool::new(false));
+        let go = Arc::new(AtomicBool::new(false));
         let counters = self.workers.iter().map(Worker::counters).collect();
         let shared = self.writer.shared().clone();
         let mut threads = Vec::new();
@@ -378,7 +419,11 @@ impl Runtime {
             match self.mode {
                 Mode::Rtc => {
                     let stop = stop.clone();
+                    let go = go.clone();
                     threads.push(spawn_named(format!("vrhost-worker-{i}"), move || {
+                        if !wait_for_go(&go, &stop) {
+                            return WorkerReport::default();
+                        }
                         run_to_completion(w, plan, clock, &stop)
                     }));
                 }
@@ -409,12 +454,18 @@ impl Runtime {
                                 .unwrap_or_else(|| Box::new(MemoryPort::sink()))
                         })
                         .collect();
-                    let s1 = stop.clone();
+                    let (s1, g1) = (stop.clone(), go.clone());
                     threads.push(spawn_named(format!("vrhost-rx-{i}"), move || {
+                        if !wait_for_go(&g1, &s1) {
+                            return WorkerReport::default();
+                        }
                         rx_thread(rx_core, rx, to_fwd, back, &s1)
                     }));
-                    let s2 = stop.clone();
+                    let (s2, g2) = (stop.clone(), go.clone());
                     threads.push(spawn_named(format!("vrhost-worker-{i}"), move || {
+                        if !wait_for_go(&g2, &s2) {
+                            return WorkerReport::default();
+                        }
                         forward_thread(w, core, tx, from_rx, to_rx, clock, &s2)
                     }));
                 }
@@ -426,12 +477,34 @@ impl Runtime {
             shared,
             assignment: self.assignment,
             stop,
+            go,
             threads,
         }
     }
 }
 
+/// Waits until `go` (true) or `stop` (false).
+fn wait_for_go(go: &AtomicBool, stop: &AtomicBool) -> bool {
+    while !go.load(Ordering::Acquire) {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    true
+}
+
 impl Running {
+    /// Lets workers started by [`Runtime::start_held`] forward.
+    pub fn release(&self) {
+        self.go.store(true, Ordering::Release);
+    }
+
+    /// Whether the workers were released.
+    pub fn released(&self) -> bool {
+        self.go.load(Ordering::Acquire)
+    }
+
     /// Port counters summed over the workers.
     pub fn port_counters(&self, port: PortId) -> Counters {
         sum_ports(&self.counters, port)

@@ -2,9 +2,10 @@
 //! interfaces in the tenants' namespaces, punted packets out to them and
 //! frames the kernel sends back in.
 //!
-//! * [`mirror_all`] creates (or adopts) each namespace and one multi-queue
-//!   TAP per VR interface in it, queues = workers, with the configured
-//!   addresses; every worker gets one queue of every TAP ([`TapQueue`]).
+//! * [`mirror_all`] creates (or adopts) each namespace and one persistent
+//!   multi-queue TAP per VR interface in it, queues = workers, with the
+//!   configured addresses; every worker gets one queue of every TAP
+//!   ([`TapQueue`]). A restart adopts the TAPs ([`crate::restart`]).
 //! * [`WorkerTaps`] is the worker side: punted packets go to the TAP of
 //!   their ingress interface with any 802.1Q tag removed; frames the kernel
 //!   sends are checked ([`vrhost_dataplane::tap::judge`]), tagged, and transmitted by the
@@ -37,24 +38,32 @@ pub struct TapQueue {
 pub struct Mirrors {
     /// (global interface index, queues).
     pub ifaces: Vec<(IfaceId, Vec<TapPort>)>,
+    /// What each mirror is, for the next run and for deleting it when its
+    /// interface goes: (global interface index, record).
+    pub records: Vec<(IfaceId, crate::restart::MirrorRecord)>,
 }
 
 /// Creates or adopts the namespace of every router with `[router.control]`
-/// and mirrors each of its interfaces there as a multi-queue TAP with
-/// `workers` queues, the interface's name, MAC and MTU and its configured
-/// addresses.
+/// and mirrors each of its interfaces there as a persistent multi-queue TAP
+/// with `workers` queues, the interface's name, MAC and MTU and its
+/// configured addresses. A TAP an earlier run left is adopted; of the
+/// addresses on it, those the earlier run's config had (`previous`) and
+/// this one has not are taken off, and the tenant's own stay.
 pub fn mirror_all(
     cfg: &Config,
     ifaces: &[Iface],
     vr_ifaces: impl Fn(usize) -> Vec<IfaceId>,
     workers: usize,
+    previous: &[crate::restart::MirrorRecord],
 ) -> Result<Mirrors> {
     let mut out = Vec::new();
+    let mut records = Vec::new();
     for (vr, r) in cfg.routers.iter().enumerate() {
         let Some(c) = &r.control else { continue };
         let info = vrhost_cp::ensure_netns(&c.netns)
             .with_context(|| format!("router {:?}: control-plane namespace", r.name))?;
         let globals = vr_ifaces(vr);
+        let mut adopted = 0;
         for (i, ci) in r.interfaces.iter().enumerate() {
             let gi = *globals
                 .get(i)
@@ -62,7 +71,7 @@ pub fn mirror_all(
             let iface = ifaces
                 .get(gi.index())
                 .with_context(|| format!("interface #{gi}"))?;
-            let queues = vrhost_cp::mirror_interface(
+            let m = vrhost_cp::mirror(
                 &c.netns,
                 &iface.name,
                 iface.mac.0,
@@ -75,19 +84,63 @@ pub fn mirror_all(
                 .iter()
                 .map(|a| (a.addr, a.prefix_len))
                 .collect();
-            vrhost_cp::set_addresses(&c.netns, &iface.name, &addrs)
-                .with_context(|| format!("router {:?}", r.name))?;
-            out.push((gi, queues));
+            if m.adopted {
+                adopted += 1;
+                let before: Vec<(IpAddr, u8)> = previous
+                    .iter()
+                    .filter(|p| p.netns == c.netns && p.tap == iface.name)
+                    .flat_map(|p| p.addrs())
+                    .collect();
+                vrhost_cp::reconcile_addresses(&c.netns, &iface.name, &addrs, &before)
+            } else {
+                vrhost_cp::set_addresses(&c.netns, &iface.name, &addrs)
+            }
+            .with_context(|| format!("router {:?}", r.name))?;
+            out.push((gi, m.ports));
+            records.push((
+                gi,
+                crate::restart::MirrorRecord {
+                    netns: c.netns.clone(),
+                    tap: iface.name.clone(),
+                    addresses: addrs.iter().map(|(a, l)| format!("{a}/{l}")).collect(),
+                },
+            ));
         }
         tracing::info!(
             router = r.name,
             netns = c.netns,
             created = info.created,
             interfaces = r.interfaces.len(),
+            adopted,
             "control-plane namespace ready"
         );
     }
-    Ok(Mirrors { ifaces: out })
+    Ok(Mirrors {
+        ifaces: out,
+        records,
+    })
+}
+
+/// Deletes the mirrors of `previous` that `now` lacks (their router, its
+/// control plane or the interface left the config): the TAP goes, the
+/// namespace stays. Failures are logged; they stop nothing.
+pub fn delete_stale(
+    previous: &[crate::restart::MirrorRecord],
+    now: &[crate::restart::MirrorRecord],
+) {
+    for p in previous {
+        if now.iter().any(|n| n.netns == p.netns && n.tap == p.tap) {
+            continue;
+        }
+        match vrhost_cp::delete_mirror(&p.netns, &p.tap) {
+            Ok(()) => tracing::info!(
+                netns = p.netns,
+                tap = p.tap,
+                "TAP mirror of the last run deleted: the config no longer has it"
+            ),
+            Err(e) => tracing::warn!("deleting the last run's TAP mirror: {e}"),
+        }
+    }
 }
 
 // ------------------------------------------------------------ worker side --

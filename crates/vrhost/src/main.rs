@@ -92,6 +92,15 @@ enum Command {
     /// Make a synthetic benchmark workload: table, pcap and bench config (vrhost-tools).
     #[command(disable_help_flag = true)]
     Workload(ToolArgs),
+    /// Hold TAP mirrors' carrier while no vrhost runs (started by `vrhost run`).
+    #[command(hide = true)]
+    KeepTaps {
+        /// How long to hold once the vrhost that started it is gone, in ms.
+        #[arg(long)]
+        hold_ms: u64,
+        /// NETNS/TAP of each mirror.
+        taps: Vec<String>,
+    },
 }
 
 /// Everything after a tool's name, handed to `vrhost-tools` as it is.
@@ -119,7 +128,17 @@ fn main() -> ExitCode {
             config,
             stats_interval,
             mode,
-        } => vrhost_daemon::run_foreground(&config, stats_interval, mode),
+        } => {
+            // The TAP keeper is this very binary (`vrhost keep-taps`).
+            if let Ok(exe) = std::env::current_exe() {
+                vrhost_daemon::restart::use_keeper(exe);
+            }
+            vrhost_daemon::run_foreground(&config, stats_interval, mode)
+        }
+        Command::KeepTaps { hold_ms, taps } => Ok(vrhost_daemon::restart::keeper_main(
+            std::time::Duration::from_millis(hold_ms),
+            &taps,
+        )),
         Command::Bench(a) => tool("bench", a),
         Command::BenchRoutes(a) => tool("bench-routes", a),
         Command::Fairness(a) => tool("fairness", a),
