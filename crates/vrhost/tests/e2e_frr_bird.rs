@@ -212,7 +212,12 @@ impl Scene {
     }
 
     fn config(&self, fpm: Option<u16>) -> String {
-        let mut cfg = String::from("[dataplane]\nworkers = [0]\n");
+        // Each test's own runtime directory (one per vrhost instance), and
+        // a short keeper hold: nothing outlives a test by long.
+        let mut cfg = format!(
+            "[dataplane]\nworkers = [0]\nruntime_dir = \"{}\"\ntap_hold = 15\n",
+            self.dir.join("run").display()
+        );
         for (i, p) in ["h1", "bp", "b1", "b2"].iter().enumerate() {
             write!(
                 cfg,
@@ -263,7 +268,13 @@ impl Scene {
     fn start_router_with(&mut self, cfg: &str) {
         let path = self.dir.join("router.toml");
         std::fs::write(&path, cfg).expect("router config");
-        let log = std::fs::File::create(self.dir.join("vrhost.log")).expect("log");
+        // Appended to: a restarted vrhost and the old run's TAP keeper
+        // write to the same file.
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("vrhost.log"))
+            .expect("log");
         let child = Command::new(VRHOST)
             .args(["run", "--config", path.to_str().expect("utf-8")])
             .env("VRHOST_LOG", "info")
@@ -471,12 +482,29 @@ impl Drop for Scene {
         if let Some(mut r) = self.router.take() {
             stop(&mut r);
         }
+        // The TAP keepers vrhost started (they would hold the mirrors for
+        // tap_hold seconds more).
+        for pid in keeper_pids(&self.log("vrhost.log")) {
+            let _ = run("sh", &["-c", &format!("kill -TERM {pid}")]);
+        }
         if std::thread::panicking() {
             eprintln!("{}", self.diagnostics());
         }
         self.cleanup_namespaces();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The process ids of the TAP keepers a vrhost log names.
+fn keeper_pids(log: &str) -> Vec<u32> {
+    log.lines()
+        .filter(|l| l.contains("TAP keeper holds the mirrors"))
+        .filter_map(|l| {
+            let at = l.find("pid=")? + 4;
+            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect()
 }
 
 // ------------------------------------------------------------------ tests --
@@ -586,6 +614,267 @@ fn routes_from_the_namespace() {
 #[test]
 fn routes_over_fpm() {
     bgp_drives_red("f", true);
+}
+
+// ---------------------------------------------------------------- restart --
+
+/// What FRR says about its session to BIRD.
+#[derive(Debug)]
+struct Session {
+    state: String,
+    up_ms: u64,
+    established: u64,
+    dropped: u64,
+}
+
+fn bgp_session(s: &Scene) -> Session {
+    let vty = s.dir.display().to_string();
+    let out = in_ns(
+        &s.ctl,
+        "vtysh",
+        &[
+            "--vty_socket",
+            &vty,
+            "-c",
+            "show bgp neighbors 10.1.0.2 json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("vtysh json: {e}: {}", text(&out)));
+    let n = &v["10.1.0.2"];
+    Session {
+        state: n["bgpState"].as_str().unwrap_or("?").to_string(),
+        up_ms: n["bgpTimerUpMsec"].as_u64().unwrap_or(0),
+        established: n["connectionsEstablished"].as_u64().unwrap_or(0),
+        dropped: n["connectionsDropped"].as_u64().unwrap_or(0),
+    }
+}
+
+/// A 1 ms ping flow from h1 to an address behind red's BGP route, with a
+/// timestamp on every reply.
+fn ping_flow(s: &Scene, count: u32) -> Child {
+    Command::new("ip")
+        .args(["netns", "exec", &s.ns("h1"), "ping", "-D", "-n"])
+        .args([
+            "-i",
+            "0.001",
+            "-W",
+            "1",
+            "-c",
+            &count.to_string(),
+            "198.51.100.1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ping")
+}
+
+/// The flow's replies: (wall-clock seconds, icmp_seq), and how many
+/// answers were errors (unreachable).
+fn replies(out: &str) -> (Vec<(f64, u64)>, usize) {
+    let mut r = Vec::new();
+    for l in out.lines() {
+        let Some(ts) = l.strip_prefix('[').and_then(|l| l.split(']').next()) else {
+            continue;
+        };
+        let seq = l
+            .split("icmp_seq=")
+            .nth(1)
+            .and_then(|x| x.split_whitespace().next())
+            .and_then(|x| x.parse().ok());
+        if let (Ok(t), Some(seq), true) = (ts.parse::<f64>(), seq, l.contains("bytes from")) {
+            r.push((t, seq));
+        }
+    }
+    (r, out.matches("Unreachable").count())
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The issue's restart test: FRR in red's namespace peers with BIRD across
+/// the data plane; vrhost is stopped (SIGTERM, then SIGKILL) and started
+/// again with a 1 ms ping flow running through a BGP route. Each time the
+/// session's uptime in FRR keeps growing (no drop), red's routes are the
+/// same before and after, no ping is answered "unreachable" (the routes are
+/// in the FIB before forwarding begins), and forwarding resumes within 1 s
+/// of the new process's start. Prints every figure.
+#[test]
+fn restart_keeps_bgp_sessions_and_routes() {
+    let mut s = Scene::new("r");
+    // The API wants a private directory for its socket.
+    let api_dir = s.dir.join("api");
+    std::fs::create_dir(&api_dir).expect("api dir");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&api_dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let sock = api_dir.join("api.sock");
+    let mut cfg = s.config(None);
+    write!(
+        cfg,
+        "\n[api]\nsocket = \"{}\"\nadmin_token_sha256 = \"{}\"\n",
+        sock.display(),
+        vrhost_api::hash_token(ADMIN)
+    )
+    .unwrap();
+    s.start_router_with(&cfg);
+    s.start_frr("hostname red\n", &[]);
+    s.start_bird();
+    s.wait_ping("h1", "198.51.100.1", CONVERGE);
+    let api = client(&sock, ADMIN);
+    for (round, signal) in [(1, "TERM"), (2, "KILL")] {
+        // Let the session age a little, so "up" is clearly not a new one.
+        std::thread::sleep(Duration::from_secs(2));
+        let before = bgp_session(&s);
+        assert_eq!(before.state, "Established", "{before:?}");
+        let routes_before = api.all_routes("red").expect("red's routes");
+        let bgp_before: Vec<_> = routes_before
+            .iter()
+            .filter(|r| {
+                r.prefix.to_string() == "198.51.100.0/24"
+                    || r.prefix.to_string() == "203.0.113.0/24"
+            })
+            .collect();
+        assert_eq!(bgp_before.len(), 2, "{routes_before:?}");
+        // Two flows through red's BGP route: pings every 1 ms (answered
+        // "unreachable" if the route were missing), and UDP at a fixed
+        // 1000 frames a second, counted at BIRD's host (ping slows down by
+        // itself when replies stop; the UDP flow does not, so its largest
+        // gap is the forwarding gap).
+        let ping = ping_flow(&s, 5000);
+        let pcap = s.dir.join(format!("udp-{round}.pcap"));
+        let mut dump = tcpdump(&s.ns("bp"), &pcap);
+        let mac = std::fs::read_to_string(format!("/sys/class/net/{}/address", s.link(0)))
+            .expect("h1 link MAC");
+        let gen = Command::new(VRHOST)
+            .args(["gen", "--driver", "af-packet", "--netns", &s.ns("h1")])
+            .args(["--interface", "eth0", "--pps", "1000", "--duration", "6"])
+            .args([
+                "--src",
+                "10.0.0.2",
+                "--dst",
+                "198.51.100.1",
+                "--dst-mac",
+                mac.trim(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("vrhost gen");
+        std::thread::sleep(Duration::from_millis(1500));
+        let old = s.router.take().expect("vrhost");
+        signal_child(&old, signal);
+        let mut old = old;
+        let t_signal = unix_now();
+        let status = old.wait().expect("old vrhost");
+        let t_exit = unix_now();
+        let t_start = unix_now();
+        s.start_router_with(&cfg);
+        let gen_out = gen.wait_with_output().expect("vrhost gen");
+        assert!(gen_out.status.success(), "vrhost gen: {}", text(&gen_out));
+        std::thread::sleep(Duration::from_millis(300));
+        common::signal(&dump, "INT");
+        let _ = dump.wait();
+        let arrivals = pcap_times(&pcap);
+        let udp_gap = largest_gap(&arrivals);
+        let out = ping.wait_with_output().expect("ping");
+        let (r, unreachable) = replies(&text(&out));
+        let times: Vec<f64> = r.iter().map(|x| x.0).collect();
+        let ping_gap = largest_gap(&times);
+        let resumed_after_start = udp_gap.1 - t_start;
+        let after = {
+            std::thread::sleep(Duration::from_secs(2));
+            bgp_session(&s)
+        };
+        let routes_after = api.all_routes("red").expect("red's routes");
+        let elapsed_ms = ((unix_now() - t_signal) * 1000.0) as u64;
+        eprintln!(
+            "restart {round} (SIG{signal}, {status}): signal to exit {:.0} ms; \
+             UDP 1000/s: {} frames arrived, largest gap {:.0} ms, first frame after it {:.0} ms after the new \
+             process started; ping every 1 ms: {} replies of 5000, largest gap {:.0} ms, {unreachable} unreachable; \
+             BGP {before:?} -> {after:?} ({elapsed_ms} ms later); red's routes {} before, {} after",
+            (t_exit - t_signal) * 1000.0,
+            arrivals.len(),
+            udp_gap.0 * 1000.0,
+            resumed_after_start * 1000.0,
+            r.len(),
+            ping_gap.0 * 1000.0,
+            routes_before.len(),
+            routes_after.len(),
+        );
+        assert_eq!(after.state, "Established", "{after:?}\n{}", s.diagnostics());
+        assert_eq!(
+            (after.established, after.dropped),
+            (before.established, before.dropped),
+            "the BGP session was reset across the restart: {before:?} -> {after:?}"
+        );
+        assert!(
+            after.up_ms >= before.up_ms + elapsed_ms.saturating_sub(1000),
+            "uptime did not keep growing: {before:?} -> {after:?} over {elapsed_ms} ms"
+        );
+        assert_eq!(
+            routes_after, routes_before,
+            "routes changed across the restart"
+        );
+        assert_eq!(
+            unreachable, 0,
+            "pings answered unreachable: routes missing at start"
+        );
+        assert!(
+            resumed_after_start <= 1.0,
+            "forwarding resumed {resumed_after_start:.3} s after the new process started"
+        );
+        // The old run's keeper let go once the new run read the TAPs.
+        let log = s.log("vrhost.log");
+        assert!(log.contains("TAP mirror adopted"), "{log}");
+    }
+}
+
+/// tcpdump of UDP on `ns`'s eth0 into `file`, once it listens.
+fn tcpdump(ns: &str, file: &Path) -> Child {
+    use std::io::BufRead;
+    let mut c = Command::new("ip")
+        .args([
+            "netns", "exec", ns, "tcpdump", "-i", "eth0", "-n", "-U", "-w",
+        ])
+        .arg(file)
+        .arg("udp")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tcpdump");
+    let err = c.stderr.take().expect("tcpdump stderr");
+    let mut line = String::new();
+    std::io::BufReader::new(err)
+        .read_line(&mut line)
+        .expect("tcpdump starts");
+    assert!(line.contains("listening"), "tcpdump: {line}");
+    c
+}
+
+/// The arrival time of every frame in a pcap (seconds since the epoch).
+fn pcap_times(file: &Path) -> Vec<f64> {
+    let out = run("tcpdump", &["-tt", "-n", "-r", &file.display().to_string()]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// The largest gap between consecutive times, and the time that ends it.
+fn largest_gap(t: &[f64]) -> (f64, f64) {
+    t.windows(2).map(|w| (w[1] - w[0], w[1])).fold(
+        (0.0, t.first().copied().unwrap_or(0.0)),
+        |m, g| if g.0 > m.0 { g } else { m },
+    )
+}
+
+/// Sends a signal to a child by name.
+fn signal_child(child: &Child, name: &str) {
+    common::signal(child, name);
 }
 
 // --------------------------------------------------------- hostile tenants --
