@@ -22,8 +22,8 @@ use std::net::IpAddr;
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::types::{
-    BulkResult, BulkRoutes, Filters, IfaceAddr, InterfaceSpec, Neighbor, Outcome, PortInfo, Prefix,
-    ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
+    BulkResult, BulkRoutes, CaptureQuery, Filters, IfaceAddr, InterfaceSpec, Neighbor, Outcome,
+    PortInfo, Prefix, ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
 };
 
 /// The router as the management API sees it. Object safe: the server holds an
@@ -104,6 +104,31 @@ pub trait Backend: Send + Sync + 'static {
     /// Validates a whole new config (TOML text) and applies it atomically, or
     /// answers [`ApiError::Config`] with every problem and changes nothing.
     fn reload(&self, config_toml: &str) -> Result<ReloadReport, ApiError>;
+
+    /// Starts a live capture of what interface `iface` of `vr` receives and
+    /// sends: 404 for an unknown interface, 400 naming `filter` for a bad
+    /// expression, 429 when too many captures run. The capture lasts as long
+    /// as the returned stream (dropping it stops it). Backends without the
+    /// data plane answer 404.
+    fn capture(
+        &self,
+        vr: &str,
+        iface: &str,
+        query: &CaptureQuery,
+    ) -> Result<Box<dyn CaptureStream>, ApiError> {
+        let _ = (vr, iface, query);
+        Err(ApiError::NotFound(
+            "live capture is not available here".into(),
+        ))
+    }
+}
+
+/// A running capture, as pcap bytes in pieces.
+pub trait CaptureStream: Send + 'static {
+    /// The next piece (the pcap file header first): an empty one when
+    /// nothing came within `wait`, `None` once the capture is over (its
+    /// count or time reached, or its interface or VR deleted).
+    fn next_chunk(&mut self, wait: std::time::Duration) -> Option<Vec<u8>>;
 }
 
 /// Counters of every VR this token may see. A VR deleted between the list and

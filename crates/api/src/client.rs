@@ -128,6 +128,107 @@ fn dechunk(mut data: &[u8]) -> Result<Vec<u8>, ClientError> {
     }
 }
 
+/// Percent-encodes everything but unreserved characters (RFC 3986 §2.3),
+/// for a path segment or a query value.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Sends `request` and copies the (chunked) body of a 2xx answer to `out`
+/// piece by piece; an error answer becomes its [`ApiError`].
+fn stream_to<S: Read + Write>(
+    mut s: S,
+    request: &[u8],
+    out: &mut dyn Write,
+) -> Result<u64, ClientError> {
+    let io = |source| ClientError::Io {
+        target: String::new(),
+        source,
+    };
+    s.write_all(request).and_then(|()| s.flush()).map_err(io)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    let mut fill = |s: &mut S, buf: &mut Vec<u8>| -> Result<bool, ClientError> {
+        let n = s.read(&mut chunk).map_err(io)?;
+        buf.extend_from_slice(&chunk[..n]);
+        Ok(n > 0)
+    };
+    let head_end = loop {
+        if let Some(i) = find(&buf, b"\r\n\r\n") {
+            break i;
+        }
+        if !fill(&mut s, &mut buf)? {
+            return Err(protocol("no end of headers"));
+        }
+    };
+    let head = std::str::from_utf8(&buf[..head_end])
+        .map_err(|_| protocol("headers not UTF-8"))?
+        .to_string();
+    let status: u16 = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| protocol("bad status line"))?;
+    if !(200..300).contains(&status) {
+        while fill(&mut s, &mut buf)? {}
+        let resp = parse_response(&buf)?;
+        let err = match serde_json::from_slice::<ErrorBody>(&resp.body) {
+            Ok(b) => ApiError::from_body(resp.status, b),
+            Err(_) => ApiError::Internal(format!(
+                "HTTP {}: {}",
+                resp.status,
+                String::from_utf8_lossy(&resp.body)
+            )),
+        };
+        return Err(ClientError::Api(err));
+    }
+    if !head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        return Err(protocol("a capture answer must be chunked"));
+    }
+    buf.drain(..head_end + 4);
+    let mut written = 0u64;
+    loop {
+        let line_end = loop {
+            if let Some(i) = find(&buf, b"\r\n") {
+                break i;
+            }
+            if !fill(&mut s, &mut buf)? {
+                // The server went away mid-stream (vrhost stopped): what
+                // arrived is whole records.
+                return Ok(written);
+            }
+        };
+        let line = std::str::from_utf8(&buf[..line_end]).map_err(|_| protocol("bad chunk size"))?;
+        let size_text = line.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_text, 16)
+            .map_err(|_| protocol(format!("bad chunk size '{size_text}'")))?;
+        if size == 0 {
+            return Ok(written);
+        }
+        while buf.len() < line_end + 2 + size + 2 {
+            if !fill(&mut s, &mut buf)? {
+                return Err(protocol("truncated chunk"));
+            }
+        }
+        out.write_all(&buf[line_end + 2..line_end + 2 + size])
+            .and_then(|()| out.flush())
+            .map_err(io)?;
+        written += size as u64;
+        buf.drain(..line_end + 2 + size + 2);
+    }
+}
+
 /// Parses a whole HTTP/1.1 response read until the server closed.
 fn parse_response(raw: &[u8]) -> Result<RawResponse, ClientError> {
     let head_end = find(raw, b"\r\n\r\n").ok_or_else(|| protocol("no end of headers"))?;
@@ -305,6 +406,71 @@ impl Client {
                 go(rustls::StreamOwned::new(conn, s), request)
             }
         }
+    }
+
+    /// `GET /v1/vrs/{vr}/interfaces/{iface}/capture`: writes the pcap
+    /// stream to `out` as it arrives (flushing after each piece) until the
+    /// capture ends; returns the bytes written. No read timeout applies: a
+    /// quiet interface sends nothing for as long as it is quiet.
+    pub fn capture(
+        &self,
+        vr: &str,
+        iface: &str,
+        q: &crate::types::CaptureQuery,
+        out: &mut dyn Write,
+    ) -> Result<u64, ClientError> {
+        let mut query = Vec::new();
+        if let Some(n) = q.count {
+            query.push(format!("count={n}"));
+        }
+        if let Some(f) = &q.filter {
+            query.push(format!("filter={}", percent_encode(f)));
+        }
+        if let Some(n) = q.snaplen {
+            query.push(format!("snaplen={n}"));
+        }
+        if let Some(n) = q.seconds {
+            query.push(format!("seconds={n}"));
+        }
+        let path = format!(
+            "/v1/vrs/{}/interfaces/{}/capture{}{}",
+            percent_encode(vr),
+            percent_encode(iface),
+            if query.is_empty() { "" } else { "?" },
+            query.join("&")
+        );
+        let host = match &self.target {
+            Target::Unix(_) => "localhost",
+            Target::Tcp(h) | Target::Tls(h, ..) => h.as_str(),
+        };
+        let mut head =
+            format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nAccept: */*\r\n");
+        if let Some(token) = &self.token {
+            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
+        head.push_str("\r\n");
+        let io = |source| ClientError::Io {
+            target: self.target_name(),
+            source,
+        };
+        match &self.target {
+            Target::Unix(p) => stream_to(UnixStream::connect(p).map_err(io)?, head.as_bytes(), out),
+            Target::Tcp(h) => stream_to(
+                TcpStream::connect(h.as_str()).map_err(io)?,
+                head.as_bytes(),
+                out,
+            ),
+            Target::Tls(h, name, config) => {
+                let s = TcpStream::connect(h.as_str()).map_err(io)?;
+                let conn = rustls::ClientConnection::new(config.clone(), name.clone())
+                    .map_err(|e| io(std::io::Error::other(e)))?;
+                stream_to(rustls::StreamOwned::new(conn, s), head.as_bytes(), out)
+            }
+        }
+        .map_err(|e| match e {
+            ClientError::Io { source, .. } => io(source),
+            other => other,
+        })
     }
 
     /// Sends one request and returns the response, whatever its status.

@@ -73,6 +73,30 @@ pub enum CtlCommand {
         /// VR name.
         vr: Option<String>,
     },
+    /// Live capture: write the frames an interface receives and sends as
+    /// pcap (`--write -` to stdout: `| tcpdump -nn -r -`).
+    Capture {
+        /// VR name.
+        vr: String,
+        /// Interface name.
+        iface: String,
+        /// Stop after this many frames.
+        #[arg(long)]
+        count: Option<u64>,
+        /// Only frames matching this expression (host, net, port, src/dst,
+        /// tcp, udp, icmp, icmp6, ip, ip6, arp, vlan, proto; and, or, not).
+        #[arg(long)]
+        filter: Option<String>,
+        /// Bytes kept of each frame (default 65535).
+        #[arg(long)]
+        snaplen: Option<u32>,
+        /// Stop after this many seconds.
+        #[arg(long)]
+        seconds: Option<u64>,
+        /// File to write, or `-` for standard output.
+        #[arg(long)]
+        write: PathBuf,
+    },
     /// Ports and their counters (admin).
     Ports,
     /// Worker load (admin).
@@ -596,6 +620,8 @@ fn execute(client: &Client, cmd: CtlCommand) -> anyhow::Result<Result<Shown, Cli
             .map(|c| shown(&c, table::counters(std::slice::from_ref(&c)))),
         C::Counters { vr: None } => client.counters().map(|c| shown(&c, table::counters(&c))),
         C::Ports => client.ports().map(|p| shown(&p, table::ports(&p))),
+        // Streams rather than prints: handled in `ctl_main`.
+        C::Capture { .. } => bail!("vrhost ctl capture streams; it is run by ctl_main"),
         C::Workers => client.workers().map(|w| shown(&w, table::workers(&w))),
         C::Reload { file } => client
             .reload(&read(&file)?)
@@ -626,6 +652,42 @@ pub fn ctl_main(args: CtlArgs) -> anyhow::Result<ExitCode> {
         }
         None => Client::unix(&args.socket, token),
     };
+    if let CtlCommand::Capture {
+        vr,
+        iface,
+        count,
+        filter,
+        snaplen,
+        seconds,
+        write,
+    } = &args.command
+    {
+        let q = crate::types::CaptureQuery {
+            count: *count,
+            filter: filter.clone(),
+            snaplen: *snaplen,
+            seconds: *seconds,
+        };
+        let mut out: Box<dyn std::io::Write> = if write.as_os_str() == "-" {
+            Box::new(std::io::stdout().lock())
+        } else {
+            Box::new(
+                std::fs::File::create(write)
+                    .with_context(|| format!("--write {}", write.display()))?,
+            )
+        };
+        return match client.capture(vr, iface, &q, &mut *out) {
+            Ok(bytes) => {
+                eprintln!("capture of {vr}/{iface} ended: {bytes} bytes of pcap written");
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(ClientError::Api(e)) => {
+                print_api_error(&e);
+                Ok(ExitCode::from(1))
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
     match execute(&client, args.command)? {
         Ok(shown) => {
             if args.json {

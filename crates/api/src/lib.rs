@@ -28,7 +28,7 @@ pub mod table;
 pub mod types;
 
 pub use auth::{generate_token, hash_token, Access, Auth, BadTokenHash, Principal};
-pub use backend::Backend;
+pub use backend::{Backend, CaptureStream};
 
 pub use client::{Client, ClientError};
 pub use ctl::{ctl_main, CtlArgs, DEFAULT_SOCKET};

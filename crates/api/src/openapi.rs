@@ -39,6 +39,19 @@ const LIMIT: QueryParam = (
     "Most routes to return (default 1000, at most 100000)",
 );
 
+const COUNT: QueryParam = ("count", "integer", "Stop after this many frames");
+const FILTER: QueryParam = (
+    "filter",
+    "string",
+    "Only frames matching this expression (host, net, port, src/dst, tcp, udp, icmp, icmp6, ip, ip6, arp, vlan, proto; and, or, not, parentheses)",
+);
+const SNAPLEN: QueryParam = (
+    "snaplen",
+    "integer",
+    "Bytes kept of each frame (default 65535)",
+);
+const SECONDS: QueryParam = ("seconds", "integer", "Stop after this many seconds");
+
 struct Op {
     method: Method,
     path: &'static str,
@@ -81,6 +94,7 @@ fn ops(g: &mut SchemaGenerator) -> Vec<Op> {
         op(Method::GET, "/v1/vrs/{vr}/interfaces/{iface}/addresses", Vr, "List an interface's addresses", &[], None, (200, schema::<Vec<IfaceAddr>>(g))),
         op(Method::POST, "/v1/vrs/{vr}/interfaces/{iface}/addresses", Vr, "Add an address (idempotent)", &[], json_body::<AddressBody>(g), (201, schema::<OutcomeBody>(g))),
         op(Method::DELETE, "/v1/vrs/{vr}/interfaces/{iface}/addresses/{addr}/{len}", Vr, "Remove an address", &[MISSING_OK], None, (200, schema::<OutcomeBody>(g))),
+        op(Method::GET, "/v1/vrs/{vr}/interfaces/{iface}/capture", Vr, "Live capture: the frames the interface receives and sends, as a pcap stream (application/vnd.tcpdump.pcap); 429 when too many captures run", &[COUNT, FILTER, SNAPLEN, SECONDS], None, (200, json!({"type": "string", "format": "binary"}))),
         op(Method::GET, "/v1/vrs/{vr}/routes", Vr, "List routes, one page at a time", &[OFFSET, LIMIT], None, (200, schema::<RoutePage>(g))),
         op(Method::POST, "/v1/vrs/{vr}/routes", Vr, "Add a route (an identical existing route answers 200 `unchanged`)", &[REPLACE], json_body::<Route>(g), (201, schema::<OutcomeBody>(g))),
         op(Method::DELETE, "/v1/vrs/{vr}/routes/{addr}/{len}", Vr, "Remove a route", &[MISSING_OK], None, (200, schema::<OutcomeBody>(g))),

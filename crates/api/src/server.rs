@@ -44,8 +44,8 @@ use crate::error::ApiError;
 use crate::limits::{bulk_body_limit, Limits, BULK_BODY_LIMIT};
 use crate::listen::{bind, body_timeout, run, TlsFiles};
 use crate::types::{
-    AddressBody, BulkRoutes, Filters, IfaceAddr, InterfaceInfo, InterfaceSpec, Neighbor, Outcome,
-    OutcomeBody, PageQuery, Prefix, Route, VrSpec,
+    AddressBody, BulkRoutes, CaptureQuery, Filters, IfaceAddr, InterfaceInfo, InterfaceSpec,
+    Neighbor, Outcome, OutcomeBody, PageQuery, Prefix, Route, VrSpec,
 };
 
 /// Routes per page when the client gives no `limit`.
@@ -168,6 +168,13 @@ fn table() -> Table {
         DELETE,
         "/v1/vrs/{vr}/interfaces/{iface}/addresses/{addr}/{len}",
         delete_address
+    );
+    let t = endpoint!(
+        t,
+        Vr,
+        GET,
+        "/v1/vrs/{vr}/interfaces/{iface}/capture",
+        capture
     );
     let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/routes", list_routes);
     let t = endpoint!(t, Vr, POST, "/v1/vrs/{vr}/routes", add_route);
@@ -676,6 +683,43 @@ async fn delete_neighbor(
         .map_err(|_| ApiError::bad("address", format!("'{address}' is not an IP address")))?;
     let result = call(&st, move |b| b.delete_neighbor(&vr, addr)).await?;
     outcome(result, q.missing_ok, "neighbor")
+}
+
+/// Pieces of a capture in flight to the client, at most.
+const CAPTURE_PIECES: usize = 16;
+
+/// A live capture as a pcap stream. The backend's stream is drained on a
+/// blocking thread; when the client goes away the channel closes, the
+/// thread ends and drops the stream, which stops the capture.
+async fn capture(
+    State(st): State<AppState>,
+    PathParams((vr, iface)): PathParams<(String, String)>,
+    QueryParams(q): QueryParams<CaptureQuery>,
+) -> Result<Response, ApiError> {
+    let mut stream = call(&st, move |b| b.capture(&vr, &iface, &q)).await?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(CAPTURE_PIECES);
+    tokio::task::spawn_blocking(move || {
+        while let Some(piece) = stream.next_chunk(std::time::Duration::from_millis(100)) {
+            if piece.is_empty() {
+                if tx.is_closed() {
+                    break;
+                }
+                continue;
+            }
+            if tx.blocking_send(Ok(Bytes::from(piece))).is_err() {
+                break;
+            }
+        }
+    });
+    let body = axum::body::Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async {
+        rx.recv().await.map(|piece| (piece, rx))
+    }));
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/vnd.tcpdump.pcap")],
+        body,
+    )
+        .into_response())
 }
 
 async fn vr_counters(

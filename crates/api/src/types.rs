@@ -876,6 +876,29 @@ pub struct PageQuery {
     pub limit: Option<u64>,
 }
 
+/// `GET /v1/vrs/{vr}/interfaces/{iface}/capture` query: what to capture
+/// and when to stop. The answer is a pcap stream (Ethernet, microsecond
+/// timestamps) of the frames the interface receives and sends.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureQuery {
+    /// Stop after this many frames.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// Only frames matching this expression: `host A`, `net P`, `port N`,
+    /// `src`/`dst` before any of them, `tcp`, `udp`, `icmp`, `icmp6`, `ip`,
+    /// `ip6`, `arp`, `vlan [N]`, `proto N`, with `and`, `or`, `not` and
+    /// parentheses, as tcpdump writes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    /// Bytes kept of each frame (default 65535).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snaplen: Option<u32>,
+    /// Stop after this many seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<u64>,
+}
+
 /// One page of a VR's routes, in the backend's stable order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RoutePage {

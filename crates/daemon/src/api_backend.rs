@@ -61,6 +61,8 @@ pub struct RuntimeBackend {
     from_config: Mutex<HashMap<String, VrId>>,
     /// Held through a reload: one at a time.
     reloading: Mutex<()>,
+    /// Live captures.
+    captures: Arc<crate::capture::CaptureHub>,
 }
 
 /// The backend over `running` for `cfg`, and the API serving it when the
@@ -131,6 +133,7 @@ impl RuntimeBackend {
             auth,
             // The config's routers are built first, in order.
             reloading: Mutex::new(()),
+            captures: running.capture.clone(),
             from_config: Mutex::new(
                 cfg.routers
                     .iter()
@@ -958,6 +961,40 @@ impl Backend for RuntimeBackend {
                 packets: w.ports.iter().map(|p| p.rx_packets.get()).sum(),
             })
             .collect())
+    }
+
+    fn capture(
+        &self,
+        vr: &str,
+        iface: &str,
+        q: &vrhost_api::types::CaptureQuery,
+    ) -> Result<Box<dyn vrhost_api::CaptureStream>, ApiError> {
+        let filter = crate::capture::parse_filter(q.filter.as_deref())?;
+        let c = lock(&self.writer);
+        let v = Self::vr_index(&c, vr)?;
+        let s = c.working();
+        let id = s
+            .vr_ifaces(v)
+            .iter()
+            .copied()
+            .find(|&i| s.ifaces()[i.index()].name == iface)
+            .ok_or_else(|| ApiError::NotFound(format!("no interface {iface:?}")))?;
+        let session = self.captures.arm(
+            s,
+            v.index() as u16,
+            id,
+            filter,
+            q.snaplen.unwrap_or(crate::capture::SNAPLEN),
+        )?;
+        drop(c);
+        Ok(Box::new(crate::capture::Stream::new(
+            self.captures.clone(),
+            session,
+            self.writer.clone(),
+            q.count,
+            q.seconds,
+            format!("{vr}/{iface}"),
+        )))
     }
 
     fn reload(&self, config_toml: &str) -> Result<ReloadReport, ApiError> {

@@ -436,6 +436,16 @@ impl<B: Backend> Backend for Journaled<B> {
 
     /// Not journaled: the config file is read again at start, and a
     /// journaled config text would override a file edited since.
+    fn capture(
+        &self,
+        vr: &str,
+        iface: &str,
+        query: &vrhost_api::types::CaptureQuery,
+    ) -> Result<Box<dyn vrhost_api::CaptureStream>, ApiError> {
+        // Changes nothing: not journaled.
+        self.inner.capture(vr, iface, query)
+    }
+
     fn reload(&self, config_toml: &str) -> Result<ReloadReport, ApiError> {
         self.inner.reload(config_toml)
     }

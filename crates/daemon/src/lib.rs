@@ -14,6 +14,7 @@
 //! Modules, each importing only those listed before it:
 //! * [`restart`]: what one run leaves for the next (runtime directory, TAP
 //!   keeper, FPM snapshot);
+//! * [`capture`]: live capture, the workers' copies and the API's pcap stream;
 //! * [`taps`]: TAP mirrors of VR interfaces and the worker side of punts;
 //! * [`runtime`]: queues to workers to cores, the worker loops, counters;
 //! * [`cplane`]: namespace and FPM route/address sync into the tables;
@@ -29,6 +30,7 @@
 
 pub mod api_backend;
 mod api_filters;
+pub mod capture;
 pub mod cplane;
 pub mod journal;
 pub mod notify;

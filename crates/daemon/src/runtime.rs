@@ -140,6 +140,8 @@ pub struct Running {
     pub shared: Arc<Shared>,
     /// Every receive queue, its worker and its core.
     pub assignment: Vec<Assignment>,
+    /// Live captures the workers copy frames for.
+    pub capture: Arc<crate::capture::CaptureHub>,
     stop: Arc<AtomicBool>,
     go: Arc<AtomicBool>,
     threads: Vec<JoinHandle<WorkerReport>>,
@@ -407,6 +409,7 @@ impl Runtime {
     pub fn start_held(self) -> Running {
         let stop = Arc::new(AtomicBool::new(false));
         let go = Arc::new(AtomicBool::new(false));
+        let capture = crate::capture::CaptureHub::new(self.workers.len());
         let counters = self.workers.iter().map(Worker::counters).collect();
         let shared = self.writer.shared().clone();
         let mut threads = Vec::new();
@@ -420,11 +423,12 @@ impl Runtime {
                 Mode::Rtc => {
                     let stop = stop.clone();
                     let go = go.clone();
+                    let cap = crate::capture::WorkerCapture::new(capture.clone(), i);
                     threads.push(spawn_named(format!("vrhost-worker-{i}"), move || {
                         if !wait_for_go(&go, &stop) {
                             return WorkerReport::default();
                         }
-                        run_to_completion(w, plan, clock, &stop)
+                        run_to_completion(w, plan, cap, clock, &stop)
                     }));
                 }
                 Mode::Pipeline => {
@@ -476,6 +480,7 @@ impl Runtime {
             counters,
             shared,
             assignment: self.assignment,
+            capture,
             stop,
             go,
             threads,
@@ -667,12 +672,14 @@ fn start_clock(w: &mut Worker, clock: Option<(Clock, u64, bool)>) {
 fn run_to_completion(
     mut w: Worker,
     mut plan: Plan,
+    mut cap: crate::capture::WorkerCapture,
     clock: Option<(Clock, u64, bool)>,
     stop: &AtomicBool,
 ) -> WorkerReport {
     pin(plan.core);
     start_clock(&mut w, clock);
     let start = Instant::now();
+    cap.start_clock();
     let t0 = w.fair().now();
     let mut rx = Vec::with_capacity(BURST);
     let mut tx = TxBatch::new(plan.tx.len());
@@ -697,6 +704,7 @@ fn run_to_completion(
             }
             got += plan.queues[q].rx_burst(w.pool(), &mut rx, BURST, port);
             if !rx.is_empty() {
+                cap.received(&rx, now);
                 w.process_burst(&mut rx, now, &mut tx);
             }
         }
@@ -708,6 +716,7 @@ fn run_to_completion(
             // while an under-budget VR has a full queue waiting.
             w.replenish_shares();
             taps.inject(&mut w, &mut tx, now, false);
+            cap.sending(&tx, now);
             flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
             taps.punted(&mut w, now);
             continue;
@@ -717,6 +726,7 @@ fn run_to_completion(
         }
         // What the tenants' kernels sent leaves with this worker's packets.
         taps.inject(&mut w, &mut tx, now, got == 0);
+        cap.sending(&tx, now);
         flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
         taps.punted(&mut w, now);
         idle_polls = if got == 0 { idle_polls + 1 } else { 0 };
