@@ -207,6 +207,23 @@ fn add_route(vr: &mut FixtureVr, r: &Route, replace: bool) -> Result<Outcome, Ap
     }
 }
 
+/// A capture stream of a pcap header only.
+struct EmptyCapture(bool);
+
+impl vrhost_api::CaptureStream for EmptyCapture {
+    fn next_chunk(&mut self, _wait: std::time::Duration) -> Option<Vec<u8>> {
+        if std::mem::take(&mut self.0) {
+            let mut h = 0xa1b2_c3d4u32.to_le_bytes().to_vec();
+            h.extend_from_slice(&[
+                2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0,
+            ]);
+            Some(h)
+        } else {
+            None
+        }
+    }
+}
+
 impl Backend for FixtureBackend {
     fn list_vrs(&self) -> Result<Vec<VrInfo>, ApiError> {
         Ok(self.lock().iter().map(|(n, v)| v.info(n)).collect())
@@ -278,6 +295,17 @@ impl Backend for FixtureBackend {
 
     fn list_addresses(&self, vr: &str, iface: &str) -> Result<Vec<IfaceAddr>, ApiError> {
         self.with(vr, |v| Ok(v.iface(iface)?.addresses.clone()))
+    }
+
+    /// A capture that ends at once: a pcap header and nothing more.
+    fn capture(
+        &self,
+        vr: &str,
+        iface: &str,
+        _q: &vrhost_api::types::CaptureQuery,
+    ) -> Result<Box<dyn vrhost_api::CaptureStream>, ApiError> {
+        self.with(vr, |v| v.iface(iface).map(|_| ()))?;
+        Ok(Box::new(EmptyCapture(true)))
     }
 
     fn add_address(&self, vr: &str, iface: &str, addr: IfaceAddr) -> Result<Outcome, ApiError> {
