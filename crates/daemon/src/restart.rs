@@ -324,6 +324,9 @@ pub fn keeper_main(hold: Duration, taps: &[String]) -> ExitCode {
             Err(e) => tracing::warn!("keep-taps: {e}"),
         }
     }
+    // The vrhost that started us, to tell its queues from the next one's.
+    let parent = std::os::unix::process::parent_id();
+    let parent_start = process_start(parent);
     println!("ready");
     let _ = std::io::stdout().flush();
     // The pipe from vrhost: EOF (or an error) when it is gone.
@@ -341,6 +344,15 @@ pub fn keeper_main(hold: Duration, taps: &[String]) -> ExitCode {
         held.retain(|(ns, tap, _)| probe(&mut probes, ns, tap) != Seen::Gone);
     }
     let gone_at = Instant::now();
+    // Our pipe closes while a killed vrhost's other files may still be
+    // open: its TAP queues count as readers until the process is dead (a
+    // zombie or reaped). Only then do queues mean a new vrhost.
+    while parent_start.is_some()
+        && process_start(parent) == parent_start
+        && gone_at.elapsed() < Duration::from_secs(5)
+    {
+        std::thread::sleep(Duration::from_millis(2));
+    }
     tracing::info!(
         taps = held.len(),
         hold_s = hold.as_secs(),
@@ -370,6 +382,19 @@ pub fn keeper_main(hold: Duration, taps: &[String]) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+/// The start time of process `pid` (`/proc/PID/stat` field 22) while it
+/// runs; `None` once it is a zombie or gone.
+fn process_start(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: fields count from its ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if matches!(fields.first(), Some(&("Z" | "X" | "x"))) {
+        return None;
+    }
+    fields.get(19)?.parse().ok()
 }
 
 #[derive(PartialEq, Eq)]
@@ -439,6 +464,18 @@ mod tests {
         // A second instance on the same directory is refused.
         let err = RuntimeDir::open(dir.path()).err().expect("locked");
         assert!(err.to_string().contains("another vrhost"), "{err}");
+    }
+
+    #[test]
+    fn process_start_tells_a_live_process_from_a_dead_one() {
+        assert!(process_start(std::process::id()).is_some());
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited but not reaped: a zombie.
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(process_start(pid), None);
+        child.wait().unwrap();
+        assert_eq!(process_start(pid), None);
     }
 
     #[test]

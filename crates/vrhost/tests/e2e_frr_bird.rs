@@ -497,7 +497,19 @@ impl Drop for Scene {
 
 /// The process ids of the TAP keepers a vrhost log names.
 fn keeper_pids(log: &str) -> Vec<u32> {
-    log.lines()
+    // Without the terminal colours the log is written with.
+    let mut plain = String::with_capacity(log.len());
+    let mut in_escape = false;
+    for c in log.chars() {
+        match (in_escape, c) {
+            (false, '\u{1b}') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, c) => plain.push(c),
+        }
+    }
+    plain
+        .lines()
         .filter(|l| l.contains("TAP keeper holds the mirrors"))
         .filter_map(|l| {
             let at = l.find("pid=")? + 4;
@@ -830,6 +842,7 @@ fn restart_keeps_bgp_sessions_and_routes() {
         // The old run's keeper let go once the new run read the TAPs.
         let log = s.log("vrhost.log");
         assert!(log.contains("TAP mirror adopted"), "{log}");
+        assert!(log.contains("a new vrhost reads the TAP; let go"), "{log}");
     }
 }
 
