@@ -404,7 +404,7 @@ impl Stream {
         }
         if self.last_check.elapsed() >= Duration::from_millis(500) {
             self.last_check = Instant::now();
-            let shared = crate::runtime::lock(&self.writer).shared().clone();
+            let shared = crate::tables_lock::lock(&self.writer).shared().clone();
             if !shared.iface_attached(self.session.iface) {
                 return true;
             }

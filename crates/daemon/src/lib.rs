@@ -38,6 +38,7 @@ pub mod reload;
 pub mod report;
 pub mod restart;
 pub mod runtime;
+mod tables_lock;
 pub mod taps;
 
 use std::path::Path;

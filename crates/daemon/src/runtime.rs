@@ -584,18 +584,7 @@ pub fn port_macs(cfg: &Config) -> Vec<[u8; 6]> {
         .collect()
 }
 
-/// Locks the table writer. A poisoned lock means a thread panicked halfway
-/// through a change to the working tables; going on could publish that half
-/// change, so this panics too (and `vrhost run`, whose panics abort, stops).
-pub fn lock(writer: &Mutex<TableWriter>) -> MutexGuard<'_, TableWriter> {
-    match writer.lock() {
-        Ok(guard) => guard,
-        Err(_) => panic!(
-            "the control lock is poisoned: a thread panicked while changing the tables; \
-             refusing to publish a half-applied change"
-        ),
-    }
-}
+pub use crate::tables_lock::lock;
 
 /// The environment variable that makes each worker panic this many
 /// milliseconds after it starts: a test-only fault hook, read once per

@@ -31,7 +31,7 @@ use vrhost_wire::ipv4::{self, Ipv4Packet};
 
 use crate::ecmp;
 use crate::filter::{Filter, Verdict};
-use crate::iface::Iface;
+use crate::iface::Egress;
 use crate::ipv4_input::martian_octet;
 use crate::mbuf::Mbuf;
 use crate::output::{Ctx, Sent};
@@ -159,22 +159,29 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
             return None;
         }
     }
-    let (egress, neigh) = match vr.resolve(id.0) {
-        Some(NextHop::Gateway { iface, neigh }) => (iface, neigh),
-        Some(NextHop::Group { base }) if !MEMBER => {
-            // The packet without the padding, hashed as the full stages do.
-            let hash = ecmp::flow4_of(m.data().get(L2..L2 + total_len)?);
-            let member = vr.nexthops.pick(base, hash)?;
-            return v4_at::<L2, true, FILTERED>(ctx, vr, m, NextHopId(member), urpf);
-        }
-        Some(NextHop::Connected { iface }) => match vr.neighbors.find(iface, IpAddr::V4(dst)) {
-            Some(n) => (iface, n),
-            None => return None,
+    // A gateway this worker resolved before carries its egress view: the
+    // egress interface's line is not read.
+    let (egress, neigh, e) = match vr.gateway(id.0) {
+        Some(found) => found,
+        None => match vr.resolve(id.0) {
+            Some(NextHop::Gateway { iface, neigh }) => {
+                let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
+                vr.keep_egress(id.0, e);
+                (iface, neigh, e)
+            }
+            Some(NextHop::Group { base }) if !MEMBER => {
+                // The packet without the padding, hashed as the full stages do.
+                let hash = ecmp::flow4_of(m.data().get(L2..L2 + total_len)?);
+                let member = vr.nexthops.pick(base, hash)?;
+                return v4_at::<L2, true, FILTERED>(ctx, vr, m, NextHopId(member), urpf);
+            }
+            Some(NextHop::Connected { iface }) => {
+                let n = vr.neighbors.find(iface, IpAddr::V4(dst))?;
+                (iface, n, Egress::of(ctx.ifaces.get(usize::from(iface))?))
+            }
+            _ => return None,
         },
-        _ => return None,
     };
-    let ifaces = ctx.ifaces;
-    let e = Egress::of(&ifaces[egress as usize]);
     if total_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
@@ -197,11 +204,10 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     ip[8] = ttl - 1;
     [ip[10], ip[11]] = ipv4::checksum_after_ttl_decrement(checksum);
     // In place while the header keeps its length (through the view).
-    let tags = &ifaces[egress as usize].tags;
     if e.l2_len() == L2 {
-        e.write(l2, mac, tags);
+        e.write(l2, mac);
     } else {
-        retag(m, L2, e, mac, tags);
+        retag(m, L2, e, mac);
     }
     Some(leave(m, egress, e, total_len))
 }
@@ -282,24 +288,27 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
             return None;
         }
     }
-    let (egress, neigh) = match vr.resolve(id.0) {
-        Some(NextHop::Gateway { iface, neigh }) => (iface, neigh),
-        Some(NextHop::Group { base }) if !MEMBER => {
-            let hash = ecmp::flow6_of(m.data().get(L2..L2 + packet_len)?);
-            let member = vr.nexthops.pick(base, hash)?;
-            return v6_at::<L2, true, FILTERED>(ctx, vr, m, NextHopId(member), urpf);
-        }
-        Some(NextHop::Connected { iface }) => {
-            let dst: [u8; 16] = *ip[24..].first_chunk::<16>()?;
-            match vr.neighbors.find(iface, IpAddr::V6(Ipv6Addr::from(dst))) {
-                Some(n) => (iface, n),
-                None => return None,
+    let (egress, neigh, e) = match vr.gateway(id.0) {
+        Some(found) => found,
+        None => match vr.resolve(id.0) {
+            Some(NextHop::Gateway { iface, neigh }) => {
+                let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
+                vr.keep_egress(id.0, e);
+                (iface, neigh, e)
             }
-        }
-        _ => return None,
+            Some(NextHop::Group { base }) if !MEMBER => {
+                let hash = ecmp::flow6_of(m.data().get(L2..L2 + packet_len)?);
+                let member = vr.nexthops.pick(base, hash)?;
+                return v6_at::<L2, true, FILTERED>(ctx, vr, m, NextHopId(member), urpf);
+            }
+            Some(NextHop::Connected { iface }) => {
+                let dst: [u8; 16] = *ip[24..].first_chunk::<16>()?;
+                let n = vr.neighbors.find(iface, IpAddr::V6(Ipv6Addr::from(dst)))?;
+                (iface, n, Egress::of(ctx.ifaces.get(usize::from(iface))?))
+            }
+            _ => return None,
+        },
     };
-    let ifaces = ctx.ifaces;
-    let e = Egress::of(&ifaces[egress as usize]);
     if packet_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
@@ -315,11 +324,10 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
         vr.neighbors.usable_mac(neigh, ctx.now)?
     };
     ip[7] = hop_limit - 1;
-    let tags = &ifaces[egress as usize].tags;
     if e.l2_len() == L2 {
-        e.write(l2, mac, tags);
+        e.write(l2, mac);
     } else {
-        retag(m, L2, e, mac, tags);
+        retag(m, L2, e, mac);
     }
     Some(leave(m, egress, e, packet_len))
 }
@@ -400,61 +408,6 @@ impl Lists {
     }
 }
 
-/// What the fast path needs of the egress interface, copied out of it.
-#[derive(Clone, Copy)]
-struct Egress {
-    mac: EthernetAddress,
-    l2: u8,
-    mtu: u16,
-    port: u16,
-}
-
-impl Egress {
-    #[inline(always)]
-    fn of(e: &Iface) -> Egress {
-        Egress {
-            mac: e.mac,
-            l2: e.l2_len,
-            mtu: e.mtu,
-            port: e.port,
-        }
-    }
-
-    /// Its L2 header length: 14, 18 with a tag, 22 with two.
-    #[inline(always)]
-    fn l2_len(self) -> usize {
-        usize::from(self.l2)
-    }
-
-    /// Whether a frame whose L3 header is `L2` bytes in, with `room` bytes
-    /// of headroom, can take this L2 header (pushing tags takes 4 or 8 bytes
-    /// of headroom; a received frame has 128).
-    #[inline(always)]
-    fn fits<const L2: usize>(self, room: usize) -> bool {
-        L2 + room >= self.l2_len()
-    }
-
-    /// Writes the Ethernet header toward `dst` (and the tags) into `l2`,
-    /// the frame's first 14, 18 or 22 bytes: the MACs, then the interface's
-    /// tag bytes (TPID and TCI with PCP 0, DEI 0 and the VID, twice for
-    /// QinQ), as the full stages write them. The EtherType (the innermost,
-    /// tagged) is the frame's already.
-    #[inline(always)]
-    fn write(self, l2: &mut [u8], dst: EthernetAddress, tags: &[u8; 8]) {
-        // Fixed-size views: with `l2`'s length a constant where this is
-        // inlined, no write below tests a bound.
-        if let Some(eth) = l2.first_chunk_mut::<12>() {
-            let (d, s) = eth.split_at_mut(6);
-            d.copy_from_slice(&dst.0);
-            s.copy_from_slice(&self.mac.0);
-        }
-        let t = l2.len().saturating_sub(14);
-        if let (Some(to), Some(from)) = (l2.get_mut(12..12 + t), tags.get(..t)) {
-            to.copy_from_slice(from);
-        }
-    }
-}
-
 /// Whether an IPv6 address with this first byte is left to the full
 /// stages: ::/8 (unspecified, loopback, mapped), fe00::/8 (link-local and
 /// the old site-local) and ff00::/8 (multicast).
@@ -486,11 +439,11 @@ fn leave(m: &mut Mbuf, egress: u16, e: Egress, l3_len: usize) -> Sent {
 /// the caller), and the innermost EtherType needs no write either way: it
 /// stays right before the L3 header, where the new L2 header ends.
 #[cold]
-fn retag(m: &mut Mbuf, l2_len: usize, e: Egress, mac: EthernetAddress, tags: &[u8; 8]) {
+fn retag(m: &mut Mbuf, l2_len: usize, e: Egress, mac: EthernetAddress) {
     let out_l2 = e.l2_len();
     let moved = m.adjust_head(l2_len as isize - out_l2 as isize);
     debug_assert!(moved, "headroom tested by the caller");
     if let Some(l2) = m.data_mut().get_mut(..out_l2) {
-        e.write(l2, mac, tags);
+        e.write(l2, mac);
     }
 }

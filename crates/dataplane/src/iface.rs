@@ -55,6 +55,66 @@ pub struct Iface {
     pub mcast: Vec<EthernetAddress>,
 }
 
+/// What the fast path writes for an egress interface, copied out of it: a
+/// resolved gateway keeps one (`worker::GatewaySlot`), so the interface's
+/// own line is not read per packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Egress {
+    pub mac: EthernetAddress,
+    pub l2: u8,
+    pub mtu: u16,
+    pub port: u16,
+    /// The tags written after the MACs ([`Iface::tags`]).
+    pub tags: [u8; 8],
+}
+
+impl Egress {
+    #[inline(always)]
+    pub fn of(e: &Iface) -> Egress {
+        Egress {
+            mac: e.mac,
+            l2: e.l2_len,
+            mtu: e.mtu,
+            port: e.port,
+            tags: e.tags,
+        }
+    }
+
+    /// Its L2 header length: 14, 18 with a tag, 22 with two.
+    #[inline(always)]
+    pub fn l2_len(self) -> usize {
+        usize::from(self.l2)
+    }
+
+    /// Whether a frame whose L3 header is `L2` bytes in, with `room` bytes
+    /// of headroom, can take this L2 header (pushing tags takes 4 or 8 bytes
+    /// of headroom; a received frame has 128).
+    #[inline(always)]
+    pub fn fits<const L2: usize>(self, room: usize) -> bool {
+        L2 + room >= self.l2_len()
+    }
+
+    /// Writes the Ethernet header toward `dst` (and the tags) into `l2`,
+    /// the frame's first 14, 18 or 22 bytes: the MACs, then the interface's
+    /// tag bytes (TPID and TCI with PCP 0, DEI 0 and the VID, twice for
+    /// QinQ), as the full stages write them. The EtherType (the innermost,
+    /// tagged) is the frame's already.
+    #[inline(always)]
+    pub fn write(self, l2: &mut [u8], dst: EthernetAddress) {
+        // Fixed-size views: with `l2`'s length a constant where this is
+        // inlined, no write below tests a bound.
+        if let Some(eth) = l2.first_chunk_mut::<12>() {
+            let (d, s) = eth.split_at_mut(6);
+            d.copy_from_slice(&dst.0);
+            s.copy_from_slice(&self.mac.0);
+        }
+        let t = l2.len().saturating_sub(14);
+        if let (Some(to), Some(from)) = (l2.get_mut(12..12 + t), self.tags.get(..t)) {
+            to.copy_from_slice(from);
+        }
+    }
+}
+
 /// The L2 header length and tag bytes ([`Iface::l2_len`], [`Iface::tags`])
 /// of an interface with these tags.
 pub fn l2_of(vlan: Option<u16>, inner: Option<u16>, tpid: crate::spec::Tpid) -> (u8, [u8; 8]) {

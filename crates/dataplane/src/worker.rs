@@ -17,6 +17,7 @@ use vrhost_fib::{FibSnapshot, NextHopId, Prefetch};
 
 use crate::counters::CounterCells;
 use crate::fair::{Clock, Fair};
+use crate::iface::Egress;
 use crate::mbuf::{Mbuf, MbufPool};
 use crate::neighbor::Event;
 use crate::neighbor::{NeighborTable, Probe, HOLD_MAX};
@@ -265,6 +266,26 @@ impl Vr {
         }
     }
 
+    /// Gateway `id` as the fast path last sent through it: its egress
+    /// interface, neighbor slot and egress view, if this worker has them.
+    #[inline(always)]
+    pub(crate) fn gateway(&self, id: u32) -> Option<(u16, u32, Egress)> {
+        let g = self.gateways.get(id as usize)?;
+        match (g.resolved, g.egress) {
+            (true, Some(e)) => Some((g.iface, g.neigh, e)),
+            _ => None,
+        }
+    }
+
+    /// Keeps the egress view `e` of gateway `id`, resolved already
+    /// ([`Vr::resolve`]), for [`Vr::gateway`].
+    #[inline]
+    pub(crate) fn keep_egress(&mut self, id: u32, e: Egress) {
+        if let Some(g) = self.gateways.get_mut(id as usize).filter(|g| g.resolved) {
+            g.egress = Some(e);
+        }
+    }
+
     /// [`Vr::resolve`] from the shared next hops, for every next hop but a
     /// gateway resolved before (whose slot this records).
     #[inline]
@@ -372,30 +393,47 @@ impl Vr {
 }
 
 /// A gateway next hop as one worker resolved it: its egress interface
-/// and its neighbor slot in the worker's table, or nothing yet (any other
-/// next hop, or a gateway the table had no room for). Eight bytes, so a
-/// VR's resolved gateways share lines, and pinned neighbor slots never
-/// move, so it stays valid until the VR's next hops are republished.
+/// and its neighbor slot in the worker's table, and, once the fast path
+/// has sent through it, what it writes for the egress interface
+/// ([`Egress`]); or nothing yet (any other next hop, or a gateway the
+/// table had no room for). 32 bytes: the one line per packet the fast path
+/// reads for its next hop instead of the shared next hops and the egress
+/// interface. Pinned neighbor slots never move, and every slot is cleared
+/// when the VR's next hops or the topology are republished, so what it
+/// holds stays true while it is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct GatewaySlot(u64);
+#[repr(C, align(32))]
+pub(crate) struct GatewaySlot {
+    neigh: u32,
+    iface: u16,
+    resolved: bool,
+    egress: Option<Egress>,
+}
 
 impl GatewaySlot {
     /// Not resolved.
-    pub const NONE: GatewaySlot = GatewaySlot(0);
+    pub const NONE: GatewaySlot = GatewaySlot {
+        neigh: u32::MAX,
+        iface: 0,
+        resolved: false,
+        egress: None,
+    };
 
     /// Interface `iface` and neighbor slot `neigh` (`u32::MAX`: none,
     /// which is left unresolved).
     fn new(iface: u16, neigh: u32) -> GatewaySlot {
-        if neigh == u32::MAX {
-            return GatewaySlot::NONE;
+        GatewaySlot {
+            neigh,
+            iface,
+            resolved: neigh != u32::MAX,
+            egress: None,
         }
-        GatewaySlot(1 << 48 | u64::from(iface) << 32 | u64::from(neigh))
     }
 
     /// The interface and neighbor slot, if resolved.
     #[inline(always)]
-    fn get(self) -> Option<(u16, u32)> {
-        (self.0 >> 48 != 0).then_some(((self.0 >> 32) as u16, self.0 as u32))
+    fn get(&self) -> Option<(u16, u32)> {
+        self.resolved.then_some((self.iface, self.neigh))
     }
 }
 
@@ -660,6 +698,11 @@ impl Worker {
                 neighbors.clear(|m| self.pool.put(m));
             }
         }
+        // Interfaces may have changed (MTU, tags, MAC): the egress views
+        // kept with resolved gateways are dropped, and rebuilt as used.
+        for vr in &mut self.vrs {
+            vr.gateways.fill(GatewaySlot::NONE);
+        }
         let (weights, vr_ports) = fair_inputs(&topo);
         self.fair.set_vrs(&weights, &vr_ports);
         self.shared = topo;
@@ -854,6 +897,8 @@ mod layout {
         // The neighbor table's slots (a `Vec`) and reachable time.
         assert!(offset_of!(Vr, neighbors) + 32 <= 128);
         assert_eq!(align_of::<Neighbor>(), 32);
+        // A resolved gateway with its egress view: one 32-byte slot.
+        assert_eq!(size_of::<super::GatewaySlot>(), 32);
         assert!(offset_of!(Neighbor, used) + size_of::<u64>() <= 32);
     }
 }
