@@ -44,7 +44,7 @@ use crate::mbuf::Mbuf;
 use crate::neighbor::Event;
 use crate::output::Ctx;
 use crate::spec::{IfaceId, Urpf};
-use crate::worker::{Lane, Staged, TxBatch, Vr, Worker};
+use crate::worker::{Lane, Staged, TxBatch, VlanLane, Vr, Worker};
 use crate::{arp_input, icmp_error, tap};
 
 /// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
@@ -351,7 +351,7 @@ impl Worker {
         let Some(port) = rx.first().map(|m| m.port) else {
             return false;
         };
-        let Some(p) = self.shared.ports.get(usize::from(port)) else {
+        let Some(Some(vlans)) = self.vlans.get(usize::from(port)) else {
             return false;
         };
         let n = rx.len();
@@ -362,9 +362,7 @@ impl Worker {
             self.lanes.resize(n, Lane::default());
         }
         let (dsts, lanes) = (&mut dsts[..n], &mut self.lanes[..n]);
-        let ifaces = &self.shared.ifaces;
-        let Some(bytes) = many_demux::<L2, A>(rx, dsts, lanes, port, &p.demux, ifaces, &self.vrs)
-        else {
+        let Some(bytes) = many_demux::<L2, A>(rx, dsts, lanes, port, vlans) else {
             return false;
         };
         let mut ctx = ctx!(self, now, tx, &self.peers);
@@ -985,21 +983,20 @@ impl PortTally {
 
 /// The demux of a burst of many VRs ([`Worker::many_burst`]): checks that
 /// every frame of `rx` came on `port`, carries one 802.1Q tag (`L2` 18)
-/// and the family of `A`, and is addressed to the MAC of the interface
-/// that `demux` (the port's VLAN table) names for its VLAN, whose VR has
-/// no rate ceiling; writes each destination into `dsts` and each frame's
-/// VR and reverse-path check into `lanes`, and marks the frame demuxed to
-/// its interface. Returns the burst's bytes, or `None` at the first frame
-/// that differs (the full demux then sets the fields again).
+/// and the family of `A`, and is addressed to the MAC of the interface on
+/// its VLAN that the pass takes (`vlans`, the port's [`VlanLane`]s: one
+/// read and one comparison a frame); writes each destination into `dsts`
+/// and each frame's VR and reverse-path check into `lanes`, and marks the
+/// frame demuxed to its interface. Returns the burst's bytes, or `None` at
+/// the first frame that differs (the full demux then sets the fields
+/// again).
 #[inline(always)]
 fn many_demux<const L2: usize, A: Family>(
     rx: &mut [Mbuf],
     dsts: &mut [A],
     lanes: &mut [Lane],
     port: u16,
-    demux: &[u16],
-    ifaces: &[crate::iface::Iface],
-    vrs: &[Vr],
+    vlans: &[VlanLane; 4096],
 ) -> Option<u64> {
     const { assert!(L2 == 18) };
     // TPID 81 00 and the inner EtherType of bytes 12-19; the TCI (bytes
@@ -1012,26 +1009,16 @@ fn many_demux<const L2: usize, A: Family>(
         let d = m.data();
         let h = d.first_chunk::<58>()?;
         let tag = u64::from_le_bytes(word_at::<12>(h));
-        if tag & tag_mask != want_tag || m.port != port {
-            return None;
-        }
-        let vid = u16::from_be_bytes([h[14], h[15]]) & 0x0fff;
-        // `NO_IFACE` is past the end of `ifaces`.
-        let i = ifaces.get(usize::from(*demux.get(usize::from(vid))?))?;
-        if h[..6] != i.mac.0 || i.tpid != crate::spec::Tpid::Dot1q {
-            return None;
-        }
-        if vrs.get(usize::from(i.vr))?.ceiling.is_some() {
+        let vid = usize::from(u16::from_be_bytes([h[14], h[15]]) & 0x0fff);
+        let v = &vlans[vid];
+        let mac = u64::from_le_bytes(word_at::<0>(h)) & 0x0000_ffff_ffff_ffff;
+        if tag & tag_mask != want_tag || m.port != port || mac != v.mac {
             return None;
         }
         *dst = A::dst_at::<L2>(h);
-        *lane = Lane {
-            vr: i.vr,
-            urpf: i.urpf,
-        };
+        *lane = v.lane;
         bytes += d.len() as u64;
-        let iface = demux[usize::from(vid)];
-        m.set_received(iface, L2 as u16);
+        m.set_received(v.iface, L2 as u16);
     }
     Some(bytes)
 }

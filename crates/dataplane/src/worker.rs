@@ -504,6 +504,8 @@ pub struct Worker {
     /// Each frame's VR and reverse-path check in a burst of many VRs
     /// (reused; see `Worker::many_burst`).
     pub(crate) lanes: Vec<Lane>,
+    /// Each port's VLANs for bursts of many VRs ([`VlanLane`]).
+    pub(crate) vlans: Vec<Option<Box<[VlanLane; 4096]>>>,
     /// Plain IPv4 and IPv6 forwards take [`crate::fast`] (the default); off, every
     /// frame runs the full stages.
     pub(crate) fast_path: bool,
@@ -522,6 +524,73 @@ pub struct Worker {
 pub(crate) struct Lane {
     pub vr: u16,
     pub urpf: crate::spec::Urpf,
+}
+
+/// One VLAN of a port as a burst of many VRs demuxes it
+/// (`Worker::many_burst`): the interface there, its VR and reverse-path
+/// check, and its MAC as the low 48 bits of a word, so that a frame's
+/// demux is one read of this table and one comparison. Where the pass does
+/// not apply (no interface, a QinQ TPID, a VR with a rate ceiling) the
+/// word is `u64::MAX`, which no frame's 48-bit MAC equals.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(16))]
+pub(crate) struct VlanLane {
+    pub mac: u64,
+    pub iface: u16,
+    pub lane: Lane,
+}
+
+impl VlanLane {
+    const NONE: VlanLane = VlanLane {
+        mac: u64::MAX,
+        iface: 0,
+        lane: Lane {
+            vr: 0,
+            urpf: crate::spec::Urpf::Off,
+        },
+    };
+}
+
+/// Each port's VLANs as a burst of many VRs demuxes them, indexed by VLAN
+/// ID; `None` for a port with no 802.1Q interface, which the pass never
+/// takes. Built from the topology and the VRs' ceilings: in a new worker
+/// and whenever it adopts a topology.
+fn vlan_lanes(topo: &Shared, vrs: &[Vr]) -> Vec<Option<Box<[VlanLane; 4096]>>> {
+    topo.ports
+        .iter()
+        .map(|p| {
+            let tagged = p.demux[1..].iter().any(|&i| {
+                topo.ifaces
+                    .get(usize::from(i))
+                    .is_some_and(|f| f.tpid == crate::spec::Tpid::Dot1q)
+            });
+            if !tagged {
+                return None;
+            }
+            let mut t = Box::new([VlanLane::NONE; 4096]);
+            for (vid, (slot, &i)) in t.iter_mut().zip(p.demux.iter()).enumerate() {
+                let Some(f) = topo.ifaces.get(usize::from(i)) else {
+                    continue;
+                };
+                let ceiling = vrs
+                    .get(usize::from(f.vr))
+                    .is_none_or(|v| v.ceiling.is_some());
+                if vid == 0 || f.tpid != crate::spec::Tpid::Dot1q || ceiling {
+                    continue;
+                }
+                let [m0, m1, m2, m3, m4, m5] = f.mac.0;
+                *slot = VlanLane {
+                    mac: u64::from_le_bytes([m0, m1, m2, m3, m4, m5, 0, 0]),
+                    iface: i,
+                    lane: Lane {
+                        vr: f.vr,
+                        urpf: f.urpf,
+                    },
+                };
+            }
+            Some(t)
+        })
+        .collect()
 }
 
 /// A demuxed frame of a mixed burst, waiting for the burst's FIB batch.
@@ -628,10 +697,12 @@ impl Worker {
             answers: Vec::with_capacity(256),
             fast_vrs: Vec::with_capacity(256),
             lanes: Vec::with_capacity(256),
+            vlans: Vec::new(),
             fast_path: true,
             prefetch_with: None,
             prefetch: None,
         };
+        w.vlans = vlan_lanes(&w.shared, &w.vrs);
         w.refresh();
         w
     }
@@ -705,6 +776,7 @@ impl Worker {
         }
         let (weights, vr_ports) = fair_inputs(&topo);
         self.fair.set_vrs(&weights, &vr_ports);
+        self.vlans = vlan_lanes(&topo, &self.vrs);
         self.shared = topo;
     }
 

@@ -411,3 +411,38 @@ proptest! {
         }
     }
 }
+
+/// A VR with a rate ceiling in a burst of many VRs: its frames pass its
+/// ceiling first (the pass for many VRs leaves such a burst to the
+/// frame-by-frame path), the others all leave.
+#[test]
+fn a_rate_ceiling_holds_in_a_burst_of_many_vrs() {
+    let mut spec = spec();
+    // 1,000 frames a second: a bucket of 64 (never less than one burst).
+    spec.routers[0].limits.pps = 1_000;
+    let mut e = Engine::new(&spec).expect("spec builds");
+    let (mut ours, mut others) = (0u64, 0u64);
+    for k in 0..3u64 {
+        let frames: Vec<_> = (0..60usize)
+            .map(|i| {
+                let vr = if i % 2 == 0 { 0 } else { 1 + i % (VRS - 1) };
+                frame(vr, 0, i as u8 + 1)
+            })
+            .collect();
+        ours += 30;
+        others += 30;
+        let refs: Vec<(u16, &[u8])> = frames.iter().map(|(p, f)| (*p, f.as_slice())).collect();
+        // All three bursts within one millisecond: no token is earned.
+        send_burst(&mut e, &refs, SEC + k);
+    }
+    let c = e.vr_counters(VrId::new(0));
+    assert_eq!(c.forwarded, 64, "the bucket's 64 frames");
+    assert_eq!(
+        c.drops[vrhost_dataplane::DropReason::RateCeiling as usize],
+        ours - 64
+    );
+    let rest: u64 = (1..VRS)
+        .map(|vr| e.vr_counters(VrId::new(vr)).forwarded)
+        .sum();
+    assert_eq!(rest, others, "every other VR's frame left");
+}
