@@ -32,6 +32,7 @@ pub mod api_backend;
 mod api_filters;
 pub mod capture;
 pub mod cplane;
+pub mod huge_heap;
 pub mod journal;
 pub mod notify;
 pub mod reload;

@@ -60,8 +60,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Whatever forwards runs on a heap of huge pages, as `vrhost run` does
+    // (`vrhost_daemon::huge_heap`); `vr-memory` measures 4 KiB pages.
+    if !matches!(cli.command, Command::VrMemory { .. }) {
+        vrhost_daemon::huge_heap::reexec();
+    }
     vrhost_daemon::init_logging();
-    let result = match Cli::parse().command {
+    let result = match cli.command {
         Command::Bench(a) => bench::run(a),
         Command::BenchRoutes(a) => route_bench::run(a),
         Command::Fairness(a) => fairness::run(a),

@@ -111,8 +111,13 @@ struct ToolArgs {
 }
 
 fn main() -> ExitCode {
-    vrhost_daemon::init_logging();
     let cli = Cli::parse();
+    // The router forwards from a heap on huge pages (it starts itself again
+    // with them); the tools that forward get them from `tool`.
+    if matches!(cli.command, Command::Run { .. } | Command::Replay { .. }) {
+        vrhost_daemon::huge_heap::reexec();
+    }
+    vrhost_daemon::init_logging();
     let result = match cli.command {
         Command::Check { config } => check(&config),
         Command::Replay { config, json } => replay::run(&config, json),
@@ -177,10 +182,13 @@ fn tools_binary() -> PathBuf {
 fn tool(name: &str, a: ToolArgs) -> anyhow::Result<ExitCode> {
     use std::os::unix::process::CommandExt as _;
     let bin = tools_binary();
-    let err = std::process::Command::new(&bin)
-        .arg(name)
-        .args(a.args)
-        .exec();
+    let mut cmd = std::process::Command::new(&bin);
+    if let Some(tunables) = vrhost_daemon::huge_heap::wanted().filter(|_| name != "vr-memory") {
+        // Huge pages for the tools that forward (docs/scaling.md); not for
+        // `vr-memory`, whose resident bytes would move in 2 MiB steps.
+        cmd.env("GLIBC_TUNABLES", tunables);
+    }
+    let err = cmd.arg(name).args(a.args).exec();
     anyhow::bail!(
         "`vrhost {name}` is in the vrhost-tools binary, which could not run ({}: {err}); \
          build it with `cargo build --release -p vrhost-tools` (it belongs beside vrhost)",
