@@ -93,6 +93,18 @@ impl Engine {
         self.worker.set_clock(clock, ticks_per_second, full_burst);
     }
 
+    /// Enforce fair shares when saturated (the default once a clock is
+    /// set), or only measure each VR's cost; see [`Worker::set_fair_share`].
+    pub fn set_fair_share(&mut self, on: bool) {
+        self.worker.set_fair_share(on);
+    }
+
+    /// The worker's fair-share state: what each VR was charged
+    /// ([`crate::Fair::charged`]), budgets, rounds.
+    pub fn fair(&self) -> &crate::Fair {
+        self.worker.fair()
+    }
+
     /// Processes a burst; see [`Worker::process_burst`].
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         self.worker.process_burst(rx, now, tx);

@@ -44,6 +44,10 @@ pub type Clock = fn() -> u64;
 /// enough to overflow.
 const QUANTA: u64 = 8;
 
+/// The estimated cost of a fast-path frame ([`Fair::count_fast`]) is kept
+/// in 1/1024 ticks: a coarse clock may measure less than a tick a frame.
+const FAST_COST_SHIFT: u32 = 10;
+
 /// Idle time below this fraction of a round (1/20 = 5 %) means saturated.
 const IDLE_FRACTION_DIVISOR: u64 = 20;
 
@@ -71,23 +75,36 @@ struct Share {
     /// `spent` when this round began.
     round_mark: u64,
     weight: u64,
+    /// Frames of bursts of many VRs the fast path sent this round
+    /// ([`Fair::count_fast`]), and what they are estimated to have cost
+    /// (in 1/2^[`FAST_COST_SHIFT`] ticks): converted into `spent` at the
+    /// cost they really had, on average, when the round ends.
+    fast: u64,
+    pending: u64,
 }
 
 impl Share {
+    /// Ticks charged since the start, the estimate of this round's fast
+    /// frames included.
+    #[inline(always)]
+    fn total(&self) -> u64 {
+        self.spent + (self.pending >> FAST_COST_SHIFT)
+    }
+
     /// Ticks charged since the budget was last refilled.
     #[inline(always)]
     fn used(&self) -> u64 {
-        self.spent - self.credit
+        self.total().saturating_sub(self.credit)
     }
 
     /// Sets what was used since the last refill.
     fn set_used(&mut self, used: u64) {
-        self.credit = self.spent - used.min(self.spent);
+        self.credit = self.total() - used.min(self.total());
     }
 
     /// Ticks charged this round (what it got; the demand estimate).
     fn round_used(&self) -> u64 {
-        self.spent - self.round_mark
+        self.total().saturating_sub(self.round_mark)
     }
 }
 
@@ -115,6 +132,12 @@ pub struct Fair {
     /// Each plain part's VR and frames while a burst runs in parts
     /// ([`Fair::charge_run`]; reused).
     split_runs: Vec<(usize, u64)>,
+    /// What a frame of a burst of many VRs costs the fast path, as last
+    /// measured (1/2^[`FAST_COST_SHIFT`] ticks; [`Fair::count_fast`]), and
+    /// what such frames took this round and how many there were.
+    fast_cost: u64,
+    round_fast_ticks: u64,
+    round_fast_frames: u64,
     /// Rounds so far that enforced budgets (for tests and reports).
     pub rounds_enforced: u64,
     /// Busy fraction of the last round, in thousandths.
@@ -163,6 +186,8 @@ impl Fair {
                 backlogged: false,
                 round_mark: 0,
                 weight: u64::from(w.max(1)),
+                fast: 0,
+                pending: 0,
             })
             .collect::<Vec<_>>();
         Fair {
@@ -176,6 +201,9 @@ impl Fair {
             refused_bursts: 0,
             deferred: None,
             split_runs: Vec::new(),
+            fast_cost: 0,
+            round_fast_ticks: 0,
+            round_fast_frames: 0,
             vrs,
             vr_ports: ports,
             port_capped: vec![0; n_ports],
@@ -275,13 +303,49 @@ impl Fair {
         // 2^64 ticks of a 3 GHz clock are two centuries: no overflow.
         s.spent = s.spent.wrapping_add(ticks);
         if self.enforcing && !s.capped && s.used() >= s.budget {
-            s.capped = true;
-            s.was_capped = true;
-            if let Some(ports) = self.vr_ports.get(vr) {
-                for &p in ports {
-                    if let Some(c) = self.port_capped.get_mut(p as usize) {
-                        *c += 1;
-                    }
+            self.cap(vr);
+        }
+    }
+
+    /// A frame of VR `vr` in a burst of many VRs went out by the fast path,
+    /// read from a burst that was `full`: counted, and charged what such a
+    /// frame cost on average (the estimate now, the round's own average
+    /// when it ends), not timed: one count on the VR's record a frame
+    /// instead of an equal share of each burst's time.
+    #[inline(always)]
+    pub fn count_fast(&mut self, vr: usize, full: bool) {
+        let (cost, enforcing) = (self.fast_cost, self.enforcing);
+        let Some(s) = self.vrs.get_mut(vr) else {
+            return;
+        };
+        s.fast += 1;
+        s.pending += cost;
+        s.backlogged |= full;
+        if enforcing && !s.capped && s.used() >= s.budget {
+            self.cap(vr);
+        }
+    }
+
+    /// `frames` frames counted with [`Fair::count_fast`] took `ticks`
+    /// together.
+    #[inline]
+    pub fn fast_burst(&mut self, frames: u64, ticks: u64) {
+        self.round_fast_frames += frames;
+        self.round_fast_ticks = self.round_fast_ticks.saturating_add(ticks);
+    }
+
+    /// VR `vr` reached its budget: its ports count it as capped.
+    #[cold]
+    fn cap(&mut self, vr: usize) {
+        let Some(s) = self.vrs.get_mut(vr) else {
+            return;
+        };
+        s.capped = true;
+        s.was_capped = true;
+        if let Some(ports) = self.vr_ports.get(vr) {
+            for &p in ports {
+                if let Some(c) = self.port_capped.get_mut(p as usize) {
+                    *c += 1;
                 }
             }
         }
@@ -354,6 +418,7 @@ impl Fair {
     }
 
     fn new_round(&mut self, now: u64, elapsed: u64) {
+        self.settle_fast();
         // Saturated: some VR's queue came back full (the worker fell behind),
         // and the worker hardly idled.
         let backlog = self.vrs.iter().any(|s| s.backlogged);
@@ -383,13 +448,33 @@ impl Fair {
             // refill carries into the new round (at most one budget of it),
             // so round boundaries do not hand out extra turns.
             s.set_used(if carry { s.used().min(s.budget) } else { 0 });
-            s.round_mark = s.spent;
+            s.round_mark = s.total();
             s.was_capped = false;
             s.backlogged = false;
         }
         self.recount_capped();
         self.round_start = now;
         self.idle_ticks = 0;
+    }
+
+    /// Turns the round's fast-path frame counts into ticks at the cost such
+    /// a frame had on average this round, which is next round's estimate:
+    /// every VR pays the same per frame, and all of them together exactly
+    /// what the frames took (to a tick per VR).
+    fn settle_fast(&mut self) {
+        if let Some(cost) = mul_div(self.round_fast_ticks, 1 << FAST_COST_SHIFT, 1)
+            .checked_div(self.round_fast_frames)
+        {
+            self.fast_cost = cost;
+        }
+        let (ticks, frames) = (self.round_fast_ticks, self.round_fast_frames);
+        for s in &mut self.vrs {
+            if s.fast > 0 {
+                s.spent = s.spent.wrapping_add(mul_div(ticks, s.fast, frames));
+                (s.fast, s.pending) = (0, 0);
+            }
+        }
+        (self.round_fast_ticks, self.round_fast_frames) = (0, 0);
     }
 
     /// Each VR that was active last round gets its weighted share of what
@@ -505,7 +590,7 @@ impl Fair {
     /// Ticks charged to each VR since the worker started: the clock time its
     /// runs through the stages took, whether or not budgets were enforced.
     pub fn charged(&self) -> Vec<u64> {
-        self.vrs.iter().map(|s| s.spent).collect()
+        self.vrs.iter().map(Share::total).collect()
     }
 
     /// VR `vr`'s budget per refill (`u64::MAX` when none is enforced).

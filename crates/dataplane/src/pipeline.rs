@@ -384,6 +384,10 @@ impl Worker {
         );
         let fair = &mut self.fair;
         let fair_share = fair.active();
+        // While shares are not enforced (the worker is not saturated) every
+        // frame is admitted; the fast path's frames are counted per VR
+        // (`Fair::count_fast`), and the burst timed once.
+        let police = fair_share && fair.enforcing();
         let full = self.full_burst > 0 && self.burst_len >= self.full_burst;
         let start = fair.now();
         // The fast path's frames up to the first it refuses (or the fair
@@ -398,7 +402,7 @@ impl Worker {
         if self.fast_path {
             for ((m, &route), lane) in rx.iter_mut().zip(&self.routes[..n]).zip(lanes) {
                 let vr = usize::from(lane.vr);
-                if fair_share && !fair.admit_run(vr, full) {
+                if police && !fair.admit(vr) {
                     break;
                 }
                 let Some(v) = self.vrs.get_mut(vr) else {
@@ -423,6 +427,9 @@ impl Worker {
                     c.tx_bytes.add(len_out);
                 }
                 out.add(counters, sent.port, len_out);
+                if fair_share {
+                    fair.count_fast(vr, full);
+                }
                 done += 1;
             }
         }
@@ -439,7 +446,7 @@ impl Worker {
         // full stages, which are timed on their own.
         let (mut any_admitted, mut any_refused) = (done > 0, false);
         let mut timed = 0u64;
-        self.fast_vrs.clear();
+        let mut fast = done as u64;
         let rest = rx.drain(..).zip(&self.routes[done..n]).zip(&lanes[done..]);
         for (k, ((mut m, &route), lane)) in rest.enumerate() {
             if let Some(c) = counters.ifaces.get(usize::from(m.iface)) {
@@ -463,7 +470,8 @@ impl Worker {
                     ctx.count_fast_path(m.iface, sent, m.len());
                     ctx.push_tx(m);
                     if fair_share {
-                        self.fast_vrs.push(lane.vr);
+                        fair.count_fast(vr, full);
+                        fast += 1;
                     }
                     continue;
                 }
@@ -477,21 +485,9 @@ impl Worker {
             }
         }
         if fair_share {
-            // What the fast path's frames cost together, in equal shares
-            // (the remainder one tick each to the first frames).
+            // What the fast path's frames cost together.
             let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed);
-            let fast = lanes[..done]
-                .iter()
-                .map(|l| l.vr)
-                .chain(self.fast_vrs.iter().copied());
-            let count = (done + self.fast_vrs.len()) as u64;
-            if let (Some(share), Some(rest)) =
-                (fast_ticks.checked_div(count), fast_ticks.checked_rem(count))
-            {
-                for (k, vr) in fast.enumerate() {
-                    fair.charge_share(usize::from(vr), share + u64::from((k as u64) < rest));
-                }
-            }
+            fair.fast_burst(fast, fast_ticks);
             fair.note_refused_burst(any_refused && !any_admitted);
         }
         true
