@@ -77,6 +77,11 @@ impl Engine {
         Ok(Engine { writer, worker })
     }
 
+    /// Where packet traces of this engine are armed ([`crate::trace`]).
+    pub fn trace_hub(&self) -> std::sync::Arc<crate::trace::TraceHub> {
+        self.writer.trace_hub()
+    }
+
     /// Turns the IPv4 fast path on or off; see [`Worker::set_fast_path`].
     pub fn set_fast_path(&mut self, on: bool) {
         self.worker.set_fast_path(on);

@@ -1203,6 +1203,12 @@ impl Verdict {
     pub(crate) fn permit(self) -> bool {
         self.0 & Verdict::PERMIT != 0
     }
+
+    /// The entry that decided: a rule's index, the rule count for the
+    /// default, or [`Verdict::UNCOUNTED`] for what always passes.
+    pub(crate) fn entry(self) -> u32 {
+        self.0 & !Verdict::PERMIT
+    }
 }
 
 /// The VLAN priority of a frame whose L3 header starts `l3_off` bytes in:

@@ -25,6 +25,7 @@ pub mod offload;
 pub mod spec;
 pub mod tables;
 pub mod tap;
+pub mod trace;
 pub mod worker;
 
 mod arp_input;
@@ -40,6 +41,7 @@ mod local;
 mod ndp;
 mod output;
 mod pipeline;
+mod traced;
 mod urpf;
 
 pub use counters::{CounterCells, Counters};
@@ -55,4 +57,5 @@ pub use spec::{
     PortSpec, RouteTarget, RouterSpec, Tpid, Urpf, VrId,
 };
 pub use tables::{BuildError, NextHops, RouteHop, Shared, TableWriter};
+pub use trace::{PacketTrace, Trace, TraceError, TraceHub};
 pub use worker::{NextHop, TxBatch, Vr, Worker, WorkerCounters};

@@ -98,6 +98,11 @@ impl Worker {
         self.refresh();
         self.apply_events(now, tx);
         self.burst_len = rx.len();
+        // A traced VR's frames leave the burst here, one by one through
+        // the full stages (`crate::traced`); nothing else changes.
+        if self.trace.armed() {
+            self.trace_frames(rx, now, tx);
+        }
         if !self.plain_burst(rx, now, tx)
             && !self.many_burst(rx, now, tx)
             && !self.split_burst(rx, now, tx)
@@ -1168,7 +1173,7 @@ impl Family for Ipv6Addr {
 /// (read here, where the interface's line is at hand: with many VRs it is
 /// cold again by the time the frame is forwarded).
 #[inline]
-fn classify(
+pub(crate) fn classify(
     ctx: &mut Ctx<'_>,
     vrs: &mut [Vr],
     mut m: Mbuf,
@@ -1254,14 +1259,44 @@ fn stages(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     next: demux::Next,
+    m: Mbuf,
+    route: Option<Option<NextHopId>>,
+) {
+    stages_seen(ctx, vr, next, m, route, &mut ());
+}
+
+/// What the full stages show an observer: each input stage's decision,
+/// before it is carried out. A packet trace records them
+/// (`crate::traced`); `()` sees nothing, and [`stages`] through it is the
+/// code it was without.
+pub(crate) trait Observe {
+    /// IPv4 input decided `next` about `m`.
+    #[inline(always)]
+    fn ipv4(&mut self, _ctx: &Ctx<'_>, _vr: &Vr, _m: &Mbuf, _next: &ipv4_input::Next) {}
+    /// IPv6 input decided `next` about `m`.
+    #[inline(always)]
+    fn ipv6(&mut self, _ctx: &Ctx<'_>, _vr: &Vr, _m: &Mbuf, _next: &ipv6_input::Next) {}
+}
+
+impl Observe for () {}
+
+/// [`stages`], each input stage's decision shown to `seen`.
+#[inline(always)]
+pub(crate) fn stages_seen(
+    ctx: &mut Ctx<'_>,
+    vr: &mut Vr,
+    next: demux::Next,
     mut m: Mbuf,
     route: Option<Option<NextHopId>>,
+    seen: &mut impl Observe,
 ) {
     let iface = &ctx.ifaces[m.iface as usize];
     match next {
         demux::Next::Arp => arp_input::process(ctx, vr, m),
         demux::Next::Ipv4 => {
-            match ipv4_input::process(vr, &mut m, route, (iface, ctx.counters.index)) {
+            let next = ipv4_input::process(vr, &mut m, route, (iface, ctx.counters.index));
+            seen.ipv4(ctx, vr, &m, &next);
+            match next {
                 ipv4_input::Next::Forward(nh) => ip_forward::v4(ctx, vr, m, nh),
                 ipv4_input::Next::Local => local::v4(ctx, vr, m),
                 ipv4_input::Next::Punt => ctx.punt(vr, m),
@@ -1269,12 +1304,16 @@ fn stages(
                 ipv4_input::Next::Drop(reason) => ctx.drop(m, reason),
             }
         }
-        demux::Next::Ipv6 => match ipv6_input::process(vr, (iface, ctx.counters.index), &mut m) {
-            ipv6_input::Next::Forward(nh) => ip_forward::v6(ctx, vr, m, nh),
-            ipv6_input::Next::Local => local::v6(ctx, vr, m),
-            ipv6_input::Next::Icmp(err, reason) => icmp_error::send_v6(ctx, vr, m, err, reason),
-            ipv6_input::Next::Drop(reason) => ctx.drop(m, reason),
-        },
+        demux::Next::Ipv6 => {
+            let next = ipv6_input::process(vr, (iface, ctx.counters.index), &mut m);
+            seen.ipv6(ctx, vr, &m, &next);
+            match next {
+                ipv6_input::Next::Forward(nh) => ip_forward::v6(ctx, vr, m, nh),
+                ipv6_input::Next::Local => local::v6(ctx, vr, m),
+                ipv6_input::Next::Icmp(err, reason) => icmp_error::send_v6(ctx, vr, m, err, reason),
+                ipv6_input::Next::Drop(reason) => ctx.drop(m, reason),
+            }
+        }
         demux::Next::Drop(reason) => ctx.drop(m, reason),
     }
 }

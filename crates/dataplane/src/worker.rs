@@ -516,6 +516,8 @@ pub struct Worker {
     /// The prefetch while the tables hold that many routes, else `None`:
     /// what the lookups use, decided whenever the tables change.
     pub(crate) prefetch: Option<Prefetch>,
+    /// Packet traces armed on this worker's tables ([`crate::trace`]).
+    pub(crate) trace: crate::trace::WorkerTrace,
 }
 
 /// A frame's VR and its interface's reverse-path check, as the demux of
@@ -667,6 +669,7 @@ impl Worker {
         let (weights, vr_ports) = fair_inputs(&shared);
         let fair = Fair::new(&weights, &vr_ports, shared.ports.len());
         let shared_vr_count = shared.vrs.len();
+        let trace = crate::trace::WorkerTrace::new(tables.trace.clone());
         let mut w = Worker {
             tables,
             shared,
@@ -701,6 +704,7 @@ impl Worker {
             fast_path: true,
             prefetch_with: None,
             prefetch: None,
+            trace,
         };
         w.vlans = vlan_lanes(&w.shared, &w.vrs);
         w.refresh();

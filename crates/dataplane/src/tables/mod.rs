@@ -155,6 +155,8 @@ pub struct Tables {
     /// Interfaces a worker keeps counters for: those at start plus room
     /// for [`IFACE_HEADROOM`] created at run time.
     pub(crate) iface_capacity: usize,
+    /// Packet traces armed on these tables' workers.
+    pub(crate) trace: Arc<crate::trace::TraceHub>,
 }
 
 impl Tables {
@@ -188,7 +190,12 @@ impl Shared {
 
     /// The interface the demux tables give `port`, `vlan` (`None`:
     /// untagged) and `inner` (QinQ), or [`NO_IFACE`].
-    fn demux_slot(&self, port: u16, vlan: Option<u16>, inner: Option<u16>) -> Option<u16> {
+    pub(crate) fn demux_slot(
+        &self,
+        port: u16,
+        vlan: Option<u16>,
+        inner: Option<u16>,
+    ) -> Option<u16> {
         let port = self.ports.get(usize::from(port))?;
         match (vlan, inner) {
             (Some(outer), Some(inner)) => port.qinq.get(&qinq_key(outer, inner)).copied(),
@@ -548,6 +555,7 @@ impl TableWriter {
                 current: ArcSwap::from_pointee(shared.clone()),
                 generation: AtomicU64::new(0),
                 iface_capacity: iface_count + IFACE_HEADROOM,
+                trace: Arc::default(),
             }),
             shared,
             topology_dirty: true,
@@ -579,6 +587,12 @@ impl TableWriter {
     /// What workers hold: the published topology and its generation.
     pub fn tables(&self) -> &Arc<Tables> {
         &self.tables
+    }
+
+    /// Where packet traces of these tables' workers are armed
+    /// ([`crate::trace`]).
+    pub fn trace_hub(&self) -> Arc<crate::trace::TraceHub> {
+        self.tables.trace.clone()
     }
 
     /// The working topology, unpublished changes included.

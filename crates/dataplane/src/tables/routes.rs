@@ -354,6 +354,25 @@ impl TableWriter {
         c.nexthops.get(id.0 as usize).copied()
     }
 
+    /// The longest prefix of VR `vr`'s table that holds `addr`, with what
+    /// it points at: the route a lookup of `addr` matches now (connected
+    /// and local routes included).
+    pub fn longest_match(&self, vr: VrId, addr: IpAddr) -> Option<(IpPrefix, RouteHop)> {
+        use vrhost_fib::Lpm;
+        let c = self.vrs.get(vr.index())?;
+        let (id, prefix) = match addr {
+            IpAddr::V4(a) => (0..=32u8).rev().find_map(|len| {
+                let p = Prefix::new_truncating(a, len).ok()?;
+                Some((c.fib4.table().get(&p)?, IpPrefix::V4(p)))
+            })?,
+            IpAddr::V6(a) => (0..=128u8).rev().find_map(|len| {
+                let p = Prefix::new_truncating(a, len).ok()?;
+                Some((c.fib6.table().get(&p)?, IpPrefix::V6(p)))
+            })?,
+        };
+        Some((prefix, c.nexthops.get(id.0 as usize).copied()?))
+    }
+
     /// Whether VR `vr` would accept a route to `target` for a prefix of the
     /// family `v4` (every gateway on one of its subnets, of the same
     /// family), without changing anything.
