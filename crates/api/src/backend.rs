@@ -23,7 +23,8 @@ use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::types::{
     BulkResult, BulkRoutes, CaptureQuery, Filters, IfaceAddr, InterfaceSpec, Neighbor, Outcome,
-    PortInfo, Prefix, ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec, WorkerInfo,
+    PortInfo, Prefix, ReloadReport, Route, RoutePage, TraceQuery, TraceReport, VrCounters, VrInfo,
+    VrSpec, WorkerInfo,
 };
 
 /// The router as the management API sees it. Object safe: the server holds an
@@ -119,6 +120,19 @@ pub trait Backend: Send + Sync + 'static {
         let _ = (vr, iface, query);
         Err(ApiError::NotFound(
             "live capture is not available here".into(),
+        ))
+    }
+
+    /// Traces the next packets of `vr` (of one interface, if the query
+    /// names it): each with every decision the stages made about it and
+    /// where it went. Waits for the count or the time the query gives
+    /// (already clamped by the HTTP layer). 404 for an unknown interface,
+    /// 429 when too many traces run. Backends without the data plane
+    /// answer 404.
+    fn trace(&self, vr: &str, query: &TraceQuery) -> Result<TraceReport, ApiError> {
+        let _ = (vr, query);
+        Err(ApiError::NotFound(
+            "packet trace is not available here".into(),
         ))
     }
 }

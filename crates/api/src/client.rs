@@ -727,6 +727,31 @@ impl Client {
         self.get(&format!("/v1/vrs/{}/counters", seg(vr)))
     }
 
+    /// `GET /v1/vrs/{vr}/trace`: waits until the trace's count of packets
+    /// or its time is reached.
+    pub fn trace(
+        &self,
+        vr: &str,
+        q: &crate::types::TraceQuery,
+    ) -> Result<crate::types::TraceReport, ClientError> {
+        let mut query = Vec::new();
+        if let Some(n) = q.count {
+            query.push(format!("count={n}"));
+        }
+        if let Some(i) = &q.interface {
+            query.push(format!("interface={}", percent_encode(i)));
+        }
+        if let Some(n) = q.seconds {
+            query.push(format!("seconds={n}"));
+        }
+        let sep = if query.is_empty() { "" } else { "?" };
+        self.get(&format!(
+            "/v1/vrs/{}/trace{sep}{}",
+            seg(vr),
+            query.join("&")
+        ))
+    }
+
     /// `GET /v1/counters`.
     pub fn counters(&self) -> Result<Vec<VrCounters>, ClientError> {
         self.get("/v1/counters")

@@ -97,6 +97,22 @@ pub enum CtlCommand {
         #[arg(long)]
         write: PathBuf,
     },
+    /// Packet trace: the next packets of a VR, each with every decision
+    /// the data plane made about it and where it went.
+    Trace {
+        /// VR name.
+        vr: String,
+        /// Packets to trace (default 10, at most 1000).
+        #[arg(long)]
+        count: Option<u32>,
+        /// Only packets that come in on this interface.
+        #[arg(long)]
+        iface: Option<String>,
+        /// Answer after this many seconds with what was traced by then
+        /// (default 10, at most 120).
+        #[arg(long)]
+        seconds: Option<u64>,
+    },
     /// Ports and their counters (admin).
     Ports,
     /// Worker load (admin).
@@ -619,6 +635,21 @@ fn execute(client: &Client, cmd: CtlCommand) -> anyhow::Result<Result<Shown, Cli
             .vr_counters(&vr)
             .map(|c| shown(&c, table::counters(std::slice::from_ref(&c)))),
         C::Counters { vr: None } => client.counters().map(|c| shown(&c, table::counters(&c))),
+        C::Trace {
+            vr,
+            count,
+            iface,
+            seconds,
+        } => {
+            let q = crate::types::TraceQuery {
+                count,
+                interface: iface,
+                seconds,
+            };
+            client
+                .trace(&vr, &q)
+                .map(|r| shown(&r, crate::trace_text::render(&r)))
+        }
         C::Ports => client.ports().map(|p| shown(&p, table::ports(&p))),
         // Streams rather than prints: handled in `ctl_main`.
         C::Capture { .. } => bail!("vrhost ctl capture streams; it is run by ctl_main"),

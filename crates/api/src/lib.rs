@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod server;
 pub mod table;
+pub mod trace_text;
 pub mod types;
 
 pub use auth::{generate_token, hash_token, Access, Auth, BadTokenHash, Principal};

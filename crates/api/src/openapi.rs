@@ -15,8 +15,8 @@ use crate::auth::Access;
 use crate::error::ErrorBody;
 use crate::types::{
     AddressBody, BulkResult, BulkRoutes, Filters, IfaceAddr, InterfaceInfo, InterfaceSpec,
-    Neighbor, OutcomeBody, PortInfo, ReloadReport, Route, RoutePage, VrCounters, VrInfo, VrSpec,
-    WorkerInfo,
+    Neighbor, OutcomeBody, PortInfo, ReloadReport, Route, RoutePage, TraceReport, VrCounters,
+    VrInfo, VrSpec, WorkerInfo,
 };
 
 /// A query parameter: name, JSON type, description.
@@ -51,6 +51,21 @@ const SNAPLEN: QueryParam = (
     "Bytes kept of each frame (default 65535)",
 );
 const SECONDS: QueryParam = ("seconds", "integer", "Stop after this many seconds");
+const TRACE_COUNT: QueryParam = (
+    "count",
+    "integer",
+    "Packets to trace (default 10, at most 1000)",
+);
+const TRACE_INTERFACE: QueryParam = (
+    "interface",
+    "string",
+    "Only packets that come in on this interface of the VR",
+);
+const TRACE_SECONDS: QueryParam = (
+    "seconds",
+    "integer",
+    "Answer after this many seconds with what was traced by then (default 10, at most 120)",
+);
 
 struct Op {
     method: Method,
@@ -105,6 +120,7 @@ fn ops(g: &mut SchemaGenerator) -> Vec<Op> {
         op(Method::POST, "/v1/vrs/{vr}/neighbors", Vr, "Add or replace a static neighbour", &[], json_body::<Neighbor>(g), (201, schema::<OutcomeBody>(g))),
         op(Method::DELETE, "/v1/vrs/{vr}/neighbors/{address}", Vr, "Remove a static neighbour", &[MISSING_OK], None, (200, schema::<OutcomeBody>(g))),
         op(Method::GET, "/v1/vrs/{vr}/counters", Vr, "A VR's counters and its interfaces'", &[], None, (200, schema::<VrCounters>(g))),
+        op(Method::GET, "/v1/vrs/{vr}/trace", Vr, "Packet trace: the VR's next packets, each with every decision the data plane made about it (with what it was made on) and where it went; 429 when too many traces run", &[TRACE_COUNT, TRACE_INTERFACE, TRACE_SECONDS], None, (200, schema::<TraceReport>(g))),
         op(Method::GET, "/v1/counters", Any, "Counters of every VR the token may see", &[], None, (200, schema::<Vec<VrCounters>>(g))),
         op(Method::GET, "/v1/ports", Admin, "Ports and their counters", &[], None, (200, schema::<Vec<PortInfo>>(g))),
         op(Method::GET, "/v1/workers", Admin, "Worker load", &[], None, (200, schema::<Vec<WorkerInfo>>(g))),

@@ -45,7 +45,8 @@ use crate::limits::{bulk_body_limit, Limits, BULK_BODY_LIMIT};
 use crate::listen::{bind, body_timeout, run, TlsFiles};
 use crate::types::{
     AddressBody, BulkRoutes, CaptureQuery, Filters, IfaceAddr, InterfaceInfo, InterfaceSpec,
-    Neighbor, Outcome, OutcomeBody, PageQuery, Prefix, Route, VrSpec,
+    Neighbor, Outcome, OutcomeBody, PageQuery, Prefix, Route, TraceQuery, VrSpec,
+    TRACE_COUNT_DEFAULT, TRACE_COUNT_MAX, TRACE_SECONDS_DEFAULT, TRACE_SECONDS_MAX,
 };
 
 /// Routes per page when the client gives no `limit`.
@@ -203,6 +204,7 @@ fn table() -> Table {
         delete_neighbor
     );
     let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/counters", vr_counters);
+    let t = endpoint!(t, Vr, GET, "/v1/vrs/{vr}/trace", trace);
     let t = endpoint!(t, Any, GET, "/v1/counters", all_counters);
     let t = endpoint!(t, Admin, GET, "/v1/ports", ports);
     let t = endpoint!(t, Admin, GET, "/v1/workers", workers);
@@ -720,6 +722,33 @@ async fn capture(
         body,
     )
         .into_response())
+}
+
+/// The next packets of a VR, traced: the query's count and time checked
+/// (400 naming the field) and defaulted, then the backend waits for them
+/// on a blocking thread.
+async fn trace(
+    State(st): State<AppState>,
+    PathParams(vr): PathParams<String>,
+    QueryParams(mut q): QueryParams<TraceQuery>,
+) -> Result<Response, ApiError> {
+    let count = q.count.unwrap_or(TRACE_COUNT_DEFAULT);
+    if !(1..=TRACE_COUNT_MAX).contains(&count) {
+        return Err(ApiError::bad(
+            "count",
+            format!("packets to trace: 1 to {TRACE_COUNT_MAX}"),
+        ));
+    }
+    let seconds = q.seconds.unwrap_or(TRACE_SECONDS_DEFAULT);
+    if !(1..=TRACE_SECONDS_MAX).contains(&seconds) {
+        return Err(ApiError::bad(
+            "seconds",
+            format!("seconds to wait: 1 to {TRACE_SECONDS_MAX}"),
+        ));
+    }
+    (q.count, q.seconds) = (Some(count), Some(seconds));
+    let report = call(&st, move |b| b.trace(&vr, &q)).await?;
+    Ok(json(StatusCode::OK, &report))
 }
 
 async fn vr_counters(

@@ -19,6 +19,12 @@ use std::str::FromStr;
 use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+mod trace;
+pub use trace::{
+    PacketTrace, TraceDrop, TraceHop, TraceIp, TraceOutcome, TraceQuery, TraceReport, TraceSent,
+    TraceStep, TRACE_COUNT_DEFAULT, TRACE_COUNT_MAX, TRACE_SECONDS_DEFAULT, TRACE_SECONDS_MAX,
+};
+
 /// Implements `Serialize`, `Deserialize` and `JsonSchema` as a string through
 /// `Display` and `FromStr`, so each text-valued type states its format once.
 macro_rules! string_serde {

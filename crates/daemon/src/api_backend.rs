@@ -997,6 +997,14 @@ impl Backend for RuntimeBackend {
         )))
     }
 
+    fn trace(
+        &self,
+        vr: &str,
+        q: &vrhost_api::types::TraceQuery,
+    ) -> Result<vrhost_api::types::TraceReport, ApiError> {
+        crate::trace::run(&self.writer, vr, q)
+    }
+
     fn reload(&self, config_toml: &str) -> Result<ReloadReport, ApiError> {
         let new = Config::from_toml_str(config_toml, &self.base_dir).map_err(|errs| {
             ApiError::Config(

@@ -446,6 +446,15 @@ impl<B: Backend> Backend for Journaled<B> {
         self.inner.capture(vr, iface, query)
     }
 
+    fn trace(
+        &self,
+        vr: &str,
+        query: &vrhost_api::types::TraceQuery,
+    ) -> Result<vrhost_api::types::TraceReport, ApiError> {
+        // Changes nothing: not journaled.
+        self.inner.trace(vr, query)
+    }
+
     fn reload(&self, config_toml: &str) -> Result<ReloadReport, ApiError> {
         self.inner.reload(config_toml)
     }

@@ -15,6 +15,7 @@
 //! * [`restart`]: what one run leaves for the next (runtime directory, TAP
 //!   keeper, FPM snapshot);
 //! * [`capture`]: live capture, the workers' copies and the API's pcap stream;
+//! * [`trace`]: packet trace through the API, its records given names;
 //! * [`taps`]: TAP mirrors of VR interfaces and the worker side of punts;
 //! * [`runtime`]: queues to workers to cores, the worker loops, counters;
 //! * [`cplane`]: namespace and FPM route/address sync into the tables;
@@ -41,6 +42,7 @@ pub mod restart;
 pub mod runtime;
 mod tables_lock;
 pub mod taps;
+pub mod trace;
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -308,6 +308,22 @@ impl Backend for FixtureBackend {
         Ok(Box::new(EmptyCapture(true)))
     }
 
+    fn trace(
+        &self,
+        vr: &str,
+        q: &vrhost_api::types::TraceQuery,
+    ) -> Result<vrhost_api::types::TraceReport, ApiError> {
+        self.with(vr, |v| match &q.interface {
+            Some(i) => v.iface(i).map(|_| ()),
+            None => Ok(()),
+        })?;
+        Ok(vrhost_api::types::TraceReport {
+            vr: vr.to_string(),
+            count: q.count.unwrap_or(0),
+            packets: Vec::new(),
+        })
+    }
+
     fn add_address(&self, vr: &str, iface: &str, addr: IfaceAddr) -> Result<Outcome, ApiError> {
         self.with(vr, |v| {
             let i = v.iface(iface)?;
