@@ -16,7 +16,9 @@
 //! Each entry is one line, written whole and fsynced before the call
 //! answers. A crash mid-write can only leave the last line short: [`read`]
 //! drops a last line without its newline (with a warning), so a journal cut
-//! at any byte still loads. Anything else that does not parse is refused,
+//! at any byte still loads, and the next run cuts it off before its first
+//! change is appended (else the two would make one line that does not
+//! parse, refused by the start after). Anything else that does not parse is refused,
 //! naming the line. An entry that no longer applies at replay (say the
 //! config file changed under it) is logged and skipped.
 
@@ -260,6 +262,7 @@ impl Journal {
             if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir)?;
             }
+            self.cut_partial_line()?;
             *file = Some(
                 std::fs::OpenOptions::new()
                     .create(true)
@@ -272,6 +275,52 @@ impl Journal {
         };
         f.write_all(&line)?;
         f.sync_data()
+    }
+}
+
+impl Journal {
+    /// Cuts off a last line without its newline, which a crash left and
+    /// [`read`] dropped: appended to, it would glue the next entry to it
+    /// into a line that does not parse, and the next start would refuse
+    /// the journal.
+    fn cut_partial_line(&self) -> std::io::Result<()> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let mut f = match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let len = f.metadata()?.len();
+        // Back from the end, a block at a time, to the last newline.
+        let mut end = len;
+        let mut block = [0u8; 4096];
+        let keep = loop {
+            if end == 0 {
+                break 0;
+            }
+            let start = end.saturating_sub(block.len() as u64);
+            let n = (end - start) as usize;
+            f.seek(SeekFrom::Start(start))?;
+            f.read_exact(&mut block[..n])?;
+            if let Some(i) = block[..n].iter().rposition(|&b| b == b'\n') {
+                break start + i as u64 + 1;
+            }
+            end = start;
+        };
+        if keep < len {
+            tracing::warn!(
+                journal = %self.path.display(),
+                bytes = len - keep,
+                "cutting off the journal's last line, cut short by a crash, before the next entry"
+            );
+            f.set_len(keep)?;
+            f.sync_data()?;
+        }
+        Ok(())
     }
 }
 
@@ -518,6 +567,40 @@ mod tests {
         bytes.extend_from_slice(&text(&entries()));
         let err = parse(&bytes, Path::new("s.jsonl")).expect_err("refused");
         assert!(err.to_string().contains("s.jsonl line 4"), "{err}");
+    }
+
+    /// A partial last line longer than the block the tail is searched
+    /// by, after a line longer than it too: the next append starts a line
+    /// of its own.
+    #[test]
+    fn an_append_after_a_cut_starts_on_a_line_of_its_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.jsonl");
+        let add: Vec<Route> = (0..300u16)
+            .map(|i| {
+                let p = format!("10.{}.{}.0/24", i / 256, i % 256);
+                Route::via(p.parse().expect("prefix"), "10.0.0.9".parse().expect("gw"))
+            })
+            .collect();
+        let bulk = Entry::BulkRoutes {
+            vr: "red".into(),
+            req: Cow::Owned(BulkRoutes {
+                add,
+                delete: Vec::new(),
+                replace: false,
+            }),
+        };
+        let line = text(std::slice::from_ref(&bulk));
+        let mut bytes = line.clone();
+        assert!(bytes.len() > 8192);
+        let whole = bytes.len();
+        bytes.extend_from_slice(&line[..6000]);
+        std::fs::write(&path, &bytes).expect("write");
+        assert_eq!(read(&path).expect("loads"), std::slice::from_ref(&bulk));
+        let later = entries().remove(0);
+        Journal::new(&path).append(&later).expect("append");
+        assert_eq!(read(&path).expect("loads"), [bulk, later]);
+        assert!(std::fs::read(&path).expect("read")[..whole].ends_with(b"\n"));
     }
 
     #[test]

@@ -466,6 +466,45 @@ mod tests {
         assert!(err.to_string().contains("another vrhost"), "{err}");
     }
 
+    /// The FPM snapshot and the mirror list are written whole through a
+    /// rename; one cut short anyway (a copy, a full disk) is refused
+    /// whole, never read in part: no FPM route, and no mirror deleted on
+    /// its word.
+    #[test]
+    fn a_restart_file_cut_at_any_byte_loads_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let rd = RuntimeDir::open(dir.path()).unwrap();
+        let routes: Vec<(IpPrefix, RouteTarget)> = (0..4u8)
+            .map(|i| {
+                let gw = format!("192.0.2.{}", i + 1).parse().unwrap();
+                let prefix = format!("10.{i}.0.0/16").parse().unwrap();
+                (prefix, RouteTarget::Via { gw, ifname: None })
+            })
+            .collect();
+        rd.save_fpm_routes("red", &routes).unwrap();
+        let mirrors = vec![MirrorRecord {
+            netns: "vr-red".into(),
+            tap: "red0".into(),
+            addresses: vec!["10.0.0.1/24".into()],
+        }];
+        rd.save_mirrors(&mirrors).unwrap();
+        let loads: [(&str, &dyn Fn() -> bool); 2] = [
+            ("fpm-red.json", &|| rd.fpm_routes("red").is_empty()),
+            ("mirrors.json", &|| rd.mirrors().is_empty()),
+        ];
+        for (name, nothing) in loads {
+            let path = dir.path().join(name);
+            let bytes = std::fs::read(&path).unwrap();
+            for cut in 0..bytes.len() {
+                std::fs::write(&path, &bytes[..cut]).unwrap();
+                assert!(nothing(), "{name} cut at byte {cut} read in part");
+            }
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        assert_eq!(rd.fpm_routes("red"), routes);
+        assert_eq!(rd.mirrors(), mirrors);
+    }
+
     #[test]
     fn process_start_tells_a_live_process_from_a_dead_one() {
         assert!(process_start(std::process::id()).is_some());
