@@ -25,7 +25,9 @@
 //!
 //! Bounds: [`MAX_TRACES`] traces at once, [`MAX_PER_VR`] per VR,
 //! [`MAX_COUNT`] packets each; every worker claims a packet from the
-//! trace's count before recording it, so a trace never holds more.
+//! trace's count before recording it, so a trace never holds more. A
+//! recorded packet allocates its steps and outcome (a traced packet only:
+//! at most `MAX_COUNT` per trace).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
