@@ -7,6 +7,8 @@
 //!  p2 (memory, replays in.pcap) ── blue0 ───────────── blue
 //! ```
 
+mod common;
+
 use std::path::Path;
 use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
@@ -20,13 +22,12 @@ const ADMIN: &str = "trace-test-admin-token";
 const RED: &str = "trace-test-red-token";
 const BLUE: &str = "trace-test-blue-token";
 
-/// Kills the daemon even when the test fails.
+/// Stops the daemon even when the test fails.
 struct Daemon(Child);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
-        let _ = self.0.wait();
+        common::stop(&mut self.0);
     }
 }
 
