@@ -61,6 +61,17 @@ pub(crate) trait FlatKey: Copy + Ord + Default + core::fmt::Debug {
     /// Whether an answer may be [`REFINE`]: an IPv6 table's top half, whose
     /// blocks with longer routes hold a table of the low 64 bits.
     const REFINES: bool;
+    /// A bucket with at most this many entries after its first is scanned
+    /// without a branch: a fixed window of this many entries, all compared.
+    /// Those past the bucket start after every address in it, so they
+    /// count only as the padding at the end of the entries, which the
+    /// bucket's length caps. A loop that stops at the first larger start
+    /// mispredicts its exit about once a lookup, the count varying from
+    /// lookup to lookup (callgrind's branch simulation: 0.7 a packet with
+    /// ten VRs' tables). A lookup's bucket holds more routes than the
+    /// average one (each route draws its own traffic): with two entries a
+    /// bucket, a window of 8 covers about 98% of lookups.
+    const WINDOW: usize;
     /// One interval: its start and leaf value.
     type Entry: Copy + core::fmt::Debug;
     /// The address of a value that fits the key.
@@ -77,6 +88,8 @@ pub(crate) trait FlatKey: Copy + Ord + Default + core::fmt::Debug {
 
 impl FlatKey for u32 {
     const REFINES: bool = false;
+    /// One cache line of 8-byte entries.
+    const WINDOW: usize = 8;
     /// `start << 32 | value`.
     type Entry = u64;
 
@@ -117,6 +130,8 @@ impl FlatKey for u32 {
 
 impl FlatKey for u64 {
     const REFINES: bool = true;
+    /// 16-byte entries: eight would span three lines.
+    const WINDOW: usize = 4;
     /// `(start, value)`.
     type Entry = (u64, u32);
 
@@ -348,8 +363,12 @@ impl<K: FlatKey> Flat<K> {
             shift,
             last: buckets - 1,
             index: index.into(),
+            // The window of the last bucket reads past the last entry:
+            // padding at the last address, which only that address counts,
+            // and the bucket's length caps.
             entries: out
                 .into_iter()
+                .chain(std::iter::repeat_n((u128::MAX, 0), K::WINDOW))
                 .map(|(pos, value)| K::entry(K::from_u128(pos), value))
                 .collect(),
             refine,
@@ -403,11 +422,20 @@ impl<K: FlatKey> Flat<K> {
     /// ([`Flat::span`]).
     #[inline(always)]
     pub(crate) fn scan(&self, addr: K, low: u64, lo: usize, hi: usize) -> u32 {
-        // The bucket's entries after the first, in one bounds check.
-        let found = match self.entries.get(lo + 1..=hi) {
-            Some(s) if s.len() <= SCAN_MAX => lo + s.iter().take_while(|e| addr.after(e)).count(),
-            Some(s) => lo + s.partition_point(|e| addr.after(e)),
-            None => lo,
+        // The bucket's entries after the first: those starting at or
+        // before `addr` come first (the entries are sorted), so their count
+        // is the answer's offset from `lo`.
+        let len = hi.saturating_sub(lo);
+        let window = self.entries.get(lo + 1..lo + 1 + K::WINDOW);
+        let found = match (window, self.entries.get(lo + 1..=hi)) {
+            (Some(w), _) if len <= K::WINDOW => {
+                lo + w.iter().filter(|e| addr.after(e)).count().min(len)
+            }
+            (_, Some(s)) if s.len() <= SCAN_MAX => {
+                lo + s.iter().take_while(|e| addr.after(e)).count()
+            }
+            (_, Some(s)) => lo + s.partition_point(|e| addr.after(e)),
+            (_, None) => lo,
         };
         let value = self.entries.get(found).map_or(0, |&e| K::value(e));
         if K::REFINES && value & REFINE != 0 {
@@ -475,7 +503,7 @@ mod tests {
             assert_eq!(flat.lookup(addr, 0), want, "{addr:#x}");
         }
         // 0/0, 10/8, 10.1/16, 10.1.2/24, back to 10.1/16, 10/8, 0/0.
-        assert_eq!(flat.entries.len(), 7);
+        assert_eq!(flat.entries.len() - u32::WINDOW, 7);
     }
 
     #[test]
@@ -488,7 +516,7 @@ mod tests {
         assert_eq!(flat.lookup(u32::MAX, 0), 2);
         assert_eq!(flat.lookup(0x09ff_ffff, 0), 0);
         // [0, none) [10/8, 1) [11/8, none) [255.255.255.255, 2)
-        assert_eq!(flat.entries.len(), 4);
+        assert_eq!(flat.entries.len() - u32::WINDOW, 4);
     }
 
     #[test]
@@ -511,7 +539,7 @@ mod tests {
         let flat = flat4(&[]);
         assert_eq!(flat.lookup(0, 0), 0);
         assert_eq!(flat.lookup(u32::MAX, 0), 0);
-        assert_eq!(flat.memory_bytes(), 2 * 2 + 8);
+        assert_eq!(flat.memory_bytes(), 2 * 2 + 8 * (1 + u32::WINDOW));
     }
 
     /// The answer of `flat` (an IPv6 table) for `addr`.
