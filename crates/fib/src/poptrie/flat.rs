@@ -408,6 +408,14 @@ impl<K: FlatKey> Flat<K> {
         self.scan(addr, low, lo, usize::from(self.index[b + 1]))
     }
 
+    /// Where the window of a bucket whose first entry is `i` ends: its
+    /// last cache line, to prefetch with [`Flat::entry_line`]'s, since
+    /// the window is read whole.
+    #[inline(always)]
+    pub(crate) fn window_line(&self, i: usize) -> *const u8 {
+        self.entry_line(i + K::WINDOW)
+    }
+
     /// The first and last candidates of bucket `b`: its entry of the index
     /// and the next, read together.
     #[inline(always)]

@@ -286,15 +286,32 @@ fn each_pass<'t, A: FibAddr, K: Key>(
             }
         }
     };
+    // Flat lanes read their window whole: its last line too.
+    let window_lines = |line: &mut [*const u8]| {
+        let mut lines = 0;
+        for i in 0..m {
+            if let Some(f) = flat[i] {
+                line[lines] = f.window_line(first[i]);
+                lines += 1;
+            }
+        }
+        lines
+    };
     if walks == 0 {
         // Every lane's table is flat: no Poptrie level to walk.
         hint(&line[..lines]);
+        if prefetch.is_some() {
+            let lines = window_lines(&mut line);
+            hint(&line[..lines]);
+        }
         return finish_flat(out);
     }
     if prefetch.is_none() {
         each_lanes(&key[..m], &slot[..m], out);
         return finish_flat(out);
     }
+    hint(&line[..lines]);
+    lines = window_lines(&mut line);
     hint(&line[..lines]);
     lines = 0;
     let mut direct = [0usize; PREFETCH_BATCH];
@@ -357,6 +374,10 @@ fn flat_lanes<K: Key>(
         line[i] = flats[i].entry_line(span[i].0);
     }
     if let Some(p) = prefetch {
+        p(&line[..m]);
+        for i in 0..m {
+            line[i] = flats[i].window_line(span[i].0);
+        }
         p(&line[..m]);
     }
     for i in 0..m {
@@ -438,6 +459,10 @@ fn flat_pass<K: Key, const N: usize>(
         line[i] = flat.entry_line(first[i]);
     }
     if let Some(p) = prefetch {
+        p(&line[..m]);
+        for i in 0..m {
+            line[i] = flat.window_line(first[i]);
+        }
         p(&line[..m]);
     }
     for i in 0..m {
