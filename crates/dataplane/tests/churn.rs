@@ -224,8 +224,10 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
         "no loss of packets whose route never changed: {total:?}"
     );
     assert_eq!(total.stable_in, 2 * 20_000 * 32);
-    // Two lines (direct entry, leaf block) per looked-up destination.
-    assert_eq!(PREFETCHED.load(Ordering::Relaxed), 2 * 20_000 * 64);
+    // Three lines per looked-up destination: the table of a few hundred
+    // routes is flat (index entry, then the first and last line of the
+    // window of entries the lookup reads).
+    assert_eq!(PREFETCHED.load(Ordering::Relaxed), 3 * 20_000 * 64);
     assert!(
         commits >= 50 && changes >= 800,
         "the tables really changed under load: {commits} commits, {changes} changes"

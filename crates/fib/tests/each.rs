@@ -107,14 +107,14 @@ fn check<A: FibAddr>(
         }
         // Every level prefetched for every address when asked, none when
         // not: five for a Poptrie (table, slot, group, direct entry, block),
-        // three for a flat table (table, index, entries), two for an empty
+        // four for a flat table (table, index, entries and the last line of
+        // the window the lookup reads), two for an empty
         // one (table, and where its top slot would be).
         let levels = |t: usize| {
-            let routes = fibs[t].len();
-            if routes == 0 {
+            if fibs[t].is_empty() {
                 2
-            } else if routes <= FLAT_MAX_ROUTES {
-                3
+            } else if fibs[t].is_flat() {
+                4
             } else {
                 5
             }

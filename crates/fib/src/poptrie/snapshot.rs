@@ -688,6 +688,13 @@ impl<A: FibAddr> FibSnapshot<A> {
         self.len == 0
     }
 
+    /// Whether lookups read the snapshot's flat form (sorted intervals, a
+    /// table of at most [`crate::FLAT_MAX_ROUTES`] routes whose flat form
+    /// could be built) rather than its Poptrie.
+    pub fn is_flat(&self) -> bool {
+        self.flat.is_some()
+    }
+
     /// Heap bytes of the lookup structure: the top array and every distinct
     /// group it points to. Groups shared with the table or with other
     /// snapshots are counted in each of them.

@@ -1,7 +1,9 @@
 //! `FibSnapshot::lookup_batch_prefetch` under test, with a stand-in for the
 //! CPU's prefetch that counts the cache lines it is asked for (this
-//! thread's), so that every address can be checked to be prefetched twice:
-//! its direct entry, then its leaf block.
+//! thread's), so that every address can be checked to be prefetched at
+//! each level: its direct entry, then its leaf block (a Poptrie); its index
+//! entry, then the first and last line of the window of entries it reads
+//! (a flat table).
 
 use std::cell::Cell;
 
@@ -18,9 +20,9 @@ fn record(lines: &[*const u8]) {
 
 /// `snapshot`'s answers for `probes` from `lookup_batch_prefetch` (into an
 /// output pre-filled with junk), after asserting the lines it prefetched:
-/// two per address for a table with routes; for an empty one, none if it
-/// never held a route (it has no top array yet) and two per address if it
-/// did.
+/// two per address for a Poptrie with routes, three for a flat table; for
+/// an empty one, none if it never held a route (it has no top array yet)
+/// and two per address if it did.
 pub fn lookup_batch<A: FibAddr>(snapshot: &FibSnapshot<A>, probes: &[A]) -> Vec<Option<NextHopId>> {
     let mut out = vec![Some(NextHopId(u32::MAX)); probes.len()];
     let before = LINES.with(Cell::get);
@@ -33,9 +35,10 @@ pub fn lookup_batch<A: FibAddr>(snapshot: &FibSnapshot<A>, probes: &[A]) -> Vec<
             "{lines} lines for {addresses} addresses"
         );
     } else {
+        let levels = if snapshot.is_flat() { 3 } else { 2 };
         assert_eq!(
             lines,
-            2 * addresses,
+            levels * addresses,
             "prefetched lines for {addresses} addresses"
         );
     }
