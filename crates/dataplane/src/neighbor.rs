@@ -270,6 +270,13 @@ impl NeighborTable {
         usable.then_some(n.mac)
     }
 
+    /// Where entry `i` lies: a cache line to prefetch (past the end for an
+    /// entry that does not exist, which a prefetch ignores).
+    #[inline(always)]
+    pub(crate) fn entry_line(&self, i: u32) -> *const u8 {
+        self.slots.as_ptr().wrapping_add(i as usize).cast()
+    }
+
     /// [`NeighborTable::usable_mac`] without marking the entry used: for a
     /// caller that may still not send (the fast path before the rule
     /// lists), which marks it with [`NeighborTable::mark_used`] once it does.

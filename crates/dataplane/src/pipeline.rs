@@ -30,7 +30,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use vrhost_fib::{lookup_batch_each, FibAddr, FibSnapshot, NextHopId};
+use vrhost_fib::{lookup_batch_each, FibAddr, FibSnapshot, NextHopId, Prefetch};
 
 use crate::demux;
 use crate::drop_reason::DropReason;
@@ -387,6 +387,9 @@ impl Worker {
             &mut self.routes[..n],
             self.prefetch,
         );
+        if let Some(prefetch) = self.prefetch {
+            prefetch_egress(prefetch, &self.vrs, lanes, &self.routes[..n]);
+        }
         let fair = &mut self.fair;
         let fair_share = fair.active();
         // While shares are not enforced (the worker is not saturated) every
@@ -992,6 +995,36 @@ impl PortTally {
 /// the first frame that differs (the full demux then sets the fields
 /// again).
 #[inline(always)]
+/// Prefetches, for the fast path of a burst of many VRs' frames, each
+/// lane's gateway slot, then its neighbor entry (the slot names it): per
+/// VR lines that a burst of a thousand VRs finds cold, read one dependent
+/// load after another frame by frame otherwise. Each pass issues every
+/// lane's line before any is read, so their misses overlap.
+fn prefetch_egress(prefetch: Prefetch, vrs: &[Vr], lanes: &[Lane], routes: &[Option<NextHopId>]) {
+    const CHUNK: usize = 64;
+    let mut line = [core::ptr::null::<u8>(); CHUNK];
+    for (lanes, routes) in lanes.chunks(CHUNK).zip(routes.chunks(CHUNK)) {
+        let mut lines = 0;
+        for (lane, route) in lanes.iter().zip(routes) {
+            if let (Some(v), Some(id)) = (vrs.get(usize::from(lane.vr)), route) {
+                line[lines] = v.gateway_line(id.0);
+                lines += 1;
+            }
+        }
+        prefetch(&line[..lines]);
+        lines = 0;
+        for (lane, route) in lanes.iter().zip(routes) {
+            if let (Some(v), Some(id)) = (vrs.get(usize::from(lane.vr)), route) {
+                if let Some(l) = v.neighbor_line(id.0) {
+                    line[lines] = l;
+                    lines += 1;
+                }
+            }
+        }
+        prefetch(&line[..lines]);
+    }
+}
+
 fn many_demux<const L2: usize, A: Family>(
     rx: &mut [Mbuf],
     dsts: &mut [A],
