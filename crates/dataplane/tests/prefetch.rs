@@ -158,7 +158,7 @@ fn bursts_of_many_vrs_prefetch_each_frames_gateway_and_neighbor() {
     let mut writer = TableWriter::new(&four_vrs()).unwrap();
     let mut w = Worker::create(&mut writer, 1).pop().unwrap();
     w.set_prefetch(count_lines, 0);
-    let mut burst = |w: &mut Worker| {
+    let burst = |w: &mut Worker| {
         let before = LINES.with(Cell::get);
         let mut rx: Vec<_> = (0..8u16)
             .map(|i| {
