@@ -159,6 +159,9 @@ pub struct Port {
     /// Linux interface name: required for af_packet and af_xdp, optional for
     /// tap (the device to create or attach to), absent otherwise.
     pub interface: Option<String>,
+    /// tap: the network namespace (a name under `/run/netns`) the TAP
+    /// device is created in, or attached to; `None`: vrhost's own.
+    pub netns: Option<String>,
     /// Unicast MAC. Always present for memory and pcap; `None` means "use the
     /// Linux interface's MAC".
     pub mac: Option<[u8; 6]>,

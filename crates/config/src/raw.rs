@@ -112,6 +112,8 @@ pub struct RawPort {
     pub tx: Option<String>,
     /// Linux interface (af_packet, af_xdp, tap).
     pub interface: Option<String>,
+    /// Network namespace the TAP device lives in (tap).
+    pub netns: Option<String>,
     /// Port MAC address.
     pub mac: Option<String>,
     /// IP MTU in bytes.

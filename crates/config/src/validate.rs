@@ -502,6 +502,17 @@ impl Validator<'_, '_> {
                 self.err(item.key("interface"), problem);
             }
         }
+        if let Some(ns) = &raw.netns {
+            if let Some(problem) = netns_problem(ns) {
+                self.err(item.key("netns"), problem);
+            } else if driver.is_some_and(|d| d != Driver::Tap) {
+                self.err(
+                    item.key("netns"),
+                    "only a tap port is made in another namespace; an af_packet or af_xdp \
+                     port uses an interface of vrhost's own",
+                );
+            }
+        }
         let rx = self.path(|| item.key("rx"), raw.rx.as_deref());
         let tx = self.path(|| item.key("tx"), raw.tx.as_deref());
 
@@ -513,6 +524,7 @@ impl Validator<'_, '_> {
             rx,
             tx,
             interface: raw.interface.clone(),
+            netns: raw.netns.clone(),
             mac,
             mtu,
             queues: queues.unwrap_or(1),

@@ -117,7 +117,9 @@ pub fn mirror(
             .map_err(|e| CpError::io(netns, &format!("looking up {name}"), e))?;
         let adopted = match existing {
             None => false,
-            Some(Link::Tap(t)) if t.multi_queue && !t.vnet_hdr => {
+            // With or without virtio-net headers: a run before they were
+            // asked for made it without (the port then uses plain frames).
+            Some(Link::Tap(t)) if t.multi_queue => {
                 if t.queues > 0 {
                     return Err(CpError::Io(format!(
                         "netns {netns}: TAP {name} is in use by another process ({} queues open): \

@@ -107,7 +107,7 @@ fn tap_mirror_is_adopted_and_held_across_a_restart() {
     let mut probe = TapProbe::open(&ns.name).expect("probe");
     match probe.get("red0").expect("get") {
         Some(Link::Tap(t)) => {
-            assert!(t.persist && t.multi_queue && !t.vnet_hdr, "{t:?}");
+            assert!(t.persist && t.multi_queue && t.vnet_hdr, "{t:?}");
             assert_eq!((t.queues, t.disabled), (2, 1), "{t:?}");
         }
         other => panic!("red0: {other:?}"),

@@ -339,8 +339,16 @@ impl Runtime {
                     if p.queues != 1 {
                         bail!("port {:?}: a tap port has one queue", p.name);
                     }
-                    let tap =
-                        TapPort::create(ifname).with_context(|| format!("port {:?}", p.name))?;
+                    let open = || TapPort::create(ifname);
+                    let tap = match &p.netns {
+                        // The device is the namespace's; its descriptor
+                        // works from any thread.
+                        Some(ns) => vrhost_io::netns::run_in(ns, open)
+                            .map_err(anyhow::Error::from)
+                            .and_then(|r| r.map_err(anyhow::Error::from)),
+                        None => open().map_err(anyhow::Error::from),
+                    }
+                    .with_context(|| format!("port {:?}", p.name))?;
                     PortQueues {
                         name: p.name.clone(),
                         rx: vec![Box::new(tap)],
@@ -568,20 +576,37 @@ impl Running {
 pub const FALLBACK_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0];
 
 /// Every port's MAC as the engine uses it: the configured one, else its
-/// Linux interface's, else [`FALLBACK_MAC`].
+/// Linux interface's (af_packet, af_xdp), else [`FALLBACK_MAC`]. A tap
+/// port's Linux interface is the *other* end of its link (the host's NIC,
+/// as a guest's is), so its MAC is never the router's: a tap port without
+/// one gets [`tap_mac`] of its name.
 pub fn port_macs(cfg: &Config) -> Vec<[u8; 6]> {
     cfg.ports
         .iter()
         .map(|p| {
             p.mac
-                .or_else(|| {
-                    p.interface
+                .or_else(|| match p.driver {
+                    Driver::Tap => Some(tap_mac(&p.name)),
+                    _ => p
+                        .interface
                         .as_deref()
-                        .and_then(|i| vrhost_io::netdev::mac(i).ok())
+                        .and_then(|i| vrhost_io::netdev::mac(i).ok()),
                 })
                 .unwrap_or(FALLBACK_MAC)
         })
         .collect()
+}
+
+/// The MAC of a tap port named `name` that has none configured: locally
+/// administered and unicast (`02:`), then five bytes of the name's FNV-1a
+/// hash, so that it stays the same across restarts and differs between
+/// ports.
+pub fn tap_mac(name: &str) -> [u8; 6] {
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let b = h.to_be_bytes();
+    [0x02, b[0], b[1], b[2], b[3], b[4]]
 }
 
 pub use crate::tables_lock::lock;

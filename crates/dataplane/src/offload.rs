@@ -10,8 +10,8 @@
 //! then:
 //!
 //! ```text
-//!   egress takes the header (af_packet with PACKET_VNET_HDR) ─▶ handed on as it is
-//!   egress does not (af_xdp, pcap, tap) ─▶ resolve(): segment, then complete
+//!   egress takes the header (af_packet, tap: virtio-net headers) ─▶ handed on as it is
+//!   egress does not (af_xdp, pcap) ─▶ resolve(): segment, then complete
 //!   a segment is longer than the egress MTU ─▶ ICMP (DF / IPv6), or segment
 //!                                              and fragment (IPv4 without DF)
 //! ```

@@ -1,61 +1,116 @@
 //! The `tap` port: a TAP device, for control-plane mirrors and labs.
 //!
 //! `/dev/net/tun` opened non-blocking, `TUNSETIFF` with
-//! `IFF_TAP | IFF_NO_PI` (plain Ethernet frames, no packet-info header),
-//! then the interface is brought up. A frame the port *sends* is *received*
-//! by the Linux interface (it enters that namespace's stack); a frame the
-//! stack sends out of the interface is what the port *receives*.
+//! `IFF_TAP | IFF_NO_PI | IFF_VNET_HDR` (Ethernet frames, no packet-info
+//! header, a virtio-net header in front of each), then the interface is
+//! brought up. A frame the port *sends* is *received* by the Linux
+//! interface (it enters that namespace's stack); a frame the stack sends
+//! out of the interface is what the port *receives*.
+//!
+//! # Offloads
+//!
+//! Every frame carries a virtio-net header ([`crate::vnet`]) both ways, as
+//! on `af_packet`: what the port sends may leave its checksum partial or be
+//! a super-frame, and the kernel finishes it (the namespace's stack takes
+//! a super-frame whole). What the kernel may hand the port undone is set
+//! with `TUNSETOFFLOAD`, and differs by use:
+//!
+//! - a `tap` port ([`TapPort::create`]) takes everything the header can
+//!   describe (`TUN_F_CSUM`, TSO for IPv4 and IPv6 with ECN, USO where the
+//!   kernel has it, Linux 6.2): a host's TCP comes in super-frames of up
+//!   to 64 KiB, read whole and cut into buffers of at most six segments
+//!   ([`offload::segment`], checksums left partial) as `af_packet` does;
+//! - a control-plane mirror ([`TapPort::create_multi`]) takes nothing: the
+//!   tenant's kernel finishes its own frames (its CPU, not the worker's,
+//!   and each frame is held to the interface's MTU by
+//!   [`vrhost_dataplane::tap::judge`]).
+//!
+//! The header flag is the device's, set by whichever queue attaches first
+//! ([`TapHold`] asks for the same flags). A device adopted from a run
+//! before this (no `IFF_VNET_HDR`, kept alive by a hold) is read with
+//! `TUNGETIFF` and used with plain frames, offloads finished in software
+//! ([`offload::resolve`]), until it is made anew.
+//!
+//! # Lifetime
 //!
 //! A device made by [`TapPort::create`] is not persistent: it disappears
-//! when the port is dropped. Control-plane mirrors ([`TapPort::create_multi`])
-//! are made persistent ([`TapPort::set_persist`]), so that they outlive a
-//! restart of vrhost, and a [`TapHold`] keeps their carrier up meanwhile.
-//! One `read` or `write` per frame: TAP exists for control traffic, not
-//! line rate. The device appears in the calling thread's network namespace
+//! when the port is dropped (unless it existed before, made persistent by
+//! `ip tuntap add`, as a lab's host link is). Control-plane mirrors
+//! ([`TapPort::create_multi`]) are made persistent ([`TapPort::set_persist`]),
+//! so that they outlive a restart of vrhost, and a [`TapHold`] keeps their
+//! carrier up meanwhile. One `read` or `write` per frame (a super-frame is
+//! one). The device appears in the calling thread's network namespace
 //! ([`crate::netns`]).
 #![allow(unsafe_code)]
 
-use std::ffi::c_short;
+use std::collections::VecDeque;
+use std::ffi::{c_short, c_uint};
 use std::fs::OpenOptions;
 use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 
 use vrhost_dataplane::mbuf::MAX_FRAME;
-use vrhost_dataplane::{offload, Mbuf, MbufPool};
+use vrhost_dataplane::offload::{self, l2_len};
+use vrhost_dataplane::{Gso, Mbuf, MbufPool};
 
 use crate::sys::{self, last_err, sys_err, zeroed};
-use crate::{netdev, IoError, Port, PortStats};
+use crate::{netdev, vnet, IoError, Port, PortStats};
 
 const TUN_PATH: &str = "/dev/net/tun";
+
+/// `TUNSETIFF` flags of every queue and hold: Ethernet, no packet-info
+/// header, a virtio-net header.
+const FLAGS: c_short = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as c_short;
+
+/// The largest frame the kernel hands a TAP that takes TSO: a 64 KiB
+/// super-frame (`tso_max_size`) with its Ethernet header and a tag.
+const MAX_READ: usize = 65_536 + 22;
+
+/// What the kernel may leave undone in the frames it hands the port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TapOffloads {
+    /// Partial checksums and TCP/UDP super-frames (a `tap` port).
+    All,
+    /// Nothing: the kernel finishes every frame (a control-plane mirror).
+    None,
+}
 
 /// A TAP device and its file descriptor.
 pub struct TapPort {
     fd: OwnedFd,
     name: String,
     stats: PortStats,
-    /// Spare vector for [`offload::resolve`].
+    /// Frames carry a virtio-net header both ways (the device has
+    /// `IFF_VNET_HDR`).
+    vnet: bool,
+    /// Spare vector for [`offload::resolve`] (without `vnet`).
     scratch: Vec<Mbuf>,
+    /// Where a super-frame longer than a buffer is read: its first
+    /// [`MAX_FRAME`] bytes are read into the buffer and copied here in
+    /// front of the rest. Only with [`TapOffloads::All`].
+    big: Option<Box<[u8]>>,
+    /// Buffers cut from a super-frame that the last burst had no room for.
+    pending: VecDeque<Mbuf>,
 }
 
 impl TapPort {
-    /// Creates TAP device `name` (a `%d` in it lets the kernel number it)
-    /// and brings it up.
+    /// Creates TAP device `name` (a `%d` in it lets the kernel number it),
+    /// or attaches to a persistent one of that name, takes every offload
+    /// ([`TapOffloads::All`]) and brings it up.
     pub fn create(name: &str) -> Result<Self, IoError> {
-        let (fd, actual) = Self::open_queue(name, (libc::IFF_TAP | libc::IFF_NO_PI) as c_short)?;
-        netdev::set_up(&actual)?;
-        Ok(TapPort {
-            fd,
-            name: actual,
-            stats: PortStats::default(),
-            scratch: Vec::new(),
-        })
+        let (fd, actual) = Self::open_queue(name, FLAGS)?;
+        let port = Self::ready(fd, actual, TapOffloads::All)?;
+        netdev::set_up(&port.name)?;
+        Ok(port)
     }
 
     /// Creates multi-queue TAP device `name` (`IFF_MULTI_QUEUE`) with
     /// `queues` queues, one port per queue, so that each data-plane worker
     /// owns one queue's file descriptor. The kernel spreads what the stack
-    /// sends out of the device over the queues by flow hash.
+    /// sends out of the device over the queues by flow hash. The kernel
+    /// finishes what it sends ([`TapOffloads::None`]); what the ports send
+    /// may be left partial.
     ///
     /// Unlike [`TapPort::create`] the device is left as it is (a new one
     /// **down**): a mirror sets MAC and MTU first and then brings it up
@@ -77,16 +132,11 @@ impl TapPort {
                 reason: "a multi-queue TAP needs a full name, not a %d pattern".into(),
             });
         }
-        let flags = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_MULTI_QUEUE) as c_short;
         (0..queues)
             .map(|_| {
-                let (fd, actual) = Self::open_queue(name, flags)?;
-                Ok(TapPort {
-                    fd,
-                    name: actual,
-                    stats: PortStats::default(),
-                    scratch: Vec::new(),
-                })
+                let (fd, actual) =
+                    Self::open_queue(name, FLAGS | libc::IFF_MULTI_QUEUE as c_short)?;
+                Self::ready(fd, actual, TapOffloads::None)
             })
             .collect()
     }
@@ -130,6 +180,82 @@ impl TapPort {
         Ok((fd, actual))
     }
 
+    /// The device's `TUNSETIFF` flags, as the first queue set them.
+    fn device_flags(fd: &OwnedFd, name: &str) -> Result<c_short, IoError> {
+        let mut req: libc::ifreq = zeroed();
+        // SAFETY: TUNGETIFF writes one `struct ifreq`, and `req` is a live,
+        // writable one.
+        let rc = unsafe {
+            libc::ioctl(
+                fd.as_raw_fd(),
+                libc::TUNGETIFF,
+                &mut req as *mut libc::ifreq,
+            )
+        };
+        if rc < 0 {
+            return Err(last_err(name, "ioctl(TUNGETIFF)"));
+        }
+        // SAFETY: TUNGETIFF filled the flags member of the union.
+        Ok(unsafe { req.ifr_ifru.ifru_flags })
+    }
+
+    /// Sets the header size and what the kernel may leave undone on a
+    /// freshly attached queue, and makes the port.
+    fn ready(fd: OwnedFd, name: String, offloads: TapOffloads) -> Result<Self, IoError> {
+        let vnet = Self::device_flags(&fd, &name)? & libc::IFF_VNET_HDR as c_short != 0;
+        let mut take = offloads;
+        if vnet {
+            let size = vnet::LEN as libc::c_int;
+            // SAFETY: TUNSETVNETHDRSZ reads one int through the pointer,
+            // which points at a live one.
+            let rc = unsafe {
+                libc::ioctl(
+                    fd.as_raw_fd(),
+                    libc::TUNSETVNETHDRSZ,
+                    &size as *const libc::c_int,
+                )
+            };
+            if rc < 0 {
+                return Err(last_err(&name, "ioctl(TUNSETVNETHDRSZ)"));
+            }
+        } else {
+            tracing::info!(
+                tap = name,
+                "TAP device without virtio-net headers (made by an earlier run): plain \
+                 frames until it is made anew"
+            );
+            take = TapOffloads::None;
+        }
+        let tso = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
+        let wanted: &[c_uint] = match take {
+            // USO (Linux 6.2) first; an older kernel refuses it.
+            TapOffloads::All => &[tso | libc::TUN_F_USO4 | libc::TUN_F_USO6, tso],
+            TapOffloads::None => &[0],
+        };
+        let mut set = Err(last_err(&name, "ioctl(TUNSETOFFLOAD)"));
+        for &f in wanted {
+            // SAFETY: TUNSETOFFLOAD takes its argument by value (an integer,
+            // no pointer); the descriptor is a live TAP queue.
+            let rc =
+                unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, libc::c_ulong::from(f)) };
+            if rc == 0 {
+                set = Ok(());
+                break;
+            }
+            set = Err(last_err(&name, "ioctl(TUNSETOFFLOAD)"));
+        }
+        set?;
+        Ok(TapPort {
+            fd,
+            name,
+            stats: PortStats::default(),
+            vnet,
+            scratch: Vec::new(),
+            big: (take == TapOffloads::All).then(|| vec![0u8; MAX_READ].into_boxed_slice()),
+            pending: VecDeque::new(),
+        })
+    }
+
     /// Makes the device persistent (`TUNSETPERSIST`): it stays, with its
     /// addresses and routes, when every queue is closed, until it is deleted
     /// (`ip link del`, or [`TapPort::set_persist`] `false` and every queue
@@ -155,6 +281,12 @@ impl TapPort {
         &self.name
     }
 
+    /// Whether frames carry virtio-net headers (partial checksums and
+    /// super-frames pass both ways).
+    pub fn offloads(&self) -> bool {
+        self.vnet
+    }
+
     /// The device's MAC address.
     pub fn mac(&self) -> Result<[u8; 6], IoError> {
         netdev::mac(&self.name)
@@ -169,6 +301,53 @@ impl TapPort {
     pub fn set_mtu(&self, mtu: u32) -> Result<(), IoError> {
         netdev::set_mtu(&self.name, mtu)
     }
+
+    /// Reads one frame into `m` (and, for a super-frame longer than a
+    /// buffer, `big`). Returns the frame's length and its header; `None`
+    /// when nothing is queued or the device is gone or down (the next
+    /// burst tries again).
+    fn read_one(&mut self, m: &mut Mbuf) -> Option<(usize, [u8; vnet::LEN])> {
+        let mut h = [0u8; vnet::LEN];
+        let buf = m.set_len_from_start(MAX_FRAME);
+        let mut iov = [
+            libc::iovec {
+                iov_base: h.as_mut_ptr().cast(),
+                iov_len: h.len(),
+            },
+            libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            },
+            libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            },
+        ];
+        let mut n = 2;
+        if let Some(big) = self.big.as_mut() {
+            let rest = &mut big[MAX_FRAME..];
+            iov[2] = libc::iovec {
+                iov_base: rest.as_mut_ptr().cast(),
+                iov_len: rest.len(),
+            };
+            n = 3;
+        }
+        let (iov, n) = if self.vnet {
+            (&iov[..], n)
+        } else {
+            (&iov[1..], 1)
+        };
+        // SAFETY: every iovec points at a live, writable slice of its
+        // length (the header, the buffer, the tail of `big`), none of which
+        // is touched until readv() returns; readv() writes at most their
+        // total.
+        let got = unsafe { libc::readv(self.fd.as_raw_fd(), iov.as_ptr(), n as libc::c_int) };
+        if got <= 0 {
+            return None;
+        }
+        let skip = if self.vnet { vnet::LEN } else { 0 };
+        Some(((got as usize).saturating_sub(skip), h))
+    }
 }
 
 /// One disabled queue of a multi-queue TAP (`TUNSETQUEUE` with
@@ -176,7 +355,9 @@ impl TapPort {
 /// open the device keeps its carrier when every other queue closes. Without
 /// it, a TAP whose last reader goes (vrhost restarting) loses its carrier,
 /// and a routing daemon behind it (FRR's zebra) takes the interface down
-/// and drops its BGP sessions at once.
+/// and drops its BGP sessions at once. It asks for the same flags as the
+/// ports, since a device's flags are those of whichever queue attached
+/// first.
 pub struct TapHold {
     fd: OwnedFd,
     name: String,
@@ -188,8 +369,7 @@ impl TapHold {
     /// exist is an error: a hold never creates one.
     pub fn open(name: &str) -> Result<Self, IoError> {
         netdev::ifindex(name)?;
-        let flags = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_MULTI_QUEUE) as c_short;
-        let (fd, actual) = TapPort::open_queue(name, flags)?;
+        let (fd, actual) = TapPort::open_queue(name, FLAGS | libc::IFF_MULTI_QUEUE as c_short)?;
         let mut req: libc::ifreq = zeroed();
         req.ifr_ifru.ifru_flags = libc::IFF_DETACH_QUEUE as c_short;
         // SAFETY: TUNSETQUEUE reads one `struct ifreq`, and `req` is a live one.
@@ -228,30 +408,75 @@ impl Port for TapPort {
     ) -> usize {
         let mut n = 0;
         while n < max {
+            let Some(m) = self.pending.pop_front() else {
+                break;
+            };
+            rx.push(m);
+            n += 1;
+        }
+        while n < max {
             let mut m = pool.get();
-            let buf = m.set_len_from_start(MAX_FRAME);
-            // SAFETY: `buf` is a live, writable slice of `buf.len()` bytes;
-            // read() writes at most that many.
-            let got =
-                unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if got <= 0 {
-                // EAGAIN: nothing queued. EIO and friends: the device is
-                // gone or down; the next burst tries again.
+            let Some((len, h)) = self.read_one(&mut m) else {
                 pool.put(m);
                 break;
-            }
-            let len = got as usize;
-            if len < 14 {
+            };
+            let l2 = (len >= 14)
+                .then(|| l2_len(&m.data()[..len.min(MAX_FRAME)]))
+                .flatten();
+            let off = match (l2, self.vnet) {
+                (Some(l2), true) => vnet::parse(&h, l2),
+                (Some(_), false) => Some(vrhost_dataplane::Offload::NONE),
+                (None, _) => None,
+            };
+            let (Some(l2), Some(off)) = (l2, off) else {
+                // Short, or offloads the header cannot carry.
                 self.stats.dropped += 1;
                 pool.put(m);
                 continue;
+            };
+            if len <= MAX_FRAME {
+                m.truncate(len);
+                m.offload = off;
+                m.port = port_index;
+                self.stats.rx_packets += 1;
+                self.stats.rx_bytes += len as u64;
+                rx.push(m);
+                n += 1;
+                continue;
             }
-            m.truncate(len);
-            m.port = port_index;
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += len as u64;
-            rx.push(m);
-            n += 1;
+            // A super-frame longer than a buffer: whole in `big` once its
+            // head is copied in front, then cut into buffers.
+            let TapPort {
+                big,
+                pending,
+                stats,
+                ..
+            } = self;
+            let cut = big
+                .as_mut()
+                .filter(|_| off.gso != Gso::None)
+                .and_then(|big| {
+                    big[..MAX_FRAME].copy_from_slice(m.data());
+                    let frame = big.get(..len)?;
+                    let (head, pkt) = frame.split_at(l2);
+                    let (per, _) = offload::frames_fitting(pkt, &off, l2, MAX_FRAME)?;
+                    offload::segment(head, pkt, &off, per, false, pool, |mut s| {
+                        s.port = port_index;
+                        stats.rx_bytes += s.len() as u64;
+                        stats.rx_packets += 1;
+                        if n < max {
+                            rx.push(s);
+                            n += 1;
+                        } else {
+                            pending.push_back(s);
+                        }
+                    })
+                    .ok()
+                });
+            if cut.is_none() {
+                stats.dropped += 1;
+            }
+            pool.put(m);
         }
         n
     }
@@ -262,15 +487,45 @@ impl Port for TapPort {
         pool: &mut MbufPool,
         _now_ns: u64,
     ) -> Result<(), IoError> {
-        // The device takes plain frames: finish what a peer left.
-        self.stats.dropped += offload::resolve(tx, &mut self.scratch, pool);
+        if !self.vnet {
+            // The device takes plain frames: finish what a peer left.
+            self.stats.dropped += offload::resolve(tx, &mut self.scratch, pool);
+        }
         let mut result = Ok(());
         for m in tx.drain(..) {
             let data = m.data();
-            // SAFETY: `data` is a live slice of `data.len()` bytes that
-            // write() only reads.
-            let rc = unsafe { libc::write(self.fd.as_raw_fd(), data.as_ptr().cast(), data.len()) };
-            if rc == data.len() as isize {
+            let h = if self.vnet {
+                vnet::emit(&m.offload, data)
+            } else {
+                Some([0; vnet::LEN])
+            };
+            let Some(h) = h else {
+                self.stats.dropped += 1;
+                pool.put(m);
+                continue;
+            };
+            let iov = [
+                libc::iovec {
+                    iov_base: h.as_ptr().cast_mut().cast(),
+                    iov_len: h.len(),
+                },
+                libc::iovec {
+                    iov_base: data.as_ptr().cast_mut().cast(),
+                    iov_len: data.len(),
+                },
+            ];
+            let (iov, skip) = if self.vnet {
+                (&iov[..], vnet::LEN)
+            } else {
+                (&iov[1..], 0)
+            };
+            // SAFETY: both iovecs point at live slices of their lengths
+            // (the header on the stack, the frame in its buffer) that
+            // writev() only reads.
+            let rc = unsafe {
+                libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int)
+            };
+            if rc == (skip + data.len()) as isize {
                 self.stats.tx_packets += 1;
                 self.stats.tx_bytes += data.len() as u64;
             } else {

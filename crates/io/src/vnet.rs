@@ -1,6 +1,6 @@
 //! The virtio-net header (virtio 1.2 §5.1.6, Linux `struct virtio_net_hdr`):
-//! ten bytes that `af_packet` with `PACKET_VNET_HDR` (and TAP with
-//! `IFF_VNET_HDR`) put in front of every frame, saying what checksum and
+//! ten bytes that `af_packet` with `PACKET_VNET_HDR` and TAP with
+//! `IFF_VNET_HDR` put in front of every frame, saying what checksum and
 //! segmentation work the sender left to the link. It maps to and from
 //! [`Offload`], whose offsets count from the L3 header.
 //!
@@ -8,7 +8,8 @@
 //!  0      1         2       4        6          8           10
 //!  flags  gso_type  hdr_len gso_size csum_start csum_offset
 //!  (little-endian: the byte order of a legacy header on this host, which is
-//!   what the kernel uses for packet sockets, `vio_le()`)
+//!   what the kernel uses for packet sockets, `vio_le()`, and for TAPs,
+//!   `tun_is_little_endian()`)
 //! ```
 
 use vrhost_dataplane::offload::l2_len;
@@ -26,8 +27,12 @@ const GSO_TCPV6: u8 = 4;
 const GSO_UDP_L4: u8 = 5;
 /// `VIRTIO_NET_HDR_GSO_ECN`: the TCP super-frame has CWR set; cut
 /// segments keep it on the first only, which [`vrhost_dataplane::offload`]
-/// always does.
+/// always does. Sent with a super-frame whose CWR is set, as Linux does
+/// (`SKB_GSO_TCP_ECN`), so that a device without ECN-aware TSO leaves the
+/// cut to software.
 const GSO_ECN: u8 = 0x80;
+/// The CWR bit in the TCP flags byte (offset 13).
+const CWR: u8 = 0x80;
 
 /// Reads a header received with a frame whose L2 header is `l2` bytes
 /// long. `None` for what cannot be carried: UFO (`VIRTIO_NET_HDR_GSO_UDP`,
@@ -83,6 +88,13 @@ pub fn emit(off: &Offload, frame: &[u8]) -> Option<[u8; LEN]> {
             u16::from(frame.get(usize::from(start) + 12).map_or(5, |b| b >> 4)) * 4
         }
     };
+    if matches!(off.gso, Gso::Tcp4 | Gso::Tcp6)
+        && frame
+            .get(usize::from(start) + 13)
+            .is_some_and(|f| f & CWR != 0)
+    {
+        h[1] |= GSO_ECN;
+    }
     let hdr_len = if l4_len > 0 { start + l4_len } else { 0 };
     h[2..4].copy_from_slice(&hdr_len.to_le_bytes());
     h[4..6].copy_from_slice(&off.gso_size.to_le_bytes());
@@ -117,6 +129,11 @@ mod tests {
         frame[18 + 20 + 12] = 8 << 4; // a 32-byte TCP header
         let out = emit(&off, &frame).unwrap();
         assert_eq!(out, [1, 1, 70, 0, 0xa8, 0x05, 38, 0, 16, 0]);
+        assert_eq!(parse(&out, 18), Some(off));
+        // CWR on the super-frame: the ECN bit goes with it, and is read back.
+        frame[18 + 20 + 13] = 0x80 | 0x10;
+        let out = emit(&off, &frame).unwrap();
+        assert_eq!(out[1], 1 | 0x80);
         assert_eq!(parse(&out, 18), Some(off));
     }
 

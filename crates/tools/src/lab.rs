@@ -10,7 +10,10 @@
 //! ```
 //!
 //! The router side of each pair stays in the root namespace with no address:
-//! vrhost owns it. The hosts keep Linux's default offloads (partial
+//! vrhost owns it. A host with `tap = true` has no veth: its `eth0` is a
+//! persistent TAP device, and vrhost attaches to it as a `tap` port
+//! (`interface = "eth0"`, `netns = "<lab>-<host>"`), the way a VM's NIC
+//! meets its host. The hosts keep Linux's default offloads (partial
 //! checksums, TCP/UDP super-frames), which the `af_packet` driver carries
 //! in its virtio-net headers; `offloads = false` turns them off on both
 //! ends, for `af_xdp`, whose frames carry no such metadata. IPv6 duplicate
@@ -48,8 +51,12 @@ fn default_offloads() -> bool {
 pub struct Host {
     /// Host name: the namespace is `<lab>-<name>`.
     pub name: String,
-    /// Name of the router-side veth, in the root namespace.
-    pub link: String,
+    /// Name of the router-side veth, in the root namespace; required,
+    /// unless the host's link is a TAP.
+    pub link: Option<String>,
+    /// The host's `eth0` is a TAP device (no veth) that vrhost attaches to.
+    #[serde(default)]
+    pub tap: bool,
     /// IPv4 address with prefix length.
     pub address: Option<String>,
     /// IPv4 default gateway (the VR interface's address).
@@ -76,9 +83,16 @@ impl Spec {
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let spec: Spec = toml::from_str(&text).with_context(|| format!("{}", path.display()))?;
         for h in &spec.hosts {
-            if h.link.len() > 15 || h.name.is_empty() {
+            if h.link.as_ref().is_some_and(|l| l.len() > 15) || h.name.is_empty() {
                 bail!(
                     "host {:?}: link names are at most 15 characters and names are not empty",
+                    h.name
+                );
+            }
+            if h.link.is_some() == h.tap {
+                bail!(
+                    "host {:?}: give either link (a veth toward vrhost) or tap = true (a TAP \
+                     that vrhost attaches to), not both or neither",
                     h.name
                 );
             }
@@ -132,20 +146,26 @@ fn up_host(spec: &Spec, h: &Host) -> Result<()> {
     let ns = spec.netns(h);
     let mtu = h.mtu.to_string();
     ip(&["netns", "add", &ns])?;
-    ip(&[
-        "link", "add", &h.link, "mtu", &mtu, "type", "veth", "peer", "name", "eth0", "mtu", &mtu,
-        "netns", &ns,
-    ])?;
-    // No IPv6 on the router side: vrhost, not the kernel, speaks for it.
-    let _ = sh(
-        "sysctl",
-        &[
-            "-q",
-            "-w",
-            &format!("net.ipv6.conf.{}.disable_ipv6=1", h.link),
-        ],
-    );
-    ip(&["link", "set", &h.link, "up"])?;
+    match &h.link {
+        Some(link) => {
+            ip(&[
+                "link", "add", link, "mtu", &mtu, "type", "veth", "peer", "name", "eth0", "mtu",
+                &mtu, "netns", &ns,
+            ])?;
+            // No IPv6 on the router side: vrhost, not the kernel, speaks for it.
+            let _ = sh(
+                "sysctl",
+                &["-q", "-w", &format!("net.ipv6.conf.{link}.disable_ipv6=1")],
+            );
+            ip(&["link", "set", link, "up"])?;
+        }
+        None => {
+            // Persistent, so that it has its addresses and routes before
+            // vrhost attaches; no carrier until then.
+            in_ns(&ns, "ip", &["tuntap", "add", "dev", "eth0", "mode", "tap"])?;
+            in_ns(&ns, "ip", &["link", "set", "eth0", "mtu", &mtu])?;
+        }
+    }
     in_ns(&ns, "ip", &["link", "set", "lo", "up"])?;
     in_ns(
         &ns,
@@ -154,13 +174,12 @@ fn up_host(spec: &Spec, h: &Host) -> Result<()> {
     )?;
     in_ns(&ns, "ip", &["link", "set", "eth0", "up"])?;
     let offloads = h.offloads.unwrap_or(spec.offloads);
-    for dev_ns in [None, Some(ns.as_str())].into_iter().filter(|_| !offloads) {
+    let ends = [
+        h.link.as_deref().map(|l| (None, l)),
+        Some((Some(ns.as_str()), "eth0")),
+    ];
+    for (dev_ns, dev) in ends.into_iter().flatten().filter(|_| !offloads) {
         // Best effort: without ethtool the lab still works for ping, not for TCP.
-        let dev = if dev_ns.is_some() {
-            "eth0"
-        } else {
-            h.link.as_str()
-        };
         let args = [
             "-K", dev, "tx", "off", "rx", "off", "tso", "off", "gso", "off", "gro", "off",
         ];
@@ -187,10 +206,14 @@ fn up_host(spec: &Spec, h: &Host) -> Result<()> {
     Ok(())
 }
 
-/// Removes every host namespace (and with it the veth pairs). Missing ones are fine.
+/// Removes every host namespace (and with it the veth pairs and TAPs).
+/// Missing ones are fine.
 pub fn down(spec: &Spec) -> Result<()> {
     for h in &spec.hosts {
-        let _ = ip(&["link", "del", &h.link]);
+        if let Some(link) = &h.link {
+            let _ = ip(&["link", "del", link]);
+        }
+        // A host's TAP goes with its namespace.
         let _ = ip(&["netns", "del", &spec.netns(h)]);
     }
     Ok(())
@@ -207,7 +230,7 @@ pub fn run(action: &str, path: &Path) -> Result<ExitCode> {
                     "{:<10} netns {:<16} link {:<12} {} {}",
                     h.name,
                     spec.netns(h),
-                    h.link,
+                    h.link.as_deref().unwrap_or("tap eth0"),
                     h.address.as_deref().unwrap_or("-"),
                     h.address6.as_deref().unwrap_or("-")
                 );

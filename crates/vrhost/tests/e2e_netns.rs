@@ -1,6 +1,6 @@
 //! End-to-end tests on real ports: `vrhost run` routes between Linux hosts
-//! living in network namespaces (built with `vrhost lab up`), on af_packet
-//! and on af_xdp. Both drivers run the same suite; see docs/lab.md.
+//! living in network namespaces (built with `vrhost lab up`), on af_packet,
+//! af_xdp and tap. All three drivers run the same suite; see docs/lab.md.
 //!
 //! ```text
 //!   netns <lab>-h1                 root netns                 netns <lab>-h2
@@ -8,7 +8,14 @@
 //!   2001:db8::2/64           (af_packet | af_xdp port)                   2001:db8:1::2/64
 //!                            to-h1: 10.0.0.1, 2001:db8::1
 //!                            to-h2: 10.1.0.1, 2001:db8:1::1, mtu 1400
+//!
+//!   tap: each host's eth0 is a TAP device that vrhost's port attaches to
+//!   in the host's namespace (no veth):
+//!   eth0 (TAP) ════ vrhost run ════ eth0 (TAP)
 //! ```
+//!
+//! af_packet and tap carry the hosts' default offloads (partial checksums,
+//! TCP super-frames) in virtio-net headers; af_xdp runs with them off.
 //!
 //! Every test builds its own lab with unique namespace and veth names, so
 //! tests run in parallel; a guard kills vrhost and removes the lab in `Drop`,
@@ -110,10 +117,12 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 
 // ------------------------------------------------------------ topology ---
 
-/// One host of a lab: `<lab>-<name>` namespace, one veth to the router.
+/// One host of a lab: `<lab>-<name>` namespace, one veth to the router
+/// (or, for the tap driver, a TAP as its `eth0`).
 struct Host {
     name: &'static str,
-    /// The router-side veth, in the root namespace (the vrhost port).
+    /// The router-side veth, in the root namespace (the vrhost port); for
+    /// the tap driver, empty.
     link: String,
     v4: &'static str,
     gw4: &'static str,
@@ -136,8 +145,8 @@ impl Lab {
     /// Builds the namespaces. `tag` makes the names unique per test; the
     /// process id makes them unique per test run.
     fn up(driver: &str, tag: &str, hosts: &[(&'static str, [&'static str; 4])]) -> Lab {
-        // af_packet carries the peers' default offloads; af_xdp cannot.
-        let offloads = vec![driver == "af_packet"; hosts.len()];
+        // af_packet and tap carry the peers' default offloads; af_xdp cannot.
+        let offloads = vec![driver != "af_xdp"; hosts.len()];
         Lab::up_offloads(driver, tag, hosts, &offloads)
     }
 
@@ -150,7 +159,13 @@ impl Lab {
         offloads: &[bool],
     ) -> Lab {
         require_environment();
-        let d = &driver[3..4]; // "p" (af_packet) or "x" (af_xdp)
+        let tap = driver == "tap";
+        let d = match driver {
+            "af_packet" => "p",
+            "af_xdp" => "x",
+            "tap" => "t",
+            _ => "m",
+        };
         let pid = std::process::id() % 100_000;
         let name = format!("e2e-{d}{tag}{pid}");
         let hosts: Vec<Host> = hosts
@@ -158,7 +173,11 @@ impl Lab {
             .enumerate()
             .map(|(i, (n, [v4, gw4, v6, gw6]))| Host {
                 name: n,
-                link: format!("v{d}{tag}{pid}{i}"),
+                link: if tap {
+                    String::new()
+                } else {
+                    format!("v{d}{tag}{pid}{i}")
+                },
                 v4,
                 gw4,
                 v6,
@@ -168,10 +187,15 @@ impl Lab {
         let mut spec = format!("name = \"{name}\"\n");
         for (h, on) in hosts.iter().zip(offloads) {
             assert!(h.link.len() <= 15, "link name {} too long", h.link);
+            let link = if tap {
+                "tap = true".to_string()
+            } else {
+                format!("link = \"{}\"", h.link)
+            };
             write!(
                 spec,
-                "\n[[host]]\nname = \"{}\"\nlink = \"{}\"\naddress = \"{}\"\ngateway = \"{}\"\naddress6 = \"{}\"\ngateway6 = \"{}\"\noffloads = {on}\n",
-                h.name, h.link, h.v4, h.gw4, h.v6, h.gw6
+                "\n[[host]]\nname = \"{}\"\n{link}\naddress = \"{}\"\ngateway = \"{}\"\naddress6 = \"{}\"\ngateway6 = \"{}\"\noffloads = {on}\n",
+                h.name, h.v4, h.gw4, h.v6, h.gw6
             )
             .unwrap();
         }
@@ -217,13 +241,20 @@ impl Lab {
             .link
     }
 
-    /// Starts `vrhost run` on `config` (where `{link:HOST}` stands for that
-    /// host's veth) and waits until `host` pings `dst` through it.
+    /// Starts `vrhost run` on `config` (where `{link:HOST}` stands for the
+    /// port keys that reach that host: its veth, or its namespace's TAP)
+    /// and waits until `host` pings `dst` through it.
     fn start_router(&mut self, config: &str, ready: &[(&str, &str)]) {
         let mut cfg = config.to_string();
         for h in &self.hosts {
-            cfg = cfg.replace(&format!("{{link:{}}}", h.name), &h.link);
+            let keys = if h.link.is_empty() {
+                format!("interface = \"eth0\"\nnetns = \"{}\"", self.ns(h.name))
+            } else {
+                format!("interface = \"{}\"", h.link)
+            };
+            cfg = cfg.replace(&format!("interface = \"{{link:{}}}\"", h.name), &keys);
         }
+        assert!(!cfg.contains("{link:"), "unexpanded {{link:…}} in:\n{cfg}");
         assert!(
             !cfg.contains("[[router.neighbor]]"),
             "neighbours must resolve dynamically"
@@ -460,8 +491,14 @@ fn ping_v4_v6_dynamic_neighbors(driver: &str) {
         ("h1", "10.0.0.1", "2001:db8::1"),
         ("h2", "10.1.0.1", "2001:db8:1::1"),
     ] {
-        let mac = std::fs::read_to_string(format!("/sys/class/net/{}/address", lab.link(host)))
-            .expect("router-side MAC");
+        let mac = if driver == "tap" {
+            // Not the TAP's own MAC (the host's end): one of the port's.
+            let m = vrhost_daemon::runtime::tap_mac(host);
+            m.map(|b| format!("{b:02x}")).join(":")
+        } else {
+            std::fs::read_to_string(format!("/sys/class/net/{}/address", lab.link(host)))
+                .expect("router-side MAC")
+        };
         for (fam, gw) in [("-4", gw4), ("-6", gw6)] {
             let out = in_ns(
                 &lab.ns(host),
@@ -924,7 +961,7 @@ fn filters_on_real_traffic(driver: &str) {
     lab.wait_ping("h1", "10.1.0.2");
 }
 
-/// Both drivers run the same suite: `af_packet::*` and `af_xdp::*`.
+/// Every driver runs the same suite: `af_packet::*`, `af_xdp::*`, `tap::*`.
 macro_rules! suite {
     ($($driver:ident),*) => {$(
         mod $driver {
@@ -960,4 +997,4 @@ macro_rules! suite {
     )*};
 }
 
-suite!(af_packet, af_xdp);
+suite!(af_packet, af_xdp, tap);

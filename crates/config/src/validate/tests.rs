@@ -657,6 +657,20 @@ fn af_packet_and_af_xdp_ports_require_an_interface() {
         );
     }
     valid(&format!("{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\n"));
+    let c = valid(&format!(
+        "{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\ninterface = \"eth0\"\nnetns = \"lab-h1\"\n"
+    ));
+    assert_eq!(c.ports[2].netns.as_deref(), Some("lab-h1"));
+    only(
+        &format!("{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\nnetns = \"a/b\"\n"),
+        "port \"t\".netns",
+        "namespace name",
+    );
+    only(
+        &format!("{BASE}[[port]]\nname = \"x\"\ndriver = \"af_packet\"\ninterface = \"v0\"\nnetns = \"ns1\"\n"),
+        "port \"x\".netns",
+        "only a tap port is made in another namespace",
+    );
 }
 
 #[test]
