@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# One TCP stream (iperf3) through a router on veth, the peers' offloads at
-# Linux's defaults: Linux kernel forwarding against vrhost on af_packet, in
-# one run, alternated round by round.
+# One TCP stream (iperf3) through a router, the peers' offloads at Linux's
+# defaults: Linux kernel forwarding on veth against vrhost on af_packet (the
+# same veths) and on tap, in one run, alternated round by round; with -p,
+# then 64-byte pps against kernel forwarding (scripts/bench-veth.sh -q).
 #
 #   netns bt-src              netns bt-rtr (the router)               netns bt-dst
 #   bts0 10.0.0.2 ── veth ── btr0 10.0.0.1 │ btr1 10.1.0.1 ── veth ── btd0 10.1.0.2
 #   iperf3 -c                kernel ip_forward, or vrhost run          iperf3 -s
+#
+#   tap: bts0 and btd0 are TAP devices (no veth, no btr0/btr1), and vrhost's
+#   tap ports attach to them in the hosts' namespaces, as a VM's NIC meets
+#   its host:  bts0 (TAP) ══ vrhost run ══ btd0 (TAP)
 #
 # Both routers get the same placement: the receive work of btr0 and btr1
 # (ip_rcv → forward, or packet_rcv into vrhost's ring) is moved to the
@@ -13,16 +18,24 @@
 # client and server share the other core (2 CPUs) or get one each.
 #
 # Routers: kernel, af_packet (vrhost, virtio-net headers: super-frames and
-# partial checksums carried), af_packet-nooffload (vrhost with every
-# offload turned off on all four veth ends, the only way TCP passed before
-# the headers were carried).
+# partial checksums carried), tap (vrhost, the same over IFF_VNET_HDR),
+# af_packet-nooffload (vrhost with every offload turned off on all four
+# veth ends, the only way TCP passed before the headers were carried).
+# For tap, the hosts' own receive and transmit work (tun_get_user into the
+# receiver's stack) runs where vrhost writes, on the router core, as the
+# receiving veth's does for the others.
 #
-# Usage: scripts/bench-tcp-veth.sh [-s SECONDS] [-n ROUNDS] [-r ROUTERS] [-m MTU]
+# Usage: scripts/bench-tcp-veth.sh [-s SECONDS] [-n ROUNDS] [-r ROUTERS] [-m MTU] [-p]
 #   -s  seconds per iperf3 run (default 5)
 #   -n  rounds of the whole set (default 2)
-#   -r  comma-separated routers (default kernel,af_packet,af_packet-nooffload)
-#   -m  MTU of every veth (default 1500)
-# Env: VRHOST=path (default target/release/vrhost, built if missing).
+#   -r  comma-separated routers (default kernel,af_packet,tap)
+#   -m  MTU of every link (default 1500)
+#   -p  afterwards, 64-byte pps: scripts/bench-veth.sh -q -r kernel,af_packet
+#       -s SECONDS (its own topology; its table follows)
+# Env: VRHOST=path (default target/release/vrhost, built if missing);
+#      DEBUG=1: vrhost's log (its counters at exit) on stderr;
+#      PERF_DIR=dir: profile the router core during each trial (perf record
+#      -e cpu-clock) into dir/ROUTER-ROUND.{data,txt}.
 # Output: CSV on stdout (router,round,gbit_s,retransmits), then a markdown
 # table of the ratios to the kernel in the same round. Needs root, iproute2,
 # ethtool, iperf3, taskset. Traffic stays inside the three namespaces,
@@ -30,11 +43,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SECS=5 ROUNDS=2 ROUTERS=kernel,af_packet,af_packet-nooffload MTU=1500
-while getopts "s:n:r:m:" o; do
+SECS=5 ROUNDS=2 ROUTERS=kernel,af_packet,tap MTU=1500 PPS=""
+while getopts "s:n:r:m:p" o; do
   case $o in
     s) SECS=$OPTARG ;; n) ROUNDS=$OPTARG ;; r) ROUTERS=$OPTARG ;; m) MTU=$OPTARG ;;
-    *) sed -n '2,30p' "$0"; exit 2 ;;
+    p) PPS=1 ;;
+    *) sed -n '2,44p' "$0"; exit 2 ;;
   esac
 done
 for t in ip ethtool iperf3 taskset awk; do
@@ -50,7 +64,13 @@ WORK=$(mktemp -d)
 nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
 down() {
-  [ -f "$WORK/vrhost.pid" ] && kill "$(cat "$WORK/vrhost.pid")" 2>/dev/null || true
+  if [ -f "$WORK/vrhost.pid" ]; then
+    local pid
+    pid=$(cat "$WORK/vrhost.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    [ -n "${DEBUG:-}" ] && cat "$WORK/vrhost.log" >&2
+  fi
   rm -f "$WORK/vrhost.pid"
   for ns in bt-src bt-rtr bt-dst; do ip netns del $ns 2>/dev/null || true; done
 }
@@ -59,16 +79,25 @@ trap 'down; rm -rf "$WORK"' EXIT
 up() { # $1: router kind
   down
   for ns in bt-src bt-rtr bt-dst; do ip netns add $ns; nsx $ns ip link set lo up; done
-  ip link add bts0 mtu "$MTU" netns bt-src type veth peer name btr0 mtu "$MTU" netns bt-rtr
-  ip link add btd0 mtu "$MTU" netns bt-dst type veth peer name btr1 mtu "$MTU" netns bt-rtr
+  if [ "$1" = tap ]; then
+    # Persistent TAPs with the hosts' addresses; vrhost attaches to them.
+    nsx bt-src ip tuntap add dev bts0 mode tap
+    nsx bt-dst ip tuntap add dev btd0 mode tap
+    nsx bt-src ip link set bts0 mtu "$MTU"
+    nsx bt-dst ip link set btd0 mtu "$MTU"
+  else
+    ip link add bts0 mtu "$MTU" netns bt-src type veth peer name btr0 mtu "$MTU" netns bt-rtr
+    ip link add btd0 mtu "$MTU" netns bt-dst type veth peer name btr1 mtu "$MTU" netns bt-rtr
+    local mask
+    mask=$(printf '%x' $((1 << ROUTER_CORE)))
+    for d in btr0 btr1; do
+      nsx bt-rtr sysctl -qw "net.ipv6.conf.$d.disable_ipv6=1"
+      echo "$mask" | nsx bt-rtr tee "/sys/class/net/$d/queues/rx-0/rps_cpus" >/dev/null
+      nsx bt-rtr ip link set $d up
+    done
+  fi
   nsx bt-src ip addr add 10.0.0.2/24 dev bts0
   nsx bt-dst ip addr add 10.1.0.2/24 dev btd0
-  local mask
-  mask=$(printf '%x' $((1 << ROUTER_CORE)))
-  for d in btr0 btr1; do
-    nsx bt-rtr sysctl -qw "net.ipv6.conf.$d.disable_ipv6=1"
-    echo "$mask" | nsx bt-rtr tee "/sys/class/net/$d/queues/rx-0/rps_cpus" >/dev/null
-  done
   if [ "$1" = af_packet-nooffload ]; then
     nsx bt-src ethtool -K bts0 tx off rx off tso off gso off gro off >/dev/null
     nsx bt-dst ethtool -K btd0 tx off rx off tso off gso off gro off >/dev/null
@@ -76,9 +105,8 @@ up() { # $1: router kind
       nsx bt-rtr ethtool -K $d tx off rx off tso off gso off gro off >/dev/null
     done
   fi
-  for ns_dev in bt-src:bts0 bt-dst:btd0 bt-rtr:btr0 bt-rtr:btr1; do
-    nsx "${ns_dev%%:*}" ip link set "${ns_dev#*:}" up
-  done
+  nsx bt-src ip link set bts0 up
+  nsx bt-dst ip link set btd0 up
   nsx bt-src ip route add default via 10.0.0.1
   nsx bt-dst ip route add default via 10.1.0.1
   if [ "$1" = kernel ]; then
@@ -86,19 +114,28 @@ up() { # $1: router kind
     nsx bt-rtr ip addr add 10.1.0.1/24 dev btr1
     nsx bt-rtr sysctl -qw net.ipv4.ip_forward=1
   else
+    local p0='driver = "af_packet"
+interface = "btr0"' p1='driver = "af_packet"
+interface = "btr1"'
+    if [ "$1" = tap ]; then
+      p0='driver = "tap"
+interface = "bts0"
+netns = "bt-src"'
+      p1='driver = "tap"
+interface = "btd0"
+netns = "bt-dst"'
+    fi
     cat >"$WORK/router.toml" <<EOF
 [dataplane]
 workers = [$ROUTER_CORE]
 
 [[port]]
 name = "p0"
-driver = "af_packet"
-interface = "btr0"
+$p0
 
 [[port]]
 name = "p1"
-driver = "af_packet"
-interface = "btr1"
+$p1
 
 [[router]]
 name = "red"
@@ -115,7 +152,9 @@ name = "red"
   mtu = $MTU
   addresses = ["10.1.0.1/24"]
 EOF
-    nsx bt-rtr "$VRHOST" run --config "$WORK/router.toml" >"$WORK/vrhost.log" 2>&1 &
+    # Not through nsx: a function run with & is a subshell, and $! would be
+    # its pid, not vrhost's (ip netns exec execs vrhost in place).
+    ip netns exec bt-rtr "$VRHOST" run --config "$WORK/router.toml" >"$WORK/vrhost.log" 2>&1 &
     echo $! >"$WORK/vrhost.pid"
   fi
   for _ in $(seq 50); do
@@ -128,11 +167,25 @@ EOF
 }
 
 trial() { # $1 router, $2 round
+  local perf_pid
   up "$1"
-  nsx bt-dst taskset -c "$PEER_CORES" iperf3 -s -1 -B 10.1.0.2 >/dev/null 2>&1 &
+  ip netns exec bt-dst taskset -c "$PEER_CORES" iperf3 -s -1 -B 10.1.0.2 >/dev/null 2>&1 &
   local srv=$!
   sleep 0.5
+  if [ -n "${PERF_DIR:-}" ]; then
+    # The router core's time, by process and symbol (cpu-clock: a software
+    # event; these guests have no cycle counters).
+    mkdir -p "$PERF_DIR"
+    (sleep 1; perf record -q -e cpu-clock -C "$ROUTER_CORE" -o "$PERF_DIR/$1-$2.data" \
+      -- sleep $((SECS > 3 ? SECS - 2 : 1)) >/dev/null 2>&1) &
+    perf_pid=$!
+  fi
   nsx bt-src taskset -c "$PEER_CORES" iperf3 -c 10.1.0.2 -t "$SECS" -J >"$WORK/out.json"
+  if [ -n "${PERF_DIR:-}" ]; then
+    wait "$perf_pid"
+    perf report -q -i "$PERF_DIR/$1-$2.data" --stdio --sort comm,sym 2>/dev/null |
+      grep -v '^$' | head -40 >"$PERF_DIR/$1-$2.txt" || true
+  fi
   wait $srv 2>/dev/null || true
   local bps retr
   bps=$(awk -F: '/"sum_received"/{f=1} f&&/"bits_per_second"/{gsub(/[ \t,]/,"",$2); print $2; exit}' "$WORK/out.json")
@@ -154,3 +207,9 @@ echo "|---|---|---:|---:|---:|"
 awk -F, '{g[$2","$1]=$3; t[$2","$1]=$4; o[NR]=$2","$1}
   END{for(i=1;i<=NR;i++){split(o[i],a,","); k=g[a[1]",kernel"];
     printf "| %s | %s | %.2f | %s | %s |\n", a[1], a[2], g[o[i]], t[o[i]], (k>0? sprintf("%.2f", g[o[i]]/k) : "-")}}' "$WORK/csv"
+if [ -n "$PPS" ]; then
+  down
+  echo
+  echo "64-byte frames, flat out (scripts/bench-veth.sh -q -r kernel,af_packet -s $SECS):"
+  VRHOST="$VRHOST" scripts/bench-veth.sh -q -r kernel,af_packet -s "$SECS"
+fi
