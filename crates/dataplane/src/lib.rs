@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod coalesce;
 pub mod counters;
 pub mod drop_reason;
 pub mod engine;

@@ -39,7 +39,9 @@
 //! ([`TapPort::create_multi`]) are made persistent ([`TapPort::set_persist`]),
 //! so that they outlive a restart of vrhost, and a [`TapHold`] keeps their
 //! carrier up meanwhile. One `read` or `write` per frame (a super-frame is
-//! one). The device appears in the calling thread's network namespace
+//! one); the buffers of a super-frame cut on the way in are joined again
+//! on the way out ([`coalesce`]: one `writev`, one skb in the receiving
+//! kernel). The device appears in the calling thread's network namespace
 //! ([`crate::netns`]).
 #![allow(unsafe_code)]
 
@@ -50,6 +52,7 @@ use std::io::ErrorKind;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 
+use vrhost_dataplane::coalesce;
 use vrhost_dataplane::mbuf::MAX_FRAME;
 use vrhost_dataplane::offload::{self, l2_len};
 use vrhost_dataplane::{Gso, Mbuf, MbufPool};
@@ -62,6 +65,10 @@ const TUN_PATH: &str = "/dev/net/tun";
 /// `TUNSETIFF` flags of every queue and hold: Ethernet, no packet-info
 /// header, a virtio-net header.
 const FLAGS: c_short = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as c_short;
+
+/// At most this many buffers leave as one super-frame (a 64 KiB one cut
+/// into single segments is 45).
+const MAX_JOIN: usize = 64;
 
 /// The largest frame the kernel hands a TAP that takes TSO: a 64 KiB
 /// super-frame (`tso_max_size`) with its Ethernet header and a tag.
@@ -492,44 +499,65 @@ impl Port for TapPort {
             self.stats.dropped += offload::resolve(tx, &mut self.scratch, pool);
         }
         let mut result = Ok(());
-        for m in tx.drain(..) {
-            let data = m.data();
+        let mut i = 0;
+        while i < tx.len() {
+            // Buffers cut from one super-frame leave as one again
+            // ([`coalesce`]): one write, one skb in the receiving kernel.
+            let mut n = 1;
+            let mut off = tx[i].offload;
+            if self.vnet {
+                let end = tx.len().min(i + MAX_JOIN);
+                n = coalesce::run(&tx[i..end], 65_535).max(1);
+                if n > 1 {
+                    match coalesce::merge_head(&mut tx[i..i + n]) {
+                        Some(o) => off = o,
+                        None => n = 1,
+                    }
+                }
+            }
+            let frames = &tx[i..i + n];
+            i += n;
             let h = if self.vnet {
-                vnet::emit(&m.offload, data)
+                vnet::emit(&off, frames[0].data())
             } else {
                 Some([0; vnet::LEN])
             };
             let Some(h) = h else {
-                self.stats.dropped += 1;
-                pool.put(m);
+                self.stats.dropped += n as u64;
                 continue;
             };
-            let iov = [
-                libc::iovec {
-                    iov_base: h.as_ptr().cast_mut().cast(),
-                    iov_len: h.len(),
-                },
-                libc::iovec {
-                    iov_base: data.as_ptr().cast_mut().cast(),
-                    iov_len: data.len(),
-                },
-            ];
-            let (iov, skip) = if self.vnet {
-                (&iov[..], vnet::LEN)
-            } else {
-                (&iov[1..], 0)
+            let empty = libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
             };
-            // SAFETY: both iovecs point at live slices of their lengths
-            // (the header on the stack, the frame in its buffer) that
-            // writev() only reads.
+            let mut iov = [empty; MAX_JOIN + 1];
+            let at = |b: &[u8]| libc::iovec {
+                iov_base: b.as_ptr().cast_mut().cast(),
+                iov_len: b.len(),
+            };
+            iov[0] = at(&h);
+            iov[1] = at(frames[0].data());
+            for (v, m) in iov[2..].iter_mut().zip(&frames[1..]) {
+                *v = at(coalesce::payload(m));
+            }
+            let used = &iov[usize::from(!self.vnet)..n + 1];
+            let len: usize = used.iter().map(|v| v.iov_len).sum();
+            // SAFETY: every iovec points at a live slice of its length (the
+            // header on the stack, the frames in their buffers, none of
+            // which changes before writev() returns) that writev() only
+            // reads.
             let rc = unsafe {
-                libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), iov.len() as libc::c_int)
+                libc::writev(
+                    self.fd.as_raw_fd(),
+                    used.as_ptr(),
+                    used.len() as libc::c_int,
+                )
             };
-            if rc == (skip + data.len()) as isize {
-                self.stats.tx_packets += 1;
-                self.stats.tx_bytes += data.len() as u64;
+            if rc == len as isize {
+                self.stats.tx_packets += n as u64;
+                self.stats.tx_bytes += frames.iter().map(|m| m.len() as u64).sum::<u64>();
             } else {
-                self.stats.dropped += 1;
+                self.stats.dropped += n as u64;
                 if rc < 0 && result.is_ok() {
                     let e = std::io::Error::last_os_error();
                     if e.kind() != ErrorKind::WouldBlock && !sys::is_transient(&e) {
@@ -537,6 +565,8 @@ impl Port for TapPort {
                     }
                 }
             }
+        }
+        for m in tx.drain(..) {
             pool.put(m);
         }
         result
