@@ -36,8 +36,9 @@
 #      DEBUG=1: vrhost's log (its counters at exit) on stderr;
 #      PERF_DIR=dir: profile the router core during each trial (perf record
 #      -e cpu-clock) into dir/ROUTER-ROUND.{data,txt}.
-# Output: CSV on stdout (router,round,gbit_s,retransmits), then a markdown
-# table of the ratios to the kernel in the same round. Needs root, iproute2,
+# Output: CSV on stdout (router,round,gbit_s,retransmits,rtt_ms: the
+# average of 50 pings through the idle router before the stream), then a
+# markdown table of the ratios to the kernel in the same round. Needs root, iproute2,
 # ethtool, iperf3, taskset. Traffic stays inside the three namespaces,
 # which are removed on exit.
 set -euo pipefail
@@ -167,8 +168,9 @@ EOF
 }
 
 trial() { # $1 router, $2 round
-  local perf_pid
+  local perf_pid rtt
   up "$1"
+  rtt=$(nsx bt-src ping -q -c 50 -i 0.002 10.1.0.2 | awk -F/ '/^rtt/{print $5}')
   ip netns exec bt-dst taskset -c "$PEER_CORES" iperf3 -s -1 -B 10.1.0.2 >/dev/null 2>&1 &
   local srv=$!
   sleep 0.5
@@ -190,10 +192,11 @@ trial() { # $1 router, $2 round
   local bps retr
   bps=$(awk -F: '/"sum_received"/{f=1} f&&/"bits_per_second"/{gsub(/[ \t,]/,"",$2); print $2; exit}' "$WORK/out.json")
   retr=$(awk -F: '/"sum_sent"/{f=1} f&&/"retransmits"/{gsub(/[ \t,]/,"",$2); print $2; exit}' "$WORK/out.json")
-  awk -v r="$1" -v n="$2" -v b="$bps" -v t="${retr:-0}" 'BEGIN{printf "%s,%d,%.2f,%s\n", r, n, b/1e9, t}'
+  awk -v r="$1" -v n="$2" -v b="$bps" -v t="${retr:-0}" -v l="${rtt:-0}" \
+    'BEGIN{printf "%s,%d,%.2f,%s,%s\n", r, n, b/1e9, t, l}'
 }
 
-echo "router,round,gbit_s,retransmits"
+echo "router,round,gbit_s,retransmits,rtt_ms"
 IFS=, read -r -a list <<<"$ROUTERS"
 : >"$WORK/csv"
 for n in $(seq "$ROUNDS"); do
@@ -202,11 +205,12 @@ for n in $(seq "$ROUNDS"); do
   done
 done
 echo
-echo "| round | router | Gbit/s | retransmits | ÷ kernel |"
-echo "|---|---|---:|---:|---:|"
-awk -F, '{g[$2","$1]=$3; t[$2","$1]=$4; o[NR]=$2","$1}
+echo "| round | router | Gbit/s | retransmits | ping ms | ÷ kernel |"
+echo "|---|---|---:|---:|---:|---:|"
+awk -F, '{g[$2","$1]=$3; t[$2","$1]=$4; l[$2","$1]=$5; o[NR]=$2","$1}
   END{for(i=1;i<=NR;i++){split(o[i],a,","); k=g[a[1]",kernel"];
-    printf "| %s | %s | %.2f | %s | %s |\n", a[1], a[2], g[o[i]], t[o[i]], (k>0? sprintf("%.2f", g[o[i]]/k) : "-")}}' "$WORK/csv"
+    printf "| %s | %s | %.2f | %s | %s | %s |\n", a[1], a[2], g[o[i]], t[o[i]], l[o[i]],
+      (k>0? sprintf("%.2f", g[o[i]]/k) : "-")}}' "$WORK/csv"
 if [ -n "$PPS" ]; then
   down
   echo

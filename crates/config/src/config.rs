@@ -93,7 +93,7 @@ pub enum Driver {
     Memory,
     /// Reads a pcap file on receive, writes one on transmit.
     Pcap,
-    /// Linux `AF_PACKET` with `TPACKET_V3` rings.
+    /// Linux `AF_PACKET` with `TPACKET_V2` rings.
     AfPacket,
     /// Linux `AF_XDP` sockets, kernel bypass.
     AfXdp,

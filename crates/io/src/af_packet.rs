@@ -1,13 +1,21 @@
-//! The `af_packet` port: a `PF_PACKET` socket with `TPACKET_V3` mmap rings.
+//! The `af_packet` port: a `PF_PACKET` socket with `TPACKET_V2` mmap rings.
 //! It works on any Linux interface, which makes it the fallback driver.
 //!
 //! # Kernel features used
 //!
-//! - `PACKET_VERSION = TPACKET_V3`, `PACKET_RX_RING`: a ring of blocks the
-//!   kernel fills with many frames each. A block goes to user space when it
-//!   is full or after [`BLOCK_TIMEOUT_MS`] (`tp_retire_blk_tov`), so a quiet
-//!   link adds at most that much latency and a busy one costs no syscall.
-//! - `PACKET_TX_RING` (V3 frames, fixed size), kicked by one
+//! - `PACKET_VERSION = TPACKET_V2`, `PACKET_RX_RING`: a ring of fixed-size
+//!   frame slots, each handed to user space as soon as the kernel has
+//!   filled it. (`TPACKET_V3` packs frames densely into blocks, but hands a
+//!   block over only when it is full or after its timeout, at least 1 ms:
+//!   a light flow, TCP's ACKs, then waited up to a millisecond per hop,
+//!   which bounded one TCP stream at 0.54–0.64× kernel forwarding; see
+//!   docs/benchmarks.md.)
+//! - `PACKET_COPY_THRESH`: a frame longer than a slot (a super-frame, up to
+//!   64 KiB) takes its slot truncated with `TP_STATUS_COPY`, and the kernel
+//!   queues the whole frame on the socket, where `recvmsg` reads it, vnet
+//!   header first, in slot order. Slots stay sized for the MTU, so small
+//!   frames keep a small ring.
+//! - `PACKET_TX_RING` (fixed-size frames), kicked by one
 //!   `sendto(MSG_DONTWAIT)` per burst, with `PACKET_QDISC_BYPASS` (straight
 //!   to the driver, as a router's own queueing replaces the qdisc) and
 //!   `PACKET_LOSS` (a malformed frame is skipped rather than wedging the
@@ -37,45 +45,37 @@
 //!
 //! ```text
 //!  one mmap, shared with the kernel
-//!  ┌──────── rx: RX_BLOCKS × BLOCK_SIZE ────────┬───── tx: N frames of one size ─────┐
-//!  │ block 0        │ block 1        │ …        │ frame 0 │ frame 1 │ …              │
-//!  │ status KERNEL: │ status USER:   │          │ each: tpacket3_hdr + frame bytes   │
-//!  │ the kernel     │ ours; rx_burst │          │ AVAILABLE ─(tx_burst)─► SEND_REQ.  │
-//!  │ fills it       │ walks it       │          │ ─(kernel, on sendto)─► AVAILABLE   │
-//!  └────────────────┴────────────────┴──────────┴────────────────────────────────────┘
-//!   a USER block: [ block desc | hdr frame | hdr frame | … ]  → KERNEL once all read
+//!  ┌──────── rx: N slots of one size ──────────┬───── tx: M frames of one size ─────┐
+//!  │ slot 0         │ slot 1         │ …       │ frame 0 │ frame 1 │ …              │
+//!  │ status USER:   │ status KERNEL: │         │ each: tpacket2_hdr + frame bytes   │
+//!  │ ours; rx_burst │ the kernel     │         │ AVAILABLE ─(tx_burst)─► SEND_REQ.  │
+//!  │ copies it out  │ fills it next  │         │ ─(kernel, on sendto)─► AVAILABLE   │
+//!  └────────────────┴────────────────┴─────────┴────────────────────────────────────┘
+//!   a slot: [ tpacket2_hdr | sockaddr_ll | … | vnet hdr | frame ]  → KERNEL once copied
+//!   TP_STATUS_COPY on a slot: its frame is whole on the socket's queue (recvmsg)
 //! ```
-//!
-//! Inside a user-owned block, frames form a list: each `tpacket3_hdr`
-//! gives the frame's offset (`tp_mac`), its captured length and the offset
-//! of the next header. `rx_burst` may stop in the middle of a block; it
-//! keeps its place and hands the block back once its last frame is copied.
 //!
 //! # Fast path
 //!
-//! `rx_burst` makes no syscall at all; `tx_burst` makes one `sendto` per
-//! burst. Neither allocates nor locks. `stats()` costs one
+//! `rx_burst` makes no syscall for frames that fit a slot, and one
+//! `recvmsg` per super-frame; `tx_burst` makes one `sendto` per burst.
+//! Neither allocates nor locks. `stats()` costs one
 //! `getsockopt(PACKET_STATISTICS)`: call it off the fast path.
 //!
 //! # Super-frames
 //!
 //! A received super-frame of up to 64 KiB is longer than an [`Mbuf`]
-//! ([`MAX_FRAME`]): it is cut straight from the ring into super-frames
-//! that fit one buffer (six 1448-byte segments each), checksums left
-//! partial, so the pipeline looks each one up once and the sending kernel
-//! cuts it into segments. With the vnet header, tx frames are 16 KiB, so
-//! any [`Mbuf`] fits one. On the way out, the buffers of one cut
-//! super-frame are joined again ([`coalesce`]) and sent as one frame of up
-//! to 64 KiB through a second, ring-less socket (`sendmsg`, after the ring
-//! is kicked, so order holds): the receiving kernel takes one skb where
-//! the sender made one. Both sockets get a 32 MiB send buffer
-//! (`SO_SNDBUFFORCE`): frames a veth peer's sockets still hold count
-//! against it.
-//!
-//! What is left: a `TPACKET_V3` rx block goes to user space when full or
-//! after [`BLOCK_TIMEOUT_MS`], so a light flow (TCP's ACKs) waits up to
-//! a millisecond per hop (ping through vrhost: about 1.2 ms against 0.06
-//! for kernel forwarding), which bounds one TCP stream's window/RTT.
+//! ([`MAX_FRAME`]): it is cut into super-frames that fit one buffer (six
+//! 1448-byte segments each), checksums left partial, so the pipeline
+//! looks each one up once and the sending kernel cuts it into segments.
+//! With the vnet header, tx frames are 16 KiB, so any [`Mbuf`] fits one.
+//! On the way out, the buffers of one cut super-frame are joined again
+//! ([`coalesce`]) and sent as one frame of up to 64 KiB through a second,
+//! ring-less socket (`sendmsg`, after the ring is kicked, so order holds):
+//! the receiving kernel takes one skb where the sender made one. Both
+//! sockets get a 32 MiB send buffer (`SO_SNDBUFFORCE`): frames a veth
+//! peer's sockets still hold count against it; the ring socket a 32 MiB
+//! receive buffer too, which bounds the super-frames queued for `recvmsg`.
 //!
 //! # VLAN tags
 //!
@@ -102,60 +102,61 @@ use crate::{IoError, Port, PortStats};
 
 pub use crate::netdev::{mac, mtu};
 
-/// Size of one rx block: a power-of-two number of pages. 1 MiB holds about
-/// 500 full-size frames or 10 000 minimum-size ones.
+/// Size of one ring block: a power-of-two number of pages that slots and
+/// tx frames divide (they never straddle a block).
 pub const BLOCK_SIZE: usize = 1 << 20;
-/// Rx blocks per queue: 16 MiB absorbs about 10 ms of a 10 GbE line.
-pub const RX_BLOCKS: usize = 16;
-/// How long the kernel keeps a partly filled block before handing it over.
-pub const BLOCK_TIMEOUT_MS: u32 = 1;
+/// Bytes of rx ring per queue: 16 MiB, 8192 slots of 2 KiB at a 1500-byte
+/// MTU, absorbs about 10 ms of a 10 GbE line.
+pub const RX_RING_BYTES: usize = 16 << 20;
 /// Bytes of tx ring per queue: 4096 frames of 2 KiB at a 1500-byte MTU.
 pub const TX_RING_BYTES: usize = 8 << 20;
-/// V3 frames are variable in the rx ring; `tp_frame_size` only has to
-/// divide the block and satisfy the kernel's `frame_nr` arithmetic.
-const RX_FRAME_SIZE: usize = 2048;
-/// `TPACKET_ALIGN(sizeof(struct tpacket3_hdr))`: where the `sockaddr_ll`
-/// sits behind each rx frame header.
-const HDR_LEN: usize = (size_of::<libc::tpacket3_hdr>() + libc::TPACKET_ALIGNMENT - 1)
+/// `TPACKET_ALIGN(sizeof(struct tpacket2_hdr))`: where the `sockaddr_ll`
+/// sits behind each rx slot's header.
+const HDR_LEN: usize = (size_of::<libc::tpacket2_hdr>() + libc::TPACKET_ALIGNMENT - 1)
     & !(libc::TPACKET_ALIGNMENT - 1);
 /// Where a tx frame's data starts: `tp_hdrlen - sizeof(struct sockaddr_ll)`
 /// (kernel `tpacket_parse_header`).
-const TX_DATA_OFF: usize = libc::TPACKET3_HDRLEN - size_of::<libc::sockaddr_ll>();
+const TX_DATA_OFF: usize = libc::TPACKET2_HDRLEN - size_of::<libc::sockaddr_ll>();
+/// Where the kernel puts a frame's network header in an rx slot
+/// (`tpacket_rcv`: `TPACKET_ALIGN(tp_hdrlen + max(16, L2 length))`, then
+/// the vnet header; the L2 header goes just before it), for L2 headers of
+/// up to 28 bytes (two VLAN tags): a slot of this plus the MTU holds any
+/// frame the MTU allows.
+const RX_NET_OFF: usize = ((libc::TPACKET2_HDRLEN + 16 + libc::TPACKET_ALIGNMENT - 1)
+    & !(libc::TPACKET_ALIGNMENT - 1))
+    + vnet::LEN;
+// A full frame of the default 1500-byte MTU fits the smallest slot.
+const _: () = assert!(RX_NET_OFF + 1500 <= 2048);
 /// 802.1Q tag length.
 const VLAN_LEN: usize = 4;
 /// At most this many buffers leave as one super-frame (a 64 KiB one cut
 /// into single segments is 45).
 const MAX_JOIN: usize = 64;
+/// The longest frame `recvmsg` takes off the socket's queue: a 64 KiB
+/// super-frame (`GSO_MAX_SIZE`, what veth and TAP send without BIG TCP)
+/// and its Ethernet header, behind its vnet header.
+const MAX_COPY: usize = vnet::LEN + 65_536 + 22;
+/// The socket's receive buffer (`SO_RCVBUFFORCE`), which bounds the
+/// super-frames queued for `recvmsg`: the kernel stops queueing, and
+/// truncates them into their slots (dropped), beyond it.
+const RECV_BUFFER: c_int = 32 << 20;
 
-/// The block descriptor at the start of every rx block
-/// (`struct tpacket_block_desc` with its `tpacket_hdr_v1`), spelled out so
-/// the fields have plain offsets.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct BlockDesc {
-    version: u32,
-    offset_to_priv: u32,
-    block_status: u32,
-    num_pkts: u32,
-    offset_to_first_pkt: u32,
-    blk_len: u32,
-    seq_num: u64,
-    ts_first_pkt: [u32; 2],
-    ts_last_pkt: [u32; 2],
-}
-
-/// One queue of a Linux interface, through a `TPACKET_V3` socket.
+/// One queue of a Linux interface, through a `TPACKET_V2` socket.
 pub struct AfPacketPort {
     ifname: String,
     fd: OwnedFd,
-    /// Rx blocks, then tx frames.
+    /// Rx slots, then tx frames.
     ring: Mmap,
-    /// Rx block we read next.
-    rx_block: usize,
-    /// Frames of the current block not read yet; 0 when no block is open.
-    rx_left: u32,
-    /// Offset, inside the current block, of the next frame header.
-    rx_off: usize,
+    rx_slot_size: usize,
+    rx_slots: usize,
+    /// Rx slot we read next.
+    rx_head: usize,
+    /// Where a `TP_STATUS_COPY` frame lands, whole (vnet header, frame),
+    /// from `recvmsg`; empty without `vnet`.
+    copy: Box<[u8]>,
+    /// How much of `copy` is the head slot's frame, read but not taken
+    /// (the burst had no room for its cut).
+    copied: Option<usize>,
     /// Where the tx frames start in `ring`.
     tx_base: usize,
     tx_frame_size: usize,
@@ -200,7 +201,7 @@ impl AfPacketPort {
         };
         opt(
             libc::PACKET_VERSION,
-            libc::tpacket_versions::TPACKET_V3 as c_int,
+            libc::tpacket_versions::TPACKET_V2 as c_int,
             "setsockopt(PACKET_VERSION)",
         )?;
         opt(libc::PACKET_LOSS, 1, "setsockopt(PACKET_LOSS)")?;
@@ -222,6 +223,18 @@ impl AfPacketPort {
             }
         };
         send_buffer(&fd);
+        if vnet {
+            // Super-frames longer than a slot reach recvmsg whole, up to
+            // this much queued.
+            opt(
+                libc::PACKET_COPY_THRESH,
+                1,
+                "setsockopt(PACKET_COPY_THRESH)",
+            )?;
+            if setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &RECV_BUFFER).is_err() {
+                let _ = setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &RECV_BUFFER);
+            }
+        }
         // Older kernels lack it; rx_burst also skips PACKET_OUTGOING frames.
         let _ = opt(
             libc::PACKET_IGNORE_OUTGOING,
@@ -229,14 +242,17 @@ impl AfPacketPort {
             "setsockopt(PACKET_IGNORE_OUTGOING)",
         );
 
-        let rx_req = libc::tpacket_req3 {
+        // A slot holds its header and any frame the MTU allows (capped by
+        // the Mbuf size); longer ones (super-frames) take the copy path.
+        let rx_slot_size = (RX_NET_OFF + mtu.min(MAX_FRAME))
+            .next_power_of_two()
+            .max(2048);
+        let rx_slots = RX_RING_BYTES / rx_slot_size;
+        let rx_req = libc::tpacket_req {
             tp_block_size: BLOCK_SIZE as u32,
-            tp_block_nr: RX_BLOCKS as u32,
-            tp_frame_size: RX_FRAME_SIZE as u32,
-            tp_frame_nr: (RX_BLOCKS * BLOCK_SIZE / RX_FRAME_SIZE) as u32,
-            tp_retire_blk_tov: BLOCK_TIMEOUT_MS,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
+            tp_block_nr: (RX_RING_BYTES / BLOCK_SIZE) as u32,
+            tp_frame_size: rx_slot_size as u32,
+            tp_frame_nr: rx_slots as u32,
         };
         setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &rx_req)
             .map_err(e("setsockopt(PACKET_RX_RING)"))?;
@@ -258,20 +274,16 @@ impl AfPacketPort {
         let ring_bytes = TX_RING_BYTES.max(1024 * tx_frame_size);
         let tx_blocks = (ring_bytes / tx_block_size).max(1);
         let tx_frames = tx_blocks * (tx_block_size / tx_frame_size);
-        let tx_req = libc::tpacket_req3 {
+        let tx_req = libc::tpacket_req {
             tp_block_size: tx_block_size as u32,
             tp_block_nr: tx_blocks as u32,
             tp_frame_size: tx_frame_size as u32,
             tp_frame_nr: tx_frames as u32,
-            // The kernel rejects block timeouts and private areas on tx.
-            tp_retire_blk_tov: 0,
-            tp_sizeof_priv: 0,
-            tp_feature_req_word: 0,
         };
         setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &tx_req)
             .map_err(e("setsockopt(PACKET_TX_RING)"))?;
 
-        let tx_base = RX_BLOCKS * BLOCK_SIZE;
+        let tx_base = RX_RING_BYTES;
         let ring = Mmap::shared(&fd, tx_base + tx_blocks * tx_block_size, 0)
             .map_err(e("mmap(PACKET rings)"))?;
 
@@ -329,9 +341,11 @@ impl AfPacketPort {
             ifname: ifname.to_string(),
             fd,
             ring,
-            rx_block: 0,
-            rx_left: 0,
-            rx_off: 0,
+            rx_slot_size,
+            rx_slots,
+            rx_head: 0,
+            copy: vec![0u8; if vnet { MAX_COPY } else { 0 }].into_boxed_slice(),
+            copied: None,
             tx_base,
             tx_frame_size,
             tx_frames,
@@ -359,61 +373,57 @@ impl AfPacketPort {
         self.tx_frame_size - TX_DATA_OFF - if self.vnet { vnet::LEN } else { 0 }
     }
 
+    /// The address of rx slot `i`.
     #[inline]
-    fn block(&self, i: usize) -> *mut u8 {
-        debug_assert!(i < RX_BLOCKS);
-        // SAFETY: `i < RX_BLOCKS`, so the offset stays inside the rx part of
-        // the mapping (which is `RX_BLOCKS * BLOCK_SIZE` bytes long).
-        unsafe { self.ring.ptr().add(i * BLOCK_SIZE) }
+    fn rx_slot(&self, i: usize) -> *mut u8 {
+        debug_assert!(i < self.rx_slots);
+        // SAFETY: `i < rx_slots`, so the slot lies inside the rx part of the
+        // mapping (`rx_slots * rx_slot_size <= RX_RING_BYTES` bytes).
+        unsafe { self.ring.ptr().add(i * self.rx_slot_size) }
     }
 
-    /// The `block_status` word of rx block `i`, shared with the kernel.
+    /// The `tp_status` word of rx slot `i`, shared with the kernel.
     #[inline]
-    fn block_status(&self, i: usize) -> &AtomicU32 {
-        // SAFETY: the word lies inside block `i` of the live mapping, is
-        // 4-byte aligned (blocks are page aligned, the field is at offset 8),
-        // and the kernel only touches it with atomic-width accesses, so it
-        // may be viewed as an `AtomicU32` for as long as `self` lives.
-        unsafe {
-            AtomicU32::from_ptr(
-                self.block(i)
-                    .add(offset_of!(BlockDesc, block_status))
-                    .cast::<u32>(),
-            )
-        }
+    fn rx_status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: the word starts slot `i` of the live mapping, is 4-byte
+        // aligned (slots are at least 2 KiB aligned), and the kernel only
+        // touches it with word-sized accesses, so it may be viewed as an
+        // `AtomicU32` for as long as `self` lives.
+        unsafe { AtomicU32::from_ptr(self.rx_slot(i).cast::<u32>()) }
     }
 
-    /// Hands the current block back to the kernel and moves to the next.
+    /// Hands the head slot back to the kernel and moves to the next.
     #[inline]
-    fn release_block(&mut self) {
-        self.block_status(self.rx_block)
+    fn release_slot(&mut self) {
+        self.rx_status(self.rx_head)
             .store(libc::TP_STATUS_KERNEL, Ordering::Release);
-        self.rx_block = (self.rx_block + 1) % RX_BLOCKS;
-        self.rx_left = 0;
-        self.rx_off = 0;
+        self.rx_head = (self.rx_head + 1) % self.rx_slots;
     }
 
-    /// Opens the next block if the kernel has handed it over. Returns
-    /// false when there is nothing to read.
-    #[inline]
-    fn open_block(&mut self) -> bool {
-        if self.block_status(self.rx_block).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
-            return false;
+    /// Reads the head slot's `TP_STATUS_COPY` frame off the socket's queue
+    /// into `copy` (once: a frame left for the next burst stays there).
+    /// Returns its length, vnet header included; `None` when the queue has
+    /// nothing or the frame is longer than `copy` (it is gone then).
+    fn read_copy(&mut self) -> Option<usize> {
+        if self.copied.is_none() {
+            // SAFETY: `copy` is a live buffer of `copy.len()` bytes that
+            // recv() may write; MSG_TRUNC makes it return the frame's real
+            // length, so a frame that did not fit is seen as such.
+            let rc = unsafe {
+                libc::recv(
+                    std::os::fd::AsRawFd::as_raw_fd(&self.fd),
+                    self.copy.as_mut_ptr().cast(),
+                    self.copy.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                )
+            };
+            let len = usize::try_from(rc).ok()?;
+            if len > self.copy.len() {
+                return None;
+            }
+            self.copied = Some(len);
         }
-        // SAFETY: the block starts with a `BlockDesc` inside the mapping,
-        // and the kernel no longer writes to a block whose status is
-        // TP_STATUS_USER (the Acquire load above orders our reads after its
-        // writes). read_unaligned copies it out without forming references.
-        let desc: BlockDesc =
-            unsafe { std::ptr::read_unaligned(self.block(self.rx_block).cast::<BlockDesc>()) };
-        let first = desc.offset_to_first_pkt as usize;
-        if desc.num_pkts == 0 || first < size_of::<BlockDesc>() || first >= BLOCK_SIZE {
-            self.release_block();
-            return true;
-        }
-        self.rx_left = desc.num_pkts;
-        self.rx_off = first;
-        true
+        self.copied
     }
 
     /// The address of tx frame `i`.
@@ -429,12 +439,12 @@ impl AfPacketPort {
     #[inline]
     fn tx_status(&self, i: usize) -> &AtomicU32 {
         // SAFETY: inside frame `i` of the live mapping, 4-byte aligned
-        // (frames are at least 2 KiB aligned, the field is at offset 20),
+        // (frames are at least 2 KiB aligned, the field is at offset 0),
         // accessed by the kernel with word-sized loads and stores.
         unsafe {
             AtomicU32::from_ptr(
                 self.tx_frame(i)
-                    .add(offset_of!(libc::tpacket3_hdr, tp_status))
+                    .add(offset_of!(libc::tpacket2_hdr, tp_status))
                     .cast::<u32>(),
             )
         }
@@ -443,15 +453,14 @@ impl AfPacketPort {
     /// Copies received `frame` into buffers on `rx`, `n` of at most `max`
     /// already there: one buffer, or, for a super-frame longer than a
     /// buffer, as many super-frames as it takes. `vh` is its vnet header
-    /// (empty without one); `vlan` says the device stripped an 802.1Q tag
-    /// into `hdr`, which goes back into the frame.
+    /// (empty without one); `tag` the 802.1Q tag the device stripped, which
+    /// goes back into the frame.
     #[allow(clippy::too_many_arguments)]
     fn receive(
-        &mut self,
+        stats: &mut PortStats,
         frame: &[u8],
         vh: &[u8],
-        vlan: bool,
-        hdr: &libc::tpacket3_hdr,
+        tag: Option<[u8; VLAN_LEN]>,
         pool: &mut MbufPool,
         rx: &mut Vec<Mbuf>,
         (n, max): (usize, usize),
@@ -467,25 +476,12 @@ impl AfPacketPort {
             },
             Err(_) => Offload::NONE,
         };
-        // The tag as the wire had it: TPID, then TCI.
-        let tag = vlan.then(|| {
-            let tpid = if hdr.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                hdr.hv1.tp_vlan_tpid
-            } else {
-                0x8100
-            };
-            let tci = hdr.hv1.tp_vlan_tci as u16;
-            let mut t = [0u8; VLAN_LEN];
-            t[..2].copy_from_slice(&tpid.to_be_bytes());
-            t[2..].copy_from_slice(&tci.to_be_bytes());
-            t
-        });
         let extra = if tag.is_some() { VLAN_LEN } else { 0 };
         if frame.len() + extra > MAX_FRAME {
             if off.gso == Gso::None {
                 return Received::Dropped;
             }
-            return self.receive_cut(frame, l2, tag, &off, pool, rx, (n, max), port_index);
+            return Self::receive_cut(stats, frame, l2, tag, &off, pool, rx, (n, max), port_index);
         }
         let mut m = pool.get();
         match tag {
@@ -501,8 +497,8 @@ impl AfPacketPort {
         }
         m.offload = off;
         m.port = port_index;
-        self.stats.rx_packets += 1;
-        self.stats.rx_bytes += m.len() as u64;
+        stats.rx_packets += 1;
+        stats.rx_bytes += m.len() as u64;
         rx.push(m);
         Received::Frames(1)
     }
@@ -513,7 +509,7 @@ impl AfPacketPort {
     /// left partial.
     #[allow(clippy::too_many_arguments)]
     fn receive_cut(
-        &mut self,
+        stats: &mut PortStats,
         frame: &[u8],
         l2: usize,
         tag: Option<[u8; VLAN_LEN]>,
@@ -551,8 +547,8 @@ impl AfPacketPort {
         });
         match made {
             Ok(k) => {
-                self.stats.rx_packets += k as u64;
-                self.stats.rx_bytes += bytes;
+                stats.rx_packets += k as u64;
+                stats.rx_bytes += bytes;
                 Received::Frames(k)
             }
             Err(_) => Received::Dropped,
@@ -663,66 +659,91 @@ impl Port for AfPacketPort {
         port_index: u16,
     ) -> usize {
         let mut n = 0;
+        let skip = if self.vnet { vnet::LEN } else { 0 };
         while n < max {
-            if self.rx_left == 0 {
-                if !self.open_block() {
-                    break;
-                }
-                continue;
+            let status = self.rx_status(self.rx_head).load(Ordering::Acquire);
+            if status & libc::TP_STATUS_USER == 0 {
+                break;
             }
-            let blk = self.block(self.rx_block);
-            let off = self.rx_off;
-            if off + HDR_LEN + size_of::<libc::sockaddr_ll>() > BLOCK_SIZE {
-                // A corrupt chain: give up on the rest of this block.
-                self.stats.dropped += u64::from(self.rx_left);
-                self.release_block();
-                continue;
-            }
-            // SAFETY: `off + HDR_LEN + sizeof(sockaddr_ll) <= BLOCK_SIZE` was
-            // checked, so both structs lie inside this block, which user
-            // space owns while its status is TP_STATUS_USER.
+            let slot = self.rx_slot(self.rx_head);
+            // SAFETY: the header and the `sockaddr_ll` behind it (`HDR_LEN +
+            // 20 <= 2048 <= rx_slot_size`) lie inside this slot, which user
+            // space owns while its status is TP_STATUS_USER (the Acquire load
+            // above orders these reads after the kernel's writes).
             let (hdr, pkttype) = unsafe {
-                let h = std::ptr::read_unaligned(blk.add(off).cast::<libc::tpacket3_hdr>());
-                let pkttype = *blk.add(off + HDR_LEN + offset_of!(libc::sockaddr_ll, sll_pkttype));
+                let h = std::ptr::read_unaligned(slot.cast::<libc::tpacket2_hdr>());
+                let pkttype = *slot.add(HDR_LEN + offset_of!(libc::sockaddr_ll, sll_pkttype));
                 (h, pkttype)
             };
-            let mac = off + hdr.tp_mac as usize;
-            let snap = hdr.tp_snaplen as usize;
-            let vlan = hdr.tp_status & libc::TP_STATUS_VLAN_VALID != 0;
-            let skip = if self.vnet { vnet::LEN } else { 0 };
-            let ok = mac.checked_add(snap).is_some_and(|end| end <= BLOCK_SIZE)
-                && snap >= 14
-                && hdr.tp_mac as usize >= HDR_LEN + skip;
-            let truncated = (hdr.tp_len as usize) > snap;
-
-            if ok && !truncated && pkttype != libc::PACKET_OUTGOING {
-                // SAFETY: `mac + snap <= BLOCK_SIZE` and `tp_mac >= HDR_LEN +
-                // skip` were checked, so the frame bytes and the vnet header
-                // before them lie inside this user-owned block; the kernel
-                // will not write them until `release_block`, which happens
-                // after they are copied.
-                let (frame, vh) = unsafe {
-                    (
-                        std::slice::from_raw_parts(blk.add(mac), snap),
-                        std::slice::from_raw_parts(blk.add(mac - skip), skip),
-                    )
+            // The tag as the wire had it: TPID, then TCI.
+            let tag = (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
+                let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                    hdr.tp_vlan_tpid
+                } else {
+                    0x8100
                 };
-                match self.receive(frame, vh, vlan, &hdr, pool, rx, (n, max), port_index) {
-                    Received::Frames(k) => n += k,
-                    Received::Dropped => self.stats.dropped += 1,
-                    // Leave the frame for the next burst, unread.
-                    Received::NoRoom => break,
-                }
-            } else if !ok || truncated {
-                self.stats.dropped += 1;
-            }
-
-            self.rx_left -= 1;
-            if self.rx_left == 0 || hdr.tp_next_offset == 0 {
-                self.release_block();
+                let mut t = [0u8; VLAN_LEN];
+                t[..2].copy_from_slice(&tpid.to_be_bytes());
+                t[2..].copy_from_slice(&hdr.tp_vlan_tci.to_be_bytes());
+                t
+            });
+            let copied = status & libc::TP_STATUS_COPY != 0;
+            let got = if pkttype == libc::PACKET_OUTGOING {
+                Received::Frames(0)
             } else {
-                self.rx_off = off + hdr.tp_next_offset as usize;
+                let bytes = if copied {
+                    // Truncated into the slot, whole on the socket's queue.
+                    self.read_copy()
+                        .filter(|&len| len >= skip + 14)
+                        .map(|len| self.copy[..len].split_at(skip))
+                } else {
+                    let mac = hdr.tp_mac as usize;
+                    let snap = hdr.tp_snaplen as usize;
+                    let fits = mac
+                        .checked_add(snap)
+                        .is_some_and(|end| end <= self.rx_slot_size)
+                        && snap >= 14
+                        && mac >= HDR_LEN + skip;
+                    // Not whole (`tp_len > snap`): longer than a slot with
+                    // no room left in the receive buffer for the copy.
+                    (fits && hdr.tp_len as usize == snap).then(|| {
+                        // SAFETY: `mac + snap <= rx_slot_size` and `tp_mac >=
+                        // HDR_LEN + skip` were checked, so the vnet header and
+                        // the frame behind it lie inside this user-owned slot;
+                        // the kernel will not write them before
+                        // `release_slot`, which comes after they are copied.
+                        unsafe {
+                            (
+                                std::slice::from_raw_parts(slot.add(mac - skip), skip),
+                                std::slice::from_raw_parts(slot.add(mac), snap),
+                            )
+                        }
+                    })
+                };
+                match bytes {
+                    Some((vh, frame)) => Self::receive(
+                        &mut self.stats,
+                        frame,
+                        vh,
+                        tag,
+                        pool,
+                        rx,
+                        (n, max),
+                        port_index,
+                    ),
+                    None => Received::Dropped,
+                }
+            };
+            if copied && !matches!(got, Received::NoRoom) {
+                self.copied = None;
             }
+            match got {
+                Received::Frames(k) => n += k,
+                Received::Dropped => self.stats.dropped += 1,
+                // Leave the frame for the next burst, unread.
+                Received::NoRoom => break,
+            }
+            self.release_slot();
         }
         n
     }
@@ -790,10 +811,9 @@ impl Port for AfPacketPort {
                     frame.add(TX_DATA_OFF + skip),
                     data.len(),
                 );
-                let h = frame.cast::<libc::tpacket3_hdr>();
+                let h = frame.cast::<libc::tpacket2_hdr>();
                 std::ptr::addr_of_mut!((*h).tp_len).write_unaligned(len as u32);
                 std::ptr::addr_of_mut!((*h).tp_snaplen).write_unaligned(len as u32);
-                std::ptr::addr_of_mut!((*h).tp_next_offset).write_unaligned(0);
             }
             // Release: the bytes above are visible before the kernel sees
             // the request.
@@ -821,11 +841,9 @@ impl Port for AfPacketPort {
     }
 
     fn stats(&self) -> PortStats {
-        if let Ok(st) = getsockopt::<libc::tpacket_stats_v3>(
-            &self.fd,
-            libc::SOL_PACKET,
-            libc::PACKET_STATISTICS,
-        ) {
+        if let Ok(st) =
+            getsockopt::<libc::tpacket_stats>(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS)
+        {
             self.ring_drops
                 .set(self.ring_drops.get() + u64::from(st.tp_drops));
         }
@@ -841,14 +859,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn block_desc_matches_the_kernel_layout() {
-        assert_eq!(
-            size_of::<BlockDesc>(),
-            size_of::<libc::tpacket_block_desc>()
-        );
-        assert_eq!(offset_of!(BlockDesc, block_status), 8);
-        assert_eq!(HDR_LEN, 48);
-        assert_eq!(TX_DATA_OFF, 48);
+    fn offsets_match_the_kernel_layout() {
+        assert_eq!(offset_of!(libc::tpacket2_hdr, tp_status), 0);
+        assert_eq!(HDR_LEN, 32);
+        assert_eq!(TX_DATA_OFF, 32);
+        // tpacket_rcv: TPACKET_ALIGN(52 + 16) + 10 for an Ethernet frame.
+        assert_eq!(RX_NET_OFF, 90);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | [`MemoryPort`] | [`memory`] | replays a pcap without end, discards what it sends: the benchmark port |
 //! | [`PcapPort`] | [`pcap`] | reads and writes pcap files: the offline test port |
-//! | [`AfPacketPort`] | [`af_packet`] | TPACKET_V3 mmap rings on any Linux interface: the fallback that works everywhere |
+//! | [`AfPacketPort`] | [`af_packet`] | TPACKET_V2 mmap rings on any Linux interface: the fallback that works everywhere |
 //! | [`AfXdpPort`] | [`af_xdp`] | AF_XDP sockets fed by our own six-instruction XDP program: kernel bypass |
 //! | [`TapPort`] | [`tap`] | a TAP device: control-plane mirrors and labs |
 //!

@@ -44,7 +44,7 @@ pub(crate) unsafe trait Pod: Copy {}
 
 // SAFETY: each of these is a `#[repr(C)]` kernel UAPI struct made only of
 // integer fields (or nested structs / unions of integers).
-unsafe impl Pod for libc::tpacket_stats_v3 {}
+unsafe impl Pod for libc::tpacket_stats {}
 // SAFETY: as above.
 unsafe impl Pod for libc::xdp_mmap_offsets {}
 // SAFETY: as above.

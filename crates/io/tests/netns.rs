@@ -713,15 +713,10 @@ fn tap_frames_cross_into_the_kernel_and_back() {
     .unwrap();
 }
 
-/// Two TAP ports, one in each namespace, joined by a thread that copies
-/// every frame across with its offload state (a wire): the kernels on
-/// either side hold a TCP connection over it with their default offloads.
-/// What the sender leaves undone (partial checksums, super-frames of up
-/// to 64 KiB, longer than a buffer) crosses described, and the receiver's
-/// kernel finishes it: 16 MiB arrive intact.
+/// Two TAP ports, one in each namespace, joined by a wire
+/// ([`tcp_over_wire`]).
 #[test]
 fn tap_wire_carries_partial_checksums_and_super_frames() {
-    use std::io::{Read, Write};
     let lab = Lab::new();
     let open = |ns: &str, dev: &str, addr: &str| {
         let tap = netns::run_in(ns, || TapPort::create(dev))
@@ -731,8 +726,56 @@ fn tap_wire_carries_partial_checksums_and_super_frames() {
         ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
         tap
     };
-    let mut a = open(&lab.a, "vwa", "10.9.0.1/24");
-    let mut b = open(&lab.b, "vwb", "10.9.0.2/24");
+    let a = open(&lab.a, "vwa", "10.9.0.1/24");
+    let b = open(&lab.b, "vwb", "10.9.0.2/24");
+    tcp_over_wire(&lab, a, b);
+}
+
+/// Two af_packet ports in a third namespace, each on a veth whose peer is
+/// one host's link, joined by a wire ([`tcp_over_wire`]): super-frames
+/// longer than a ring slot arrive whole through `recvmsg`.
+#[test]
+fn af_packet_wire_carries_partial_checksums_and_super_frames() {
+    let lab = Lab::new();
+    let wire = format!("{}w", lab.a);
+    struct Ns<'a>(&'a str);
+    impl Drop for Ns<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", self.0]).output();
+        }
+    }
+    ip(&["netns", "add", &wire]);
+    let _wire = Ns(&wire);
+    for (ns, host, end, addr) in [
+        (&lab.a, "vwa", "wa", "10.9.0.1/24"),
+        (&lab.b, "vwb", "wb", "10.9.0.2/24"),
+    ] {
+        #[rustfmt::skip]
+        ip(&["-n", ns, "link", "add", host, "type", "veth", "peer", "name", end, "netns", &wire]);
+        ip(&["-n", ns, "addr", "add", addr, "dev", host]);
+        ip(&["-n", ns, "link", "set", host, "up"]);
+        ip(&["-n", &wire, "link", "set", end, "up"]);
+    }
+    let open = |dev: &str| {
+        let p = netns::run_in(&wire, || AfPacketPort::open(dev, 0, 1))
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(p.offloads(), "PACKET_VNET_HDR refused");
+        p
+    };
+    let (a, b) = (open("wa"), open("wb"));
+    tcp_over_wire(&lab, a, b);
+}
+
+/// Ports `a` (toward `lab.a`, 10.9.0.1) and `b` (toward `lab.b`,
+/// 10.9.0.2) joined by a thread that copies every frame across with its
+/// offload state (a wire): the kernels on either side hold a TCP
+/// connection over it with their default offloads. What the sender leaves
+/// undone (partial checksums, super-frames of up to 64 KiB, longer than a
+/// buffer) crosses described, and the receiver's kernel finishes it:
+/// 16 MiB arrive intact.
+fn tcp_over_wire(lab: &Lab, mut a: impl Port, mut b: impl Port) {
+    use std::io::{Read, Write};
     let stop = AtomicBool::new(false);
     let data: Vec<u8> = (0..16u32 << 20)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
@@ -746,7 +789,7 @@ fn tap_wire_carries_partial_checksums_and_super_frames() {
             while !stop.load(Ordering::Relaxed) {
                 let mut moved = 0;
                 for dir in 0..2 {
-                    let (from, to) = if dir == 0 {
+                    let (from, to): (&mut dyn Port, &mut dyn Port) = if dir == 0 {
                         (&mut a, &mut b)
                     } else {
                         (&mut b, &mut a)

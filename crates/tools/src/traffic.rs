@@ -19,7 +19,7 @@ use vrhost_io::Port;
 pub enum ToolDriver {
     /// AF_XDP socket (kernel bypass).
     AfXdp,
-    /// AF_PACKET TPACKET_V3 rings (works everywhere).
+    /// AF_PACKET TPACKET_V2 rings (works everywhere).
     AfPacket,
 }
 
