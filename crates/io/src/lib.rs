@@ -38,6 +38,7 @@ pub mod netns;
 pub mod paced;
 pub mod pcap;
 pub mod prefetch;
+mod rx_frame;
 mod sys;
 pub mod tap;
 pub mod tools;
