@@ -76,9 +76,9 @@ pub(crate) fn v4_in<const L2: usize>(
     urpf: Urpf,
 ) -> Option<Sent> {
     if vr.filtered {
-        v4_at::<L2, false, true>(ctx, vr, m, id, urpf)
+        v4_at::<L2, true>(ctx, vr, m, id, urpf)
     } else {
-        v4_at::<L2, false, false>(ctx, vr, m, id, urpf)
+        v4_at::<L2, false>(ctx, vr, m, id, urpf)
     }
 }
 
@@ -92,9 +92,9 @@ pub(crate) fn v6_in<const L2: usize>(
     urpf: Urpf,
 ) -> Option<Sent> {
     if vr.filtered {
-        v6_at::<L2, false, true>(ctx, vr, m, id, urpf)
+        v6_at::<L2, true>(ctx, vr, m, id, urpf)
     } else {
-        v6_at::<L2, false, false>(ctx, vr, m, id, urpf)
+        v6_at::<L2, false>(ctx, vr, m, id, urpf)
     }
 }
 
@@ -109,12 +109,11 @@ pub(crate) fn v6_in<const L2: usize>(
 /// Out of line: inlined into the plain burst's loop, the fast path costs
 /// more instructions per packet (docs/benchmarks.md).
 ///
-/// A multipath route's packet comes back in as `MEMBER` with the
-/// gateway its flow hashes to ([`crate::ecmp`]): that copy skips the
-/// checks the first pass made, and the plain copy keeps a single way to
-/// its egress.
+/// A multipath route's group is resolved in the same pass: the packet's
+/// flow hash picks the member gateway ([`crate::ecmp`]), which is looked
+/// up as any gateway is (a member is never a group).
 #[inline(never)]
-pub(crate) fn v4_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
+pub(crate) fn v4_at<const L2: usize, const FILTERED: bool>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     m: &mut Mbuf,
@@ -126,13 +125,16 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
     // The headers, and after them what a rule list may look at.
     // With rule lists, what follows the headers too (for their ports).
+    // Without rule lists, the view ends with the four bytes after the
+    // header (a multipath route hashes the ports): every frame that can
+    // carry ports is that long.
     let (head, tail): (&mut [u8], &mut [u8]) = if FILTERED {
         m.data_mut().split_at_mut_checked(L2 + 20)?
     } else {
-        (m.data_mut().get_mut(..L2 + 20)?, &mut [])
+        (m.data_mut().get_mut(..L2 + 24)?, &mut [])
     };
     let (l2, ip) = head.split_at_mut(L2);
-    let ip = ip.first_chunk_mut::<20>()?;
+    let (ip, after) = ip.split_first_chunk_mut::<20>()?;
     let l3_len = len - L2;
     let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
     let (ttl, checksum) = (ip[8], [ip[10], ip[11]]);
@@ -140,20 +142,19 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     // no martian source (RFC 1812 §5.3.7), a destination that is neither
     // martian nor multicast, class E or broadcast (the same first-octet
     // test), and a TTL that survives the hop (§5.3.1).
-    if !MEMBER
-        && (ip[0] != 0x45
-            || total_len < 20
-            || total_len > l3_len
-            || !Ipv4Packet::new_unchecked(&ip[..]).verify_checksum()
-            || martian_octet(ip[12]) | martian_octet(ip[16])
-            || ttl <= 1)
+    if ip[0] != 0x45
+        || total_len < 20
+        || total_len > l3_len
+        || !Ipv4Packet::new_unchecked(&ip[..]).verify_checksum()
+        || martian_octet(ip[12]) | martian_octet(ip[16])
+        || ttl <= 1
     {
         return None;
     }
     let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
     // RFC 3704 on an interface that asks for it: a source that fails is
     // left to the full stages, which drop and count it.
-    if !MEMBER && urpf != Urpf::Off {
+    if urpf != Urpf::Off {
         let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
         if !urpf::passes(urpf, vr.source_route4(src), &vr.nexthops, m_iface) {
             return None;
@@ -161,26 +162,38 @@ pub(crate) fn v4_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     }
     // A gateway this worker resolved before carries its egress view: the
     // egress interface's line is not read.
+    // A multipath route's group picks the gateway its flow hashes to
+    // ([`crate::ecmp`]), which is resolved in turn (a member is never a
+    // group).
     let (egress, neigh, e) = match vr.gateway(id.0) {
         Some(found) => found,
-        None => match vr.resolve(id.0) {
-            Some(NextHop::Gateway { iface, neigh }) => {
-                let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
-                vr.keep_egress(id.0, e);
-                (iface, neigh, e)
+        None => 'slow: {
+            let mut id = id.0;
+            let mut hop = vr.resolve(id);
+            if let Some(NextHop::Group { base }) = hop {
+                // What follows the header up to the packet's end (not its
+                // padding), hashed as the full stages do.
+                let l4 = if FILTERED { &tail[..] } else { &after[..] };
+                let l4 = l4.get(..(total_len - 20).min(l4.len()))?;
+                id = vr.nexthops.pick(base, ecmp::flow4(ip, l4))?;
+                if let Some(found) = vr.gateway(id) {
+                    break 'slow found;
+                }
+                hop = vr.resolve(id);
             }
-            Some(NextHop::Group { base }) if !MEMBER => {
-                // The packet without the padding, hashed as the full stages do.
-                let hash = ecmp::flow4_of(m.data().get(L2..L2 + total_len)?);
-                let member = vr.nexthops.pick(base, hash)?;
-                return v4_at::<L2, true, FILTERED>(ctx, vr, m, NextHopId(member), urpf);
+            match hop {
+                Some(NextHop::Gateway { iface, neigh }) => {
+                    let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
+                    vr.keep_egress(id, e);
+                    (iface, neigh, e)
+                }
+                Some(NextHop::Connected { iface }) => {
+                    let n = vr.neighbors.find(iface, IpAddr::V4(dst))?;
+                    (iface, n, Egress::of(ctx.ifaces.get(usize::from(iface))?))
+                }
+                _ => return None,
             }
-            Some(NextHop::Connected { iface }) => {
-                let n = vr.neighbors.find(iface, IpAddr::V4(dst))?;
-                (iface, n, Egress::of(ctx.ifaces.get(usize::from(iface))?))
-            }
-            _ => return None,
-        },
+        }
     };
     if total_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
@@ -242,9 +255,9 @@ pub(crate) fn v6(
 }
 
 /// [`v6`] for a frame whose IPv6 header starts `L2` bytes in; out of line,
-/// and multipath by re-entry as `MEMBER`, as [`v4_at`].
+/// and multipath in the same pass, as [`v4_at`].
 #[inline(never)]
-pub(crate) fn v6_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
+pub(crate) fn v6_at<const L2: usize, const FILTERED: bool>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     m: &mut Mbuf,
@@ -253,31 +266,31 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
 ) -> Option<Sent> {
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
     // With rule lists, what follows the headers too (for their ports).
+    // As for IPv4: the four bytes after the header too.
     let (head, tail): (&mut [u8], &mut [u8]) = if FILTERED {
         m.data_mut().split_at_mut_checked(L2 + 40)?
     } else {
-        (m.data_mut().get_mut(..L2 + 40)?, &mut [])
+        (m.data_mut().get_mut(..L2 + 44)?, &mut [])
     };
     let (l2, ip) = head.split_at_mut(L2);
-    let ip = ip.first_chunk_mut::<40>()?;
+    let (ip, after) = ip.split_first_chunk_mut::<40>()?;
     let l3_len = len - L2;
     let packet_len = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
     let hop_limit = ip[7];
     // RFC 8200 §3 (version, payload length), §4.3 (a Hop-by-Hop header,
     // next header 0, is left to the full stages), RFC 4291 (scopes: see
     // `martian6_octet`), RFC 4443 §3.3 (a hop limit that survives the hop).
-    if !MEMBER
-        && (ip[0] >> 4 != 6
-            || packet_len > l3_len
-            || ip[6] == 0
-            || martian6_octet(ip[8]) | martian6_octet(ip[24])
-            || hop_limit <= 1)
+    if ip[0] >> 4 != 6
+        || packet_len > l3_len
+        || ip[6] == 0
+        || martian6_octet(ip[8]) | martian6_octet(ip[24])
+        || hop_limit <= 1
     {
         return None;
     }
     // RFC 3704, as for IPv4 (the test above left link-local and unspecified
     // sources to the full stages, which do not check them).
-    if !MEMBER && urpf != Urpf::Off {
+    if urpf != Urpf::Off {
         let src: [u8; 16] = *ip[8..].first_chunk::<16>()?;
         if !urpf::passes(
             urpf,
@@ -290,24 +303,32 @@ pub(crate) fn v6_at<const L2: usize, const MEMBER: bool, const FILTERED: bool>(
     }
     let (egress, neigh, e) = match vr.gateway(id.0) {
         Some(found) => found,
-        None => match vr.resolve(id.0) {
-            Some(NextHop::Gateway { iface, neigh }) => {
-                let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
-                vr.keep_egress(id.0, e);
-                (iface, neigh, e)
+        None => 'slow: {
+            let mut id = id.0;
+            let mut hop = vr.resolve(id);
+            if let Some(NextHop::Group { base }) = hop {
+                let l4 = if FILTERED { &tail[..] } else { &after[..] };
+                let l4 = l4.get(..(packet_len - 40).min(l4.len()))?;
+                id = vr.nexthops.pick(base, ecmp::flow6(ip, l4))?;
+                if let Some(found) = vr.gateway(id) {
+                    break 'slow found;
+                }
+                hop = vr.resolve(id);
             }
-            Some(NextHop::Group { base }) if !MEMBER => {
-                let hash = ecmp::flow6_of(m.data().get(L2..L2 + packet_len)?);
-                let member = vr.nexthops.pick(base, hash)?;
-                return v6_at::<L2, true, FILTERED>(ctx, vr, m, NextHopId(member), urpf);
+            match hop {
+                Some(NextHop::Gateway { iface, neigh }) => {
+                    let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
+                    vr.keep_egress(id, e);
+                    (iface, neigh, e)
+                }
+                Some(NextHop::Connected { iface }) => {
+                    let dst: [u8; 16] = *ip[24..].first_chunk::<16>()?;
+                    let n = vr.neighbors.find(iface, IpAddr::V6(Ipv6Addr::from(dst)))?;
+                    (iface, n, Egress::of(ctx.ifaces.get(usize::from(iface))?))
+                }
+                _ => return None,
             }
-            Some(NextHop::Connected { iface }) => {
-                let dst: [u8; 16] = *ip[24..].first_chunk::<16>()?;
-                let n = vr.neighbors.find(iface, IpAddr::V6(Ipv6Addr::from(dst)))?;
-                (iface, n, Egress::of(ctx.ifaces.get(usize::from(iface))?))
-            }
-            _ => return None,
-        },
+        }
     };
     if packet_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
