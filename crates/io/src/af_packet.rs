@@ -128,9 +128,6 @@ const RX_NET_OFF: usize = ((libc::TPACKET2_HDRLEN + 16 + libc::TPACKET_ALIGNMENT
     + vnet::LEN;
 // A full frame of the default 1500-byte MTU fits the smallest slot.
 const _: () = assert!(RX_NET_OFF + 1500 <= 2048);
-/// At most this many buffers leave as one super-frame (a 64 KiB one cut
-/// into single segments is 45).
-const MAX_JOIN: usize = 64;
 /// The longest frame `recvmsg` takes off the socket's queue: a 64 KiB
 /// super-frame (`GSO_MAX_SIZE`, what veth and TAP send without BIG TCP)
 /// and its Ethernet header, behind its vnet header.
@@ -459,20 +456,7 @@ impl AfPacketPort {
             self.stats.dropped += n;
             return;
         };
-        let empty = libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        };
-        let mut iov = [empty; MAX_JOIN + 1];
-        let at = |b: &[u8]| libc::iovec {
-            iov_base: b.as_ptr().cast_mut().cast(),
-            iov_len: b.len(),
-        };
-        iov[0] = at(&vh);
-        iov[1] = at(frames[0].data());
-        for (v, m) in iov[2..].iter_mut().zip(&frames[1..]) {
-            *v = at(coalesce::payload(m));
-        }
+        let iov = vnet::joined_iov(&vh, frames);
         let used = &iov[..frames.len() + 1];
         let len: usize = used.iter().map(|v| v.iov_len).sum();
         // SAFETY: msghdr is a C struct of integers and raw pointers, for
@@ -648,7 +632,7 @@ impl Port for AfPacketPort {
             // Buffers cut from one super-frame leave as one again through
             // the second socket ([`coalesce`]), after what the ring holds.
             if self.join.is_some() {
-                let end = tx.len().min(i + MAX_JOIN);
+                let end = tx.len().min(i + vnet::MAX_JOIN);
                 let n = coalesce::run(&tx[i..end], 65_535);
                 if n > 1 {
                     if let Some(off) = coalesce::merge_head(&mut tx[i..i + n]) {

@@ -66,10 +66,6 @@ const TUN_PATH: &str = "/dev/net/tun";
 /// header, a virtio-net header.
 const FLAGS: c_short = (libc::IFF_TAP | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as c_short;
 
-/// At most this many buffers leave as one super-frame (a 64 KiB one cut
-/// into single segments is 45).
-const MAX_JOIN: usize = 64;
-
 /// The largest frame the kernel hands a TAP that takes TSO: a 64 KiB
 /// super-frame (`tso_max_size`) with its Ethernet header and a tag.
 const MAX_READ: usize = 65_536 + 22;
@@ -506,7 +502,7 @@ impl Port for TapPort {
             let mut n = 1;
             let mut off = tx[i].offload;
             if self.vnet {
-                let end = tx.len().min(i + MAX_JOIN);
+                let end = tx.len().min(i + vnet::MAX_JOIN);
                 n = coalesce::run(&tx[i..end], 65_535).max(1);
                 if n > 1 {
                     match coalesce::merge_head(&mut tx[i..i + n]) {
@@ -526,20 +522,7 @@ impl Port for TapPort {
                 self.stats.dropped += n as u64;
                 continue;
             };
-            let empty = libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            };
-            let mut iov = [empty; MAX_JOIN + 1];
-            let at = |b: &[u8]| libc::iovec {
-                iov_base: b.as_ptr().cast_mut().cast(),
-                iov_len: b.len(),
-            };
-            iov[0] = at(&h);
-            iov[1] = at(frames[0].data());
-            for (v, m) in iov[2..].iter_mut().zip(&frames[1..]) {
-                *v = at(coalesce::payload(m));
-            }
+            let iov = vnet::joined_iov(&h, frames);
             let used = &iov[usize::from(!self.vnet)..n + 1];
             let len: usize = used.iter().map(|v| v.iov_len).sum();
             // SAFETY: every iovec points at a live slice of its length (the

@@ -13,7 +13,7 @@
 //! ```
 
 use vrhost_dataplane::offload::l2_len;
-use vrhost_dataplane::{Gso, Offload};
+use vrhost_dataplane::{coalesce, Gso, Mbuf, Offload};
 
 /// Bytes of a header.
 pub const LEN: usize = 10;
@@ -101,6 +101,33 @@ pub fn emit(off: &Offload, frame: &[u8]) -> Option<[u8; LEN]> {
     h[6..8].copy_from_slice(&start.to_le_bytes());
     h[8..10].copy_from_slice(&off.csum_offset.to_le_bytes());
     Some(h)
+}
+
+/// At most this many buffers leave as one super-frame (a 64 KiB one cut
+/// into single segments is 45).
+pub(crate) const MAX_JOIN: usize = 64;
+
+/// The gather list of a super-frame joined from `frames` (at most
+/// [`MAX_JOIN`], the first's headers already rewritten by
+/// [`coalesce::merge_head`]): `header` (the virtio-net header), the first
+/// frame whole, then each later frame's payload; the entries past
+/// `frames.len() + 1` are empty. The pointers borrow `header` and
+/// `frames`, which must outlive the write that uses them.
+pub(crate) fn joined_iov(header: &[u8], frames: &[Mbuf]) -> [libc::iovec; MAX_JOIN + 1] {
+    let at = |b: &[u8]| libc::iovec {
+        iov_base: b.as_ptr().cast_mut().cast(),
+        iov_len: b.len(),
+    };
+    let mut iov = [at(&[]); MAX_JOIN + 1];
+    iov[0] = at(header);
+    let mut parts = frames.iter();
+    if let Some(first) = parts.next() {
+        iov[1] = at(first.data());
+    }
+    for (v, m) in iov[2..].iter_mut().zip(parts) {
+        *v = at(coalesce::payload(m));
+    }
+    iov
 }
 
 #[cfg(test)]
