@@ -19,83 +19,21 @@
 
 mod common;
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr};
 
-use common::{eth, fix_ipv4_checksum, ipv4, send_burst, udp, Out, SEC};
-use proptest::prelude::*;
-use vrhost_dataplane::{
-    Engine, EngineSpec, InterfaceSpec, Limits, PortSpec, RouteTarget, RouterSpec, VrId,
+use common::{
+    eth, fix_ipv4_checksum, gw_mac, host_mac, ipv4, send_burst, tagged_vrs, udp, Out, DOWN_MAC, SEC,
 };
+use proptest::prelude::*;
+use vrhost_dataplane::{Engine, EngineSpec, VrId};
 use vrhost_wire::arp::ArpPacket;
-use vrhost_wire::ethernet::{EtherType, EthernetAddress};
+use vrhost_wire::ethernet::EtherType;
 use vrhost_wire::ip::IpProtocol;
 
 const VRS: usize = 12;
-const DOWN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
-const UP_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x11]);
-
-fn host_mac(vr: usize) -> EthernetAddress {
-    EthernetAddress([0x02, 0xaa, 0, 0, 0, vr as u8])
-}
-
-fn gw_mac(vr: usize) -> EthernetAddress {
-    EthernetAddress([0x02, 0xbb, 0, 0, 0, vr as u8])
-}
 
 fn spec() -> EngineSpec {
-    let iface = |name: String, port: u16, vlan: u16, mac, net: u8| InterfaceSpec {
-        inner_vlan: None,
-        tpid: Default::default(),
-        urpf: Default::default(),
-        name,
-        port,
-        vlan: Some(vlan),
-        mac,
-        mtu: 1500,
-        addrs4: vec![(Ipv4Addr::new(10, net, 0, 1), 24)],
-        addrs6: vec![(
-            Ipv6Addr::new(0x2001, 0xdb8, u16::from(net), 0, 0, 0, 0, 1),
-            64,
-        )],
-        filters: Default::default(),
-    };
-    let routers = (0..VRS)
-        .map(|i| RouterSpec {
-            name: format!("vr{i}"),
-            interfaces: vec![
-                iface(format!("down{i}"), 0, 10 + i as u16, DOWN_MAC, 0),
-                iface(format!("up{i}"), 1, 100 + i as u16, UP_MAC, 1),
-            ],
-            routes4: vec![(
-                "0.0.0.0/0".parse().unwrap(),
-                RouteTarget::Via(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2))),
-            )],
-            routes6: vec![(
-                "::/0".parse().unwrap(),
-                RouteTarget::Via(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2))),
-            )],
-            neighbors: vec![
-                (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)), gw_mac(i)),
-                (
-                    IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2)),
-                    gw_mac(i),
-                ),
-            ],
-            limits: Limits {
-                icmp_rate: 1_000_000,
-                ..Limits::default()
-            },
-            filters: Vec::new(),
-        })
-        .collect();
-    let port = |name: &str| PortSpec {
-        name: name.into(),
-        mtu: 1500,
-    };
-    EngineSpec {
-        ports: vec![port("p0"), port("p1")],
-        routers,
-    }
+    tagged_vrs(VRS)
 }
 
 /// A frame from VR `vr`'s host, of kind `kind`: 0 a forward, 1 TTL 1 (an

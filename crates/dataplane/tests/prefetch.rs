@@ -96,66 +96,14 @@ fn prefetch_follows_the_routes_of_all_tables_together() {
     assert_eq!(lines_for_a_burst(&mut always), 3 * 8);
 }
 
-/// Four VRs, one VLAN each on ports 0 (toward their host) and 1 (toward
-/// their gateway 10.1.0.2, a static neighbor), each with a default route.
-fn four_vrs() -> vrhost_dataplane::EngineSpec {
-    use std::net::Ipv6Addr;
-    use vrhost_dataplane::{EngineSpec, InterfaceSpec, PortSpec, RouterSpec};
-    use vrhost_wire::ethernet::EthernetAddress;
-    let iface = |name: String, port: u16, vlan: u16, last: u8, net: u8| InterfaceSpec {
-        inner_vlan: None,
-        tpid: Default::default(),
-        urpf: Default::default(),
-        name,
-        port,
-        vlan: Some(vlan),
-        mac: EthernetAddress([0x02, 0, 0, 0, 0, last]),
-        mtu: 1500,
-        addrs4: vec![(Ipv4Addr::new(10, net, 0, 1), 24)],
-        addrs6: vec![(
-            Ipv6Addr::new(0x2001, 0xdb8, u16::from(net), 0, 0, 0, 0, 1),
-            64,
-        )],
-        filters: Default::default(),
-    };
-    let routers = (0..4u16)
-        .map(|i| RouterSpec {
-            name: format!("vr{i}"),
-            interfaces: vec![
-                iface(format!("down{i}"), 0, 10 + i, 0x01, 0),
-                iface(format!("up{i}"), 1, 100 + i, 0x11, 1),
-            ],
-            routes4: vec![(
-                "0.0.0.0/0".parse().unwrap(),
-                RouteTarget::Via(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2))),
-            )],
-            routes6: vec![],
-            neighbors: vec![(
-                IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)),
-                EthernetAddress([0x02, 0xbb, 0, 0, 0, i as u8]),
-            )],
-            limits: Limits::default(),
-            filters: Vec::new(),
-        })
-        .collect();
-    let port = |name: &str| PortSpec {
-        name: name.into(),
-        mtu: 1500,
-    };
-    EngineSpec {
-        ports: vec![port("p0"), port("p1")],
-        routers,
-    }
-}
-
 /// A burst of frames of many VRs prefetches, besides each lookup's lines,
 /// each frame's gateway slot and, once the slot is resolved, its neighbor
 /// entry: the per-VR lines that the fast path reads next.
 #[test]
 fn bursts_of_many_vrs_prefetch_each_frames_gateway_and_neighbor() {
-    use vrhost_wire::ethernet::{EtherType, EthernetAddress};
+    use vrhost_wire::ethernet::EtherType;
     use vrhost_wire::ip::IpProtocol;
-    let mut writer = TableWriter::new(&four_vrs()).unwrap();
+    let mut writer = TableWriter::new(&tagged_vrs(4)).unwrap();
     let mut w = Worker::create(&mut writer, 1).pop().unwrap();
     w.set_prefetch(count_lines, 0);
     let burst = |w: &mut Worker| {
@@ -163,8 +111,8 @@ fn bursts_of_many_vrs_prefetch_each_frames_gateway_and_neighbor() {
         let mut rx: Vec<_> = (0..8u16)
             .map(|i| {
                 let frame = eth(
-                    EthernetAddress([0x02, 0, 0, 0, 0, 0x01]),
-                    EthernetAddress([0x02, 0xaa, 0, 0, 0, 1]),
+                    DOWN_MAC,
+                    host_mac(usize::from(i % 4)),
                     Some(10 + i % 4),
                     EtherType::Ipv4,
                     &ipv4(

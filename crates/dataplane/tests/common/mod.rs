@@ -426,3 +426,78 @@ pub fn fix_ipv4_checksum(frame: &mut [u8], l3: usize) {
     let c = checksum::checksum(&frame[l3..l3 + hl]);
     frame[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
 }
+
+/// The MAC of every VR's host-side interface in [`tagged_vrs`].
+pub const DOWN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x01]);
+/// The MAC of every VR's gateway-side interface in [`tagged_vrs`].
+pub const UP_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0x11]);
+
+/// VR `vr`'s host in [`tagged_vrs`].
+pub fn host_mac(vr: usize) -> EthernetAddress {
+    EthernetAddress([0x02, 0xaa, 0, 0, 0, vr as u8])
+}
+
+/// VR `vr`'s gateway in [`tagged_vrs`].
+pub fn gw_mac(vr: usize) -> EthernetAddress {
+    EthernetAddress([0x02, 0xbb, 0, 0, 0, vr as u8])
+}
+
+/// `n` VRs with identical addresses on two ports, one VLAN each per port
+/// (VR `i`: port 0 VLAN 10+i toward its host, port 1 VLAN 100+i toward
+/// its gateway 10.1.0.2 / 2001:db8:1::2, static neighbors with MAC
+/// [`gw_mac`]), each with default routes of both families.
+pub fn tagged_vrs(n: usize) -> EngineSpec {
+    let iface = |name: String, port: u16, vlan: u16, mac, net: u8| InterfaceSpec {
+        inner_vlan: None,
+        tpid: Default::default(),
+        urpf: Default::default(),
+        name,
+        port,
+        vlan: Some(vlan),
+        mac,
+        mtu: 1500,
+        addrs4: vec![(Ipv4Addr::new(10, net, 0, 1), 24)],
+        addrs6: vec![(
+            Ipv6Addr::new(0x2001, 0xdb8, u16::from(net), 0, 0, 0, 0, 1),
+            64,
+        )],
+        filters: Default::default(),
+    };
+    let routers = (0..n)
+        .map(|i| RouterSpec {
+            name: format!("vr{i}"),
+            interfaces: vec![
+                iface(format!("down{i}"), 0, 10 + i as u16, DOWN_MAC, 0),
+                iface(format!("up{i}"), 1, 100 + i as u16, UP_MAC, 1),
+            ],
+            routes4: vec![(
+                "0.0.0.0/0".parse().unwrap(),
+                RouteTarget::Via(IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2))),
+            )],
+            routes6: vec![(
+                "::/0".parse().unwrap(),
+                RouteTarget::Via(IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2))),
+            )],
+            neighbors: vec![
+                (IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2)), gw_mac(i)),
+                (
+                    IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2)),
+                    gw_mac(i),
+                ),
+            ],
+            limits: Limits {
+                icmp_rate: 1_000_000,
+                ..Limits::default()
+            },
+            filters: Vec::new(),
+        })
+        .collect();
+    let port = |name: &str| PortSpec {
+        name: name.into(),
+        mtu: 1500,
+    };
+    EngineSpec {
+        ports: vec![port("p0"), port("p1")],
+        routers,
+    }
+}
