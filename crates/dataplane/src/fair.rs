@@ -44,6 +44,12 @@ pub type Clock = fn() -> u64;
 /// enough to overflow.
 const QUANTA: u64 = 8;
 
+/// A quantum is at least this many fast-path frames: with a thousand VRs
+/// sharing a worker, a round's share a refill is a few frames each, and
+/// every refill reads every VR's record. Larger quanta refill less often;
+/// they are all scaled alike, so the weights' proportions hold.
+const MIN_QUANTUM_FRAMES: u64 = 64;
+
 /// The estimated cost of a fast-path frame ([`Fair::count_fast`]) is kept
 /// in 1/1024 ticks: a coarse clock may measure less than a tick a frame.
 const FAST_COST_SHIFT: u32 = 10;
@@ -54,8 +60,9 @@ const IDLE_FRACTION_DIVISOR: u64 = 20;
 /// Per-VR bookkeeping of one worker. A charge adds to `spent` alone: what
 /// the VR used since its last refill, this round and since the start are
 /// differences of `spent` from marks moved at refills and round ends, so
-/// the per-frame charge of a burst of many VRs is one add (and a budget
-/// test while shares are enforced).
+/// a charge is one add (and a budget test while shares are enforced). The
+/// fast path's frames of bursts of many VRs are not charged here but
+/// counted in the VR's [`Tally`].
 #[derive(Clone, Debug)]
 struct Share {
     /// Ticks charged since the worker started.
@@ -75,36 +82,64 @@ struct Share {
     /// `spent` when this round began.
     round_mark: u64,
     weight: u64,
-    /// Frames of bursts of many VRs the fast path sent this round
-    /// ([`Fair::count_fast`]), and what they are estimated to have cost
-    /// (in 1/2^[`FAST_COST_SHIFT`] ticks): converted into `spent` at the
-    /// cost they really had, on average, when the round ends.
-    fast: u64,
-    pending: u64,
+}
+
+/// What a VR's fast-path frames of bursts of many VRs touch, one 8-byte
+/// word per VR in a dense array ([`Fair::count_fast`]): a thousand VRs'
+/// tallies take 8 KiB, which stays in the cache, where their [`Share`]
+/// records, read and written a frame each, were a cache miss a frame.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    /// Frames sent this round (the low 31 bits), converted into `spent`
+    /// at what such a frame cost on average when the round ends; bit 31:
+    /// one of them came from a full receive burst (the VR is backlogged).
+    frames: u32,
+    /// What the VR may still spend on fast frames before its record must
+    /// be read, in 1/2^[`FAST_COST_SHIFT`] ticks (as a frame's estimate,
+    /// which each frame takes off): while shares are enforced, spending
+    /// less keeps it under its next limit (its budget, then twice its
+    /// budget, [`Fair::admit`]); `u32::MAX` (or as much as fits) otherwise.
+    /// 0: read the record.
+    room: u32,
+}
+
+/// [`Tally::frames`]'s backlog bit.
+const BACKLOGGED: u32 = 1 << 31;
+
+impl Tally {
+    fn frames(self) -> u64 {
+        u64::from(self.frames & !BACKLOGGED)
+    }
+
+    fn backlogged(self) -> bool {
+        self.frames & BACKLOGGED != 0
+    }
 }
 
 impl Share {
-    /// Ticks charged since the start, the estimate of this round's fast
-    /// frames included.
+    /// Ticks charged since the start, with `pending` (1/2^
+    /// [`FAST_COST_SHIFT`] ticks: the estimate of this round's fast frames,
+    /// [`Fair::pending`]).
     #[inline(always)]
-    fn total(&self) -> u64 {
-        self.spent + (self.pending >> FAST_COST_SHIFT)
+    fn total(&self, pending: u64) -> u64 {
+        self.spent + (pending >> FAST_COST_SHIFT)
     }
 
     /// Ticks charged since the budget was last refilled.
     #[inline(always)]
-    fn used(&self) -> u64 {
-        self.total().saturating_sub(self.credit)
+    fn used(&self, pending: u64) -> u64 {
+        self.total(pending).saturating_sub(self.credit)
     }
 
     /// Sets what was used since the last refill.
-    fn set_used(&mut self, used: u64) {
-        self.credit = self.total() - used.min(self.total());
+    fn set_used(&mut self, pending: u64, used: u64) {
+        let total = self.total(pending);
+        self.credit = total - used.min(total);
     }
 
     /// Ticks charged this round (what it got; the demand estimate).
-    fn round_used(&self) -> u64 {
-        self.total().saturating_sub(self.round_mark)
+    fn round_used(&self, pending: u64) -> u64 {
+        self.total(pending).saturating_sub(self.round_mark)
     }
 }
 
@@ -120,6 +155,8 @@ pub struct Fair {
     /// Whether budgets may be enforced at all (off: costs are only measured).
     enforce: bool,
     vrs: Vec<Share>,
+    /// Per VR, as `vrs`: the fast path's tally.
+    tallies: Vec<Tally>,
     /// Per VR: the ports it has an interface on.
     vr_ports: Vec<Vec<u16>>,
     /// Per port: VRs with an interface on it, and how many are capped now.
@@ -136,6 +173,8 @@ pub struct Fair {
     /// measured (1/2^[`FAST_COST_SHIFT`] ticks; [`Fair::count_fast`]), and
     /// what such frames took this round and how many there were.
     fast_cost: u64,
+    /// `fast_cost`, as much of it as fits a tally's room.
+    fast_cost_room: u32,
     round_fast_ticks: u64,
     round_fast_frames: u64,
     /// Rounds so far that enforced budgets (for tests and reports).
@@ -186,10 +225,12 @@ impl Fair {
                 backlogged: false,
                 round_mark: 0,
                 weight: u64::from(w.max(1)),
-                fast: 0,
-                pending: 0,
             })
             .collect::<Vec<_>>();
+        let room = Tally {
+            frames: 0,
+            room: u32::MAX,
+        };
         Fair {
             clock: None,
             round_ticks: u64::MAX,
@@ -202,8 +243,10 @@ impl Fair {
             deferred: None,
             split_runs: Vec::new(),
             fast_cost: 0,
+            fast_cost_room: 0,
             round_fast_ticks: 0,
             round_fast_frames: 0,
+            tallies: vec![room; vrs.len()],
             vrs,
             vr_ports: ports,
             port_capped: vec![0; n_ports],
@@ -220,7 +263,10 @@ impl Fair {
         for (i, f) in fresh.vrs.into_iter().enumerate() {
             match self.vrs.get_mut(i) {
                 Some(s) => s.weight = f.weight,
-                None => self.vrs.push(f),
+                None => {
+                    self.vrs.push(f);
+                    self.tallies.push(fresh.tallies[i]);
+                }
             }
         }
         self.vr_ports = fresh.vr_ports;
@@ -268,7 +314,23 @@ impl Fair {
             || self
                 .vrs
                 .get(vr)
-                .is_none_or(|s| s.used() < s.budget.saturating_mul(2))
+                .is_none_or(|s| s.used(self.pending(vr)) < s.budget.saturating_mul(2))
+    }
+
+    /// [`Fair::admit`] for a frame of a burst of many VRs, which reads the
+    /// VR's record only when its tally has no room left.
+    #[inline(always)]
+    pub fn admit_fast(&self, vr: usize) -> bool {
+        self.tallies.get(vr).is_some_and(|t| t.room > 0) || self.admit(vr)
+    }
+
+    /// What VR `vr`'s fast frames of this round are estimated to have cost,
+    /// in 1/2^[`FAST_COST_SHIFT`] ticks.
+    #[inline(always)]
+    fn pending(&self, vr: usize) -> u64 {
+        self.tallies
+            .get(vr)
+            .map_or(0, |t| t.frames() * self.fast_cost)
     }
 
     /// A run of VR `vr`'s frames is about to be processed, read from a burst
@@ -302,28 +364,69 @@ impl Fair {
         };
         // 2^64 ticks of a 3 GHz clock are two centuries: no overflow.
         s.spent = s.spent.wrapping_add(ticks);
-        if self.enforcing && !s.capped && s.used() >= s.budget {
-            self.cap(vr);
+        if self.enforcing {
+            self.check(vr);
         }
     }
 
     /// A frame of VR `vr` in a burst of many VRs went out by the fast path,
     /// read from a burst that was `full`: counted, and charged what such a
     /// frame cost on average (the estimate now, the round's own average
-    /// when it ends), not timed: one count on the VR's record a frame
-    /// instead of an equal share of each burst's time.
+    /// when it ends), not timed: one count in the VR's tally a frame
+    /// instead of an equal share of each burst's time. The VR's record is
+    /// read only when the tally's room runs out.
     #[inline(always)]
     pub fn count_fast(&mut self, vr: usize, full: bool) {
-        let (cost, enforcing) = (self.fast_cost, self.enforcing);
-        let Some(s) = self.vrs.get_mut(vr) else {
+        let Some(t) = self.tallies.get_mut(vr) else {
             return;
         };
-        s.fast += 1;
-        s.pending += cost;
-        s.backlogged |= full;
-        if enforcing && !s.capped && s.used() >= s.budget {
-            self.cap(vr);
+        // 2^31 frames a round would be 2 Tpps: no overflow.
+        t.frames = (t.frames + 1) | u32::from(full) << 31;
+        t.room = t.room.saturating_sub(self.fast_cost_room);
+        if t.room == 0 {
+            self.check(vr);
         }
+    }
+
+    /// While shares are enforced, caps VR `vr` if it reached its budget;
+    /// then sets its tally's room.
+    #[cold]
+    fn check(&mut self, vr: usize) {
+        let pending = self.pending(vr);
+        if let Some(s) = self.vrs.get(vr) {
+            if self.enforcing && !s.capped && s.used(pending) >= s.budget {
+                self.cap(vr);
+            }
+        }
+        self.set_room(vr);
+    }
+
+    /// Sets VR `vr`'s tally's room: what its fast frames may spend before
+    /// it reaches its next limit (its budget until capped, then twice its
+    /// budget: [`Fair::admit`]), so that the limit is tested exactly once
+    /// the room runs out. `u32::MAX` while nothing is enforced.
+    fn set_room(&mut self, vr: usize) {
+        let pending = self.pending(vr);
+        let (Some(s), Some(t)) = (self.vrs.get(vr), self.tallies.get_mut(vr)) else {
+            return;
+        };
+        if !self.enforcing || s.budget == u64::MAX {
+            t.room = u32::MAX;
+            return;
+        }
+        let limit = if s.capped {
+            s.budget.saturating_mul(2)
+        } else {
+            s.budget
+        };
+        // The estimates of frames are summed before they are turned into
+        // whole ticks, so one tick less than the gap is what the room may
+        // cover.
+        let gap = limit.saturating_sub(s.used(pending)).saturating_sub(1);
+        t.room = gap
+            .checked_shl(FAST_COST_SHIFT)
+            .filter(|&r| r >> FAST_COST_SHIFT == gap)
+            .map_or(u32::MAX, |r| r.min(u64::from(u32::MAX)) as u32);
     }
 
     /// `frames` frames counted with [`Fair::count_fast`] took `ticks`
@@ -365,27 +468,33 @@ impl Fair {
     /// keeping the proportions (deficit round robin's refill). The round's
     /// accounting goes on.
     pub fn replenish(&mut self) {
-        for s in &mut self.vrs {
+        for vr in 0..self.vrs.len() {
+            let pending = self.pending(vr);
+            let s = &mut self.vrs[vr];
             // Overshoot (a burst finishes past the budget) is carried, as in
             // deficit round robin, so it is not a free bonus each turn.
-            s.set_used(s.used().saturating_sub(s.budget));
+            s.set_used(pending, s.used(pending).saturating_sub(s.budget));
         }
         self.recount_capped();
     }
 
-    /// Recomputes who is over budget, and so which ports are unwanted.
+    /// Recomputes who is over budget, and so which ports are unwanted, and
+    /// every tally's room.
     fn recount_capped(&mut self) {
         self.port_capped.iter_mut().for_each(|c| *c = 0);
-        for (s, ports) in self.vrs.iter_mut().zip(&self.vr_ports) {
-            s.capped = self.enforcing && s.used() >= s.budget;
+        for vr in 0..self.vrs.len() {
+            let pending = self.pending(vr);
+            let s = &mut self.vrs[vr];
+            s.capped = self.enforcing && s.used(pending) >= s.budget;
             if s.capped {
                 s.was_capped = true;
-                for &p in ports {
+                for &p in self.vr_ports.get(vr).map_or(&[][..], Vec::as_slice) {
                     if let Some(c) = self.port_capped.get_mut(p as usize) {
                         *c += 1;
                     }
                 }
             }
+            self.set_room(vr);
         }
     }
 
@@ -423,7 +532,7 @@ impl Fair {
         // and the worker hardly idled.
         let backlog = self.vrs.iter().any(|s| s.backlogged);
         let saturated = backlog && self.idle_ticks.saturating_mul(IDLE_FRACTION_DIVISOR) < elapsed;
-        let capacity: u64 = self.vrs.iter().map(Share::round_used).sum();
+        let capacity: u64 = self.vrs.iter().map(|s| s.round_used(0)).sum();
         self.load_permille =
             1000 - (self.idle_ticks.min(elapsed) * 1000 / elapsed.max(1)).min(1000);
         let was_enforcing = self.enforcing;
@@ -431,7 +540,7 @@ impl Fair {
         let busy = self
             .vrs
             .iter()
-            .filter(|s| s.round_used() > 0 || s.backlogged)
+            .filter(|s| s.round_used(0) > 0 || s.backlogged)
             .count();
         self.enforcing = self.enforce && saturated && capacity > 0 && busy > 1;
         if self.enforcing {
@@ -447,8 +556,8 @@ impl Fair {
             // Budgets are deficit counters: what a VR used since the last
             // refill carries into the new round (at most one budget of it),
             // so round boundaries do not hand out extra turns.
-            s.set_used(if carry { s.used().min(s.budget) } else { 0 });
-            s.round_mark = s.total();
+            s.set_used(0, if carry { s.used(0).min(s.budget) } else { 0 });
+            s.round_mark = s.total(0);
             s.was_capped = false;
             s.backlogged = false;
         }
@@ -466,12 +575,14 @@ impl Fair {
             .checked_div(self.round_fast_frames)
         {
             self.fast_cost = cost;
+            self.fast_cost_room = cost.min(u64::from(u32::MAX)) as u32;
         }
         let (ticks, frames) = (self.round_fast_ticks, self.round_fast_frames);
-        for s in &mut self.vrs {
-            if s.fast > 0 {
-                s.spent = s.spent.wrapping_add(mul_div(ticks, s.fast, frames));
-                (s.fast, s.pending) = (0, 0);
+        for (s, t) in self.vrs.iter_mut().zip(&mut self.tallies) {
+            if t.frames != 0 {
+                s.spent = s.spent.wrapping_add(mul_div(ticks, t.frames(), frames));
+                s.backlogged |= t.backlogged();
+                t.frames = 0;
             }
         }
         (self.round_fast_ticks, self.round_fast_frames) = (0, 0);
@@ -486,16 +597,30 @@ impl Fair {
     /// sent nothing get no budget: they are served when they show up and
     /// judged from the next round.
     fn set_shares(&mut self, capacity: u64) {
-        let active = |s: &Share| s.round_used() > 0 || s.was_capped || s.backlogged;
+        let active = |s: &Share| s.round_used(0) > 0 || s.was_capped || s.backlogged;
         let total_weight: u64 = self
             .vrs
             .iter()
             .filter(|s| active(s))
             .map(|s| s.weight)
             .sum();
+        // The smallest share's quantum holds at least MIN_QUANTUM_FRAMES
+        // fast frames: every quantum is scaled up alike, keeping the
+        // weights' proportions.
+        let quantum =
+            |weight: u64| (mul_div(capacity, weight, total_weight.max(1)) / QUANTA).max(1);
+        let least = self
+            .vrs
+            .iter()
+            .filter(|s| active(s))
+            .map(|s| s.weight)
+            .min()
+            .map_or(1, quantum);
+        let floor = mul_div(self.fast_cost, MIN_QUANTUM_FRAMES, 1) >> FAST_COST_SHIFT;
+        let scale = floor.div_ceil(least).max(1);
         for s in &mut self.vrs {
             s.budget = if active(s) && total_weight > 0 {
-                (mul_div(capacity, s.weight, total_weight) / QUANTA).max(1)
+                quantum(s.weight).saturating_mul(scale)
             } else {
                 u64::MAX
             };
@@ -584,13 +709,16 @@ impl Fair {
 
     /// Ticks charged to VR `vr` this round.
     pub fn used(&self, vr: usize) -> u64 {
-        self.vrs.get(vr).map_or(0, Share::round_used)
+        let pending = self.pending(vr);
+        self.vrs.get(vr).map_or(0, |s| s.round_used(pending))
     }
 
     /// Ticks charged to each VR since the worker started: the clock time its
     /// runs through the stages took, whether or not budgets were enforced.
     pub fn charged(&self) -> Vec<u64> {
-        self.vrs.iter().map(Share::total).collect()
+        (0..self.vrs.len())
+            .map(|vr| self.vrs[vr].total(self.pending(vr)))
+            .collect()
     }
 
     /// VR `vr`'s budget per refill (`u64::MAX` when none is enforced).
@@ -685,25 +813,25 @@ mod tests {
             f.note_refused_burst(false);
             f.end_deferred_burst(0);
         }
-        assert_eq!(f.vrs[0].used(), 25, "no refill");
+        assert_eq!(f.vrs[0].used(0), 25, "no refill");
         // A burst whose every part was refused counts once: the second one
         // refills the budgets (two in a row), not the first one's parts.
         f.defer_burst(0);
         f.note_refused_burst(true);
         f.note_refused_burst(true);
         f.end_deferred_burst(0);
-        assert_eq!(f.vrs[0].used(), 25, "one refused burst so far");
+        assert_eq!(f.vrs[0].used(0), 25, "one refused burst so far");
         f.defer_burst(0);
         f.note_refused_burst(true);
         f.end_deferred_burst(0);
-        assert_eq!(f.vrs[0].used(), 15, "refilled after two refused bursts");
+        assert_eq!(f.vrs[0].used(0), 15, "refilled after two refused bursts");
         // A deferred burst with no part noted notes nothing.
         f.defer_burst(0);
         f.end_deferred_burst(0);
         f.note_refused_burst(true);
-        assert_eq!(f.vrs[0].used(), 15);
+        assert_eq!(f.vrs[0].used(0), 15);
         f.note_refused_burst(true);
-        assert_eq!(f.vrs[0].used(), 5);
+        assert_eq!(f.vrs[0].used(0), 5);
     }
 
     #[test]
@@ -782,6 +910,105 @@ mod tests {
         assert!(!f.enforcing());
         assert!(f.admit(0) && f.admit(1));
         assert!(f.port_wanted(0) && f.port_wanted(1));
+    }
+
+    /// A worker with `weights` on one port each, whose fast frames cost
+    /// `cost` ticks each (as if measured last round), enforcing budgets of
+    /// `budget` ticks.
+    fn fast_fair(weights: &[u32], cost: u64, budget: u64) -> Fair {
+        let ports: Vec<Vec<u16>> = (0..weights.len()).map(|i| vec![i as u16]).collect();
+        let mut f = Fair::new(weights, &ports, weights.len());
+        f.fast_cost = cost << FAST_COST_SHIFT;
+        f.fast_cost_room = (cost << FAST_COST_SHIFT) as u32;
+        f.enforcing = true;
+        for s in &mut f.vrs {
+            s.budget = budget;
+        }
+        f.recount_capped();
+        f
+    }
+
+    #[test]
+    fn fast_frames_cap_at_the_budget_and_are_refused_at_twice_it() {
+        // 7 ticks a frame, 100 a quantum: the 15th frame reaches it (105),
+        // the 29th twice it (203).
+        let mut f = fast_fair(&[1, 1], 7, 100);
+        let mut n = 0u64;
+        while f.admit(0) {
+            assert!(f.admit_fast(0), "the tally agrees with the record");
+            n += 1;
+            f.count_fast(0, false);
+            assert_eq!(f.used(0), 7 * n);
+            assert_eq!(f.vrs[0].capped, n >= 15, "capped after frame {n}");
+            assert_eq!(f.port_wanted(0), n < 15);
+            assert_eq!(f.admit_fast(0), 7 * n < 200, "after frame {n}");
+        }
+        assert_eq!(n, 29, "refused once at 203");
+        assert!(!f.admit_fast(0));
+        assert!(f.admit_fast(1), "the other VR is untouched");
+        // A refill gives the room back, the overshoot carried.
+        f.replenish();
+        assert!(f.admit_fast(0), "203 - 100: under twice the budget");
+        assert!(f.vrs[0].capped, "but not under the budget");
+        f.replenish();
+        assert!(f.admit_fast(0) && !f.vrs[0].capped, "3");
+        assert_eq!(
+            f.tallies[0].room,
+            (96 << FAST_COST_SHIFT) as u32,
+            "room for 96 ticks"
+        );
+    }
+
+    #[test]
+    fn a_slow_charge_shrinks_the_fast_frames_room() {
+        let mut f = fast_fair(&[1, 1], 10, 100);
+        f.count_fast(0, false);
+        f.charge(0, 85);
+        assert!(!f.vrs[0].capped, "95 of 100");
+        f.count_fast(0, false);
+        assert!(f.vrs[0].capped, "105: the next fast frame capped it");
+        f.charge(0, 95);
+        assert!(!f.admit_fast(0), "200: twice the budget");
+    }
+
+    #[test]
+    fn a_round_settles_fast_frames_and_their_backlog() {
+        let mut f = fast_fair(&[1, 1], 10, u64::MAX);
+        f.enforcing = false;
+        f.recount_capped();
+        f.clock = Some(|| 0);
+        f.round_ticks = 100;
+        for _ in 0..3 {
+            f.count_fast(0, false);
+        }
+        f.count_fast(1, true);
+        f.fast_burst(4, 80);
+        assert_eq!((f.used(0), f.used(1)), (30, 10), "the estimate");
+        f.end_call(100, false);
+        // The round's frames cost 20 each: its own average.
+        assert_eq!(f.charged(), vec![60, 20]);
+        assert!(
+            f.vrs[1].backlogged || f.enforcing(),
+            "VR 1 came in a full burst"
+        );
+        assert_eq!(f.fast_cost, 20 << FAST_COST_SHIFT, "next round's estimate");
+    }
+
+    #[test]
+    fn small_quanta_are_scaled_up_alike() {
+        // 1,000 ticks a round over weights 1 and 3 is 31 and 93 a quantum,
+        // less than 64 fast frames of 10 ticks: both grow by 21 (640 ÷ 31,
+        // rounded up).
+        let mut f = fast_fair(&[1, 3], 10, u64::MAX);
+        for s in &mut f.vrs {
+            s.backlogged = true;
+        }
+        f.set_shares(1_000);
+        assert_eq!((f.budget(0), f.budget(1)), (31 * 21, 93 * 21));
+        // Without a fast frame's cost, nothing is scaled.
+        f.fast_cost = 0;
+        f.set_shares(1_000);
+        assert_eq!((f.budget(0), f.budget(1)), (31, 93));
     }
 
     #[test]

@@ -410,7 +410,7 @@ impl Worker {
         if self.fast_path {
             for ((m, &route), lane) in rx.iter_mut().zip(&self.routes[..n]).zip(lanes) {
                 let vr = usize::from(lane.vr);
-                if police && !fair.admit(vr) {
+                if police && !fair.admit_fast(vr) {
                     break;
                 }
                 let Some(v) = self.vrs.get_mut(vr) else {
