@@ -117,6 +117,12 @@ impl Tally {
 }
 
 impl Share {
+    /// Whether the VR takes part in sharing the next round: it was served
+    /// or held back this round. Fast frames must be settled first.
+    fn active(&self) -> bool {
+        self.round_used(0) > 0 || self.was_capped || self.backlogged
+    }
+
     /// Ticks charged since the start, with `pending` (1/2^
     /// [`FAST_COST_SHIFT`] ticks: the estimate of this round's fast frames,
     /// [`Fair::pending`]).
@@ -140,6 +146,74 @@ impl Share {
     /// Ticks charged this round (what it got; the demand estimate).
     fn round_used(&self, pending: u64) -> u64 {
         self.total(pending).saturating_sub(self.round_mark)
+    }
+}
+
+/// A round summed up over its VRs ([`Fair::settle_fast`]).
+#[derive(Debug, Default)]
+struct Round {
+    /// Some VR arrived in a full receive burst.
+    backlog: bool,
+    /// Ticks charged to all VRs.
+    capacity: u64,
+    /// VRs served or backlogged.
+    busy: usize,
+    /// The weights of the active VRs ([`Share::active`]): summed, and the
+    /// least.
+    weight: u64,
+    least_weight: Option<u64>,
+}
+
+impl Round {
+    fn add(&mut self, s: &Share) {
+        let used = s.round_used(0);
+        self.backlog |= s.backlogged;
+        self.capacity += used;
+        self.busy += usize::from(used > 0 || s.backlogged);
+        if s.active() {
+            self.weight += s.weight;
+            self.least_weight = Some(self.least_weight.map_or(s.weight, |w| w.min(s.weight)));
+        }
+    }
+
+    /// The next round's quanta, with fast frames estimated at `fast_cost`.
+    fn quanta(&self, fast_cost: u64) -> Quanta {
+        let mut q = Quanta {
+            capacity: self.capacity,
+            weight: self.weight.max(1),
+            scale: 1,
+        };
+        // The smallest share's quantum holds at least MIN_QUANTUM_FRAMES
+        // fast frames: every quantum is scaled up alike, keeping the
+        // weights' proportions.
+        let least = self.least_weight.map_or(1, |w| q.budget(w));
+        let floor = mul_div(fast_cost, MIN_QUANTUM_FRAMES, 1) >> FAST_COST_SHIFT;
+        q.scale = floor.div_ceil(least).max(1);
+        q
+    }
+}
+
+/// Each VR that was active last round gets its weighted share of what the
+/// worker spent on all of them, in [`QUANTA`] refills. Shares are not
+/// water-filled: a VR that left part of its share unused would otherwise
+/// lengthen the others' turns and starve itself the moment it wants its
+/// share back. Leftovers reach busy VRs through refills instead
+/// ([`Fair::replenish`]) whenever nobody else has work. VRs that sent
+/// nothing get no budget: they are served when they show up and judged from
+/// the next round.
+#[derive(Debug)]
+struct Quanta {
+    capacity: u64,
+    weight: u64,
+    scale: u64,
+}
+
+impl Quanta {
+    /// The budget per refill of an active VR of `weight`.
+    fn budget(&self, weight: u64) -> u64 {
+        (mul_div(self.capacity, weight, self.weight) / QUANTA)
+            .max(1)
+            .saturating_mul(self.scale)
     }
 }
 
@@ -526,42 +600,49 @@ impl Fair {
         }
     }
 
+    /// Ends the round: two passes over the VRs' records (a worker with ten
+    /// thousand VRs holds 800 KB of them, read every millisecond), the
+    /// first to settle and sum up the round, the second to set the next.
     fn new_round(&mut self, now: u64, elapsed: u64) {
-        self.settle_fast();
+        let round = self.settle_fast();
         // Saturated: some VR's queue came back full (the worker fell behind),
         // and the worker hardly idled.
-        let backlog = self.vrs.iter().any(|s| s.backlogged);
-        let saturated = backlog && self.idle_ticks.saturating_mul(IDLE_FRACTION_DIVISOR) < elapsed;
-        let capacity: u64 = self.vrs.iter().map(|s| s.round_used(0)).sum();
+        let saturated =
+            round.backlog && self.idle_ticks.saturating_mul(IDLE_FRACTION_DIVISOR) < elapsed;
         self.load_permille =
             1000 - (self.idle_ticks.min(elapsed) * 1000 / elapsed.max(1)).min(1000);
         let was_enforcing = self.enforcing;
         // One busy VR has nobody to share with: it gets the whole worker.
-        let busy = self
-            .vrs
-            .iter()
-            .filter(|s| s.round_used(0) > 0 || s.backlogged)
-            .count();
-        self.enforcing = self.enforce && saturated && capacity > 0 && busy > 1;
+        self.enforcing = self.enforce && saturated && round.capacity > 0 && round.busy > 1;
+        let quanta = self.enforcing.then(|| round.quanta(self.fast_cost));
         if self.enforcing {
             self.rounds_enforced += 1;
-            self.set_shares(capacity);
-        } else {
-            for s in &mut self.vrs {
-                s.budget = u64::MAX;
-            }
         }
         let carry = was_enforcing && self.enforcing;
-        for s in &mut self.vrs {
+        self.port_capped.iter_mut().for_each(|c| *c = 0);
+        for vr in 0..self.vrs.len() {
+            let s = &mut self.vrs[vr];
+            s.budget = match &quanta {
+                Some(q) if s.active() => q.budget(s.weight),
+                _ => u64::MAX,
+            };
             // Budgets are deficit counters: what a VR used since the last
             // refill carries into the new round (at most one budget of it),
             // so round boundaries do not hand out extra turns.
             s.set_used(0, if carry { s.used(0).min(s.budget) } else { 0 });
             s.round_mark = s.total(0);
-            s.was_capped = false;
             s.backlogged = false;
+            s.capped = self.enforcing && s.used(0) >= s.budget;
+            s.was_capped = s.capped;
+            if s.capped {
+                for &p in self.vr_ports.get(vr).map_or(&[][..], Vec::as_slice) {
+                    if let Some(c) = self.port_capped.get_mut(p as usize) {
+                        *c += 1;
+                    }
+                }
+            }
+            self.set_room(vr);
         }
-        self.recount_capped();
         self.round_start = now;
         self.idle_ticks = 0;
     }
@@ -569,8 +650,9 @@ impl Fair {
     /// Turns the round's fast-path frame counts into ticks at the cost such
     /// a frame had on average this round, which is next round's estimate:
     /// every VR pays the same per frame, and all of them together exactly
-    /// what the frames took (to a tick per VR).
-    fn settle_fast(&mut self) {
+    /// what the frames took (to a tick per VR). Sums up the round on the
+    /// way.
+    fn settle_fast(&mut self) -> Round {
         if let Some(cost) = mul_div(self.round_fast_ticks, 1 << FAST_COST_SHIFT, 1)
             .checked_div(self.round_fast_frames)
         {
@@ -578,53 +660,17 @@ impl Fair {
             self.fast_cost_room = cost.min(u64::from(u32::MAX)) as u32;
         }
         let (ticks, frames) = (self.round_fast_ticks, self.round_fast_frames);
+        let mut round = Round::default();
         for (s, t) in self.vrs.iter_mut().zip(&mut self.tallies) {
             if t.frames != 0 {
                 s.spent = s.spent.wrapping_add(mul_div(ticks, t.frames(), frames));
                 s.backlogged |= t.backlogged();
                 t.frames = 0;
             }
+            round.add(s);
         }
         (self.round_fast_ticks, self.round_fast_frames) = (0, 0);
-    }
-
-    /// Each VR that was active last round gets its weighted share of what
-    /// the worker spent on all of them, in [`QUANTA`] refills. Shares are
-    /// not water-filled: a VR that left part of its share unused would
-    /// otherwise lengthen the others' turns and starve itself the moment it
-    /// wants its share back. Leftovers reach busy VRs through refills
-    /// instead ([`Fair::replenish`]) whenever nobody else has work. VRs that
-    /// sent nothing get no budget: they are served when they show up and
-    /// judged from the next round.
-    fn set_shares(&mut self, capacity: u64) {
-        let active = |s: &Share| s.round_used(0) > 0 || s.was_capped || s.backlogged;
-        let total_weight: u64 = self
-            .vrs
-            .iter()
-            .filter(|s| active(s))
-            .map(|s| s.weight)
-            .sum();
-        // The smallest share's quantum holds at least MIN_QUANTUM_FRAMES
-        // fast frames: every quantum is scaled up alike, keeping the
-        // weights' proportions.
-        let quantum =
-            |weight: u64| (mul_div(capacity, weight, total_weight.max(1)) / QUANTA).max(1);
-        let least = self
-            .vrs
-            .iter()
-            .filter(|s| active(s))
-            .map(|s| s.weight)
-            .min()
-            .map_or(1, quantum);
-        let floor = mul_div(self.fast_cost, MIN_QUANTUM_FRAMES, 1) >> FAST_COST_SHIFT;
-        let scale = floor.div_ceil(least).max(1);
-        for s in &mut self.vrs {
-            s.budget = if active(s) && total_weight > 0 {
-                quantum(s.weight).saturating_mul(scale)
-            } else {
-                u64::MAX
-            };
-        }
+        round
     }
 
     /// A burst in which every frame belonged to over-budget VRs: on a port
@@ -1000,15 +1046,25 @@ mod tests {
         // less than 64 fast frames of 10 ticks: both grow by 21 (640 ÷ 31,
         // rounded up).
         let mut f = fast_fair(&[1, 3], 10, u64::MAX);
-        for s in &mut f.vrs {
-            s.backlogged = true;
-        }
-        f.set_shares(1_000);
+        f.clock = Some(|| 0);
+        f.round_ticks = 1_000;
+        f.fast_burst(2, 20);
+        f.count_fast(0, true);
+        f.count_fast(1, true);
+        f.charge(0, 240);
+        f.charge(1, 740);
+        f.end_call(1_000, false);
+        assert!(f.enforcing());
         assert_eq!((f.budget(0), f.budget(1)), (31 * 21, 93 * 21));
         // Without a fast frame's cost, nothing is scaled.
-        f.fast_cost = 0;
-        f.set_shares(1_000);
-        assert_eq!((f.budget(0), f.budget(1)), (31, 93));
+        let round = Round {
+            capacity: 1_000,
+            weight: 4,
+            least_weight: Some(1),
+            ..Round::default()
+        };
+        let q = round.quanta(0);
+        assert_eq!((q.budget(1), q.budget(3)), (31, 93));
     }
 
     #[test]
