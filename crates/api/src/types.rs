@@ -556,6 +556,11 @@ pub struct VrPolicy {
     /// Packets per second the VR may punt to its control plane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub punt_rate: Option<u64>,
+    /// Packets per second of the VR's control protocols (BFD, BGP, OSPF,
+    /// ARP, neighbor discovery) that pass its fair share, rate ceiling and
+    /// punt rate when its other traffic exceeds them; 0: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_rate: Option<u64>,
 }
 
 /// A VR's control-plane namespace (`[router.control]`).

@@ -86,6 +86,7 @@ pub fn engine_spec(cfg: &Config, fallback_mac: impl Fn(usize) -> [u8; 6]) -> Eng
                     pps: r.limits.pps,
                     bps: r.limits.bps,
                     punt_rate: r.limits.punt_rate,
+                    protocol_rate: r.limits.protocol_rate,
                     control_plane: r.control.is_some(),
                 },
                 filters: r.filters.clone(),

@@ -308,6 +308,10 @@ pub struct Limits {
     pub bps: u64,
     /// Packets per second the router may punt to its control plane.
     pub punt_rate: u32,
+    /// Packets per second of its control protocols (BFD, BGP, OSPF, ARP,
+    /// neighbor discovery) that pass the router's fair share, rate ceiling
+    /// and punt rate when its other traffic exceeds them.
+    pub protocol_rate: u32,
 }
 
 impl Limits {
@@ -337,6 +341,10 @@ impl Limits {
     /// transfer is a few thousand segments a second), small enough that a
     /// punt flood cannot starve the router's own control plane of CPU.
     pub const DEFAULT_PUNT_RATE: u32 = 10_000;
+    /// Default `protocol_rate`: BFD at 100 ms and BGP keepalives for a few
+    /// hundred sessions, and a table transfer at a trickle, while a flood
+    /// dressed up as BGP gains little.
+    pub const DEFAULT_PROTOCOL_RATE: u32 = 2_000;
 }
 
 impl Default for Limits {
@@ -353,6 +361,7 @@ impl Default for Limits {
             pps: 0,
             bps: 0,
             punt_rate: Self::DEFAULT_PUNT_RATE,
+            protocol_rate: Self::DEFAULT_PROTOCOL_RATE,
         }
     }
 }

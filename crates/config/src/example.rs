@@ -108,6 +108,7 @@ api_token_sha256 = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11
   max_addresses = 256            # interface addresses, all interfaces and families; default 256
   icmp_rate = 100                # ICMP errors per second (burst = rate); default 100
   punt_rate = 10000              # packets/s to the control plane; default 10000
+  protocol_rate = 2000           # packets/s of BFD, BGP, OSPF, ARP, ND that pass the limits above; default 2000
   punt_queue = 256               # packets waiting for the control plane; default 256
   arp_hold = 4                   # packets held per unresolved next hop; default 4
   neighbor_timeout_ms = 30000    # reachable lifetime of a learnt neighbour; default 30000

@@ -311,6 +311,8 @@ pub struct RawLimits {
     pub bps: Option<i64>,
     /// Packets per second towards the control plane.
     pub punt_rate: Option<i64>,
+    /// Packets per second of control protocols protected from the limits.
+    pub protocol_rate: Option<i64>,
 }
 
 /// One decoded table: its label for error keys, its raw value, and the keys

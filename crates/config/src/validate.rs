@@ -1286,6 +1286,14 @@ impl Validator<'_, '_> {
                     " packets per second towards the control plane",
                 )
                 .unwrap_or(d.punt_rate),
+            protocol_rate: self
+                .int(
+                    || l.key("protocol_rate"),
+                    r.protocol_rate,
+                    0..=10_000_000,
+                    " packets per second of control protocols (0: none protected)",
+                )
+                .unwrap_or(d.protocol_rate),
         }
     }
 

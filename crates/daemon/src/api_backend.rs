@@ -476,6 +476,7 @@ fn policy(l: &Limits) -> VrPolicy {
         max_routes: Some(l.max_routes.into()),
         max_addresses: Some(l.max_addresses.into()),
         punt_rate: Some(l.punt_rate.into()),
+        protocol_rate: Some(l.protocol_rate.into()),
     }
 }
 
@@ -497,6 +498,7 @@ fn limits(p: &VrPolicy) -> Limits {
         max_routes: u32_of(p.max_routes, d.max_routes).max(16),
         max_addresses: u32_of(p.max_addresses, d.max_addresses).max(1),
         punt_rate: u32_of(p.punt_rate, d.punt_rate).max(1),
+        protocol_rate: u32_of(p.protocol_rate, d.protocol_rate),
         ..d
     }
 }

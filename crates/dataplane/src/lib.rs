@@ -42,6 +42,7 @@ mod local;
 mod ndp;
 mod output;
 mod pipeline;
+mod protocol;
 mod traced;
 mod urpf;
 

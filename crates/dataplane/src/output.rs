@@ -19,6 +19,11 @@ use crate::drop_reason::DropReason;
 use std::sync::mpsc::SyncSender;
 
 use crate::iface::{Iface, Port};
+
+/// Places past a VR's `punt_queue` that only its control protocols' frames
+/// within their protected rate may take ([`crate::protocol`]): a full
+/// queue of a flood's punts leaves room for the BFD packet behind it.
+const PROTECTED_PUNTS: usize = 64;
 use crate::mbuf::{Mbuf, MbufPool};
 use crate::neighbor::Event;
 use crate::neighbor::{Probe, Resolve};
@@ -466,10 +471,14 @@ impl Ctx<'_> {
 impl Ctx<'_> {
     /// Puts `m` on the VR's punt queue, or drops it when the queue is full.
     pub(crate) fn punt(&mut self, vr: &mut Vr, m: Mbuf) {
-        if vr.punt.len() >= vr.limits.punt_queue as usize {
+        // Control protocols within their own rate take neither the punt
+        // rate's tokens nor its queue's last places (crate::protocol).
+        let (queued, most) = (vr.punt.len(), vr.limits.punt_queue as usize);
+        let protected = queued < most + PROTECTED_PUNTS && vr.protected(&m, self.now);
+        if queued >= most && !protected {
             return self.drop(m, DropReason::PuntQueueFull);
         }
-        if !vr.punt_bucket.take(self.now) {
+        if !protected && !vr.punt_bucket.take(self.now) {
             return self.drop(m, DropReason::PuntRateLimit);
         }
         self.iface_counters(m.iface).punted.inc();

@@ -251,8 +251,16 @@ impl Worker {
             let admitted = fair.admit_run(usize::from(vr), full);
             fair.note_refused_burst(!admitted);
             if !admitted {
-                for m in rx.drain(..) {
+                // Its control protocols' frames, within their own rate, go
+                // on through the full stages (crate::protocol).
+                for m in rx.extract_if(.., |m| !v.protected(m, now)) {
                     ctx.drop(m, DropReason::OverShare);
+                }
+                for m in rx.drain(..) {
+                    A::stages_unrouted(&mut ctx, v, m);
+                }
+                if timed {
+                    fair.charge(usize::from(vr), fair.now().saturating_sub(t0));
                 }
                 return true;
             }
@@ -467,7 +475,7 @@ impl Worker {
                 continue;
             };
             let retried = k == 0 && refused_fast;
-            if fair_share && !retried && !fair.admit_run(vr, full) {
+            if fair_share && !retried && !fair.admit_run(vr, full) && !v.protected(&m, now) {
                 any_refused = true;
                 ctx.drop(m, DropReason::OverShare);
                 continue;
@@ -655,7 +663,7 @@ impl Worker {
                 ctx.drop(m, DropReason::NoInterface);
                 continue;
             };
-            if fair_share && !fair.admit_run(vr, full) {
+            if fair_share && !fair.admit_run(vr, full) && !v.protected(&m, ctx.now) {
                 any_refused = true;
                 ctx.drop(m, DropReason::OverShare);
                 continue;
@@ -761,13 +769,20 @@ impl Worker {
         let vr = usize::from(i.vr);
         let fair_share = self.fair.active();
         let mut ctx = ctx!(self, now, tx, &[]);
-        if let Some(ceiling) = self.vrs.get_mut(vr).and_then(|v| v.ceiling.as_mut()) {
-            if !ceiling.admit(now, m.len()) {
+        // Its control protocols' replies leave within their own rate
+        // whatever the VR's other traffic (crate::protocol): a rate-limited
+        // BFD reply is a session lost.
+        let Some(v) = self.vrs.get_mut(vr) else {
+            ctx.drop(m, DropReason::NoInterface);
+            return tap::Verdict::Limited;
+        };
+        if let Some(ceiling) = v.ceiling.as_mut() {
+            if !ceiling.admit(now, m.len()) && !v.protected_frame(m.data(), now) {
                 ctx.drop(m, DropReason::RateCeiling);
                 return tap::Verdict::Limited;
             }
         }
-        if fair_share && !self.fair.admit(vr) {
+        if fair_share && !self.fair.admit(vr) && !v.protected_frame(m.data(), now) {
             ctx.drop(m, DropReason::OverShare);
             return tap::Verdict::Limited;
         }
@@ -1103,6 +1118,8 @@ trait Family: FibAddr + Copy {
     ) -> Option<crate::output::Sent>;
     /// The full stages, for a frame whose FIB answer is `route`.
     fn stages(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, route: Option<NextHopId>);
+    /// The full stages, for a frame not looked up.
+    fn stages_unrouted(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf);
 }
 
 impl Family for Ipv4Addr {
@@ -1149,6 +1166,11 @@ impl Family for Ipv4Addr {
     #[inline]
     fn stages(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, route: Option<NextHopId>) {
         stages(ctx, vr, demux::Next::Ipv4, m, Some(route));
+    }
+
+    #[cold]
+    fn stages_unrouted(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf) {
+        stages(ctx, vr, demux::Next::Ipv4, m, None);
     }
 }
 
@@ -1198,6 +1220,11 @@ impl Family for Ipv6Addr {
     fn stages(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, _route: Option<NextHopId>) {
         stages(ctx, vr, demux::Next::Ipv6, m, None);
     }
+
+    #[cold]
+    fn stages_unrouted(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf) {
+        stages(ctx, vr, demux::Next::Ipv6, m, None);
+    }
 }
 
 /// Counts the frame, finds its interface and VR, and applies the VR's rate
@@ -1228,8 +1255,9 @@ pub(crate) fn classify(
     c.rx_bytes.add(len);
     let i = &ctx.ifaces[m.iface as usize];
     let (vr, urpf) = (i.vr, i.urpf);
-    if let Some(ceiling) = &mut vrs[vr as usize].ceiling {
-        if !ceiling.admit(ctx.now, m.len()) {
+    let v = &mut vrs[vr as usize];
+    if let Some(ceiling) = &mut v.ceiling {
+        if !ceiling.admit(ctx.now, m.len()) && !v.protected(&m, ctx.now) {
             ctx.drop(m, DropReason::RateCeiling);
             return None;
         }

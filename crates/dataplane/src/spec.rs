@@ -431,6 +431,10 @@ pub struct Limits {
     pub max_addresses: u32,
     /// Packets per second the VR may punt to its control plane.
     pub punt_rate: u32,
+    /// Packets per second of its control protocols that pass the fair
+    /// share, the rate ceiling and the punt rate beyond them
+    /// ([`crate::protocol`]); 0: none.
+    pub protocol_rate: u32,
     /// The VR has a control plane attached (a namespace with TAP mirrors):
     /// the ARP and NDP messages the data plane handles for its own
     /// addresses are also copied to the control plane, so the tenant's
@@ -453,6 +457,7 @@ impl Default for Limits {
             max_routes: 2_000_000,
             max_addresses: 256,
             punt_rate: 10_000,
+            protocol_rate: 2_000,
             control_plane: false,
         }
     }

@@ -155,7 +155,11 @@ impl Worker {
         let index = usize::from(vr);
         if fair.active() {
             let full = self.full_burst > 0 && self.burst_len >= self.full_burst;
-            let admitted = fair.admit_run(index, full);
+            let admitted = fair.admit_run(index, full)
+                || self
+                    .vrs
+                    .get_mut(index)
+                    .is_some_and(|v| v.protected(&m, ctx.now));
             seen.step(Step::FairShare { admitted });
             if !admitted {
                 return ctx.drop(m, DropReason::OverShare);

@@ -226,10 +226,27 @@ pub struct Vr {
     pub(crate) limits: Limits,
     pub(crate) icmp_bucket: TokenBucket,
     pub(crate) punt_bucket: TokenBucket,
+    /// The protected share of its control protocols ([`crate::protocol`]).
+    pub(crate) protocol_bucket: TokenBucket,
     pub(crate) punt: VecDeque<Mbuf>,
 }
 
 impl Vr {
+    /// Whether `m` is one of the VR's control protocols' frames within
+    /// their protected rate (taking a token if so): it passes the limits
+    /// that the VR's other traffic exceeds ([`crate::protocol`]).
+    #[inline]
+    pub(crate) fn protected(&mut self, m: &Mbuf, now: u64) -> bool {
+        crate::protocol::control(m) && self.protocol_bucket.take(now)
+    }
+
+    /// [`Vr::protected`] for an untagged Ethernet frame from the control
+    /// plane's TAP.
+    #[inline]
+    pub(crate) fn protected_frame(&mut self, frame: &[u8], now: u64) -> bool {
+        crate::protocol::control_frame(frame) && self.protocol_bucket.take(now)
+    }
+
     /// What next hop `id` of the VR's FIB means in this worker; `flow`
     /// gives the packet's flow hash ([`crate::ecmp`]), asked for only when
     /// `id` is a multipath group.
@@ -936,6 +953,7 @@ fn vr_state(topo: &Shared, i: usize, n_workers: usize) -> Vr {
         limits: l,
         icmp_bucket: TokenBucket::new(l.icmp_rate.div_ceil(n)),
         punt_bucket: TokenBucket::new(l.punt_rate.div_ceil(n)),
+        protocol_bucket: TokenBucket::new(l.protocol_rate.div_ceil(n)),
         ceiling: Ceiling::new(&l, u64::from(n)).map(Box::new),
         // Grows on first use, up to `punt_queue`; idle VRs stay small.
         punt: VecDeque::new(),

@@ -87,3 +87,101 @@ fn over_share_drops_count_on_the_flooding_vrs_interface() {
         assert_eq!(b.forwarded + blue0, b.rx_packets);
     }
 }
+
+/// Blue floods as in [`run`], and the first of each round's four bursts
+/// also carries a BFD packet and a BGP segment for blue's own address, as
+/// its control plane's peers would send. Returns the engine, how many of
+/// those reached blue's punt queue, and how many were sent.
+fn flood_with_protocols(protocol_rate: u32, stranger: bool) -> (Engine, u64, u64) {
+    use common::{eth, ipv4, tcp_syn, HOST, HOST_MAC, RED0};
+    use vrhost_wire::ethernet::EtherType;
+    use vrhost_wire::ip::IpProtocol;
+    let limits = Limits {
+        protocol_rate,
+        ..Limits::default()
+    };
+    let mut e = Engine::new(&common::spec(limits)).expect("spec builds");
+    e.set_clock(clock, 1_000_000, 8);
+    let blue = frame(BLUE0_MAC);
+    let red = frame(RED0_MAC);
+    let other = frame(EthernetAddress([0x02, 0xee, 0, 0, 0, 1]));
+    // Blue's interface has red's addresses (10.0.0.1).
+    let mut bfd = vec![0u8; 8 + 24];
+    bfd[0..2].copy_from_slice(&49152u16.to_be_bytes());
+    bfd[2..4].copy_from_slice(&3784u16.to_be_bytes());
+    bfd[4..6].copy_from_slice(&32u16.to_be_bytes());
+    let to_blue = |proto, l4: &[u8]| {
+        eth(
+            BLUE0_MAC,
+            HOST_MAC,
+            None,
+            EtherType::Ipv4,
+            &ipv4(HOST, RED0, proto, 255, true, l4),
+        )
+    };
+    let bfd = to_blue(IpProtocol::Udp, &bfd);
+    let bgp = to_blue(IpProtocol::Tcp, &tcp_syn(179, 1));
+    let (mut punted, mut sent) = (0u64, 0u64);
+    for i in 0..400u64 {
+        let now = SEC + i * 1000;
+        for k in 0..4 {
+            let mut frames: Vec<(u16, &[u8])> = (0..16).map(|_| (2, blue.as_slice())).collect();
+            if k == 0 {
+                frames.insert(5, (2, bfd.as_slice()));
+                frames.push((2, bgp.as_slice()));
+                sent += 2;
+            }
+            if stranger {
+                frames.push((2, other.as_slice()));
+            }
+            send_burst(&mut e, &frames, now);
+        }
+        let red: Vec<(u16, &[u8])> = (0..16).map(|_| (0, red.as_slice())).collect();
+        send_burst(&mut e, &red, now);
+        e.drain_punted(VrId::new(1), |_| punted += 1);
+    }
+    (e, punted, sent)
+}
+
+#[test]
+fn control_protocols_pass_a_flooding_vrs_share() {
+    for stranger in [false, true] {
+        let (e, punted, sent) = flood_with_protocols(2_000, stranger);
+        let c = e.iface_counters(IfaceId::new(2));
+        assert!(
+            c.drop_count(DropReason::OverShare) > 1_000,
+            "blue was policed hard (stranger frames: {stranger})"
+        );
+        assert_eq!(
+            punted, sent,
+            "every BFD and BGP frame reached the control plane (stranger frames: {stranger})"
+        );
+        assert_eq!(c.punted, sent);
+        // Without a protected share, the same flood takes them too.
+        let (e, punted, sent) = flood_with_protocols(0, stranger);
+        let lost = e
+            .iface_counters(IfaceId::new(2))
+            .drop_count(DropReason::OverShare);
+        assert!(
+            lost > 0 && punted < sent,
+            "{punted} of {sent} punted (stranger frames: {stranger})"
+        );
+    }
+}
+
+#[test]
+fn the_protected_share_is_bounded_by_its_rate() {
+    // 100 a second: the bucket's burst of 100, then none (the run lasts
+    // 0.4 ms of the packets' time).
+    let (e, punted, sent) = flood_with_protocols(100, false);
+    assert_eq!(sent, 800);
+    assert!(
+        (50..=100).contains(&punted),
+        "{punted} punted: each protected frame takes a token at the share and one at the punt"
+    );
+    assert!(
+        e.iface_counters(IfaceId::new(2))
+            .drop_count(DropReason::OverShare)
+            > 0
+    );
+}

@@ -1429,7 +1429,7 @@ fn limits() {
         }
     );
     let c = valid(&with(
-        "  [router.limits]\n  weight = 3\n  pps = 1000\n  bps = 8000000\n  max_routes = 100\n  max_neighbors = 64\n  punt_rate = 50\n",
+        "  [router.limits]\n  weight = 3\n  pps = 1000\n  bps = 8000000\n  max_routes = 100\n  max_neighbors = 64\n  punt_rate = 50\n  protocol_rate = 0\n",
     ));
     assert_eq!(
         c.routers[0].limits,
@@ -1440,6 +1440,7 @@ fn limits() {
             max_routes: 100,
             max_neighbors: 64,
             punt_rate: 50,
+            protocol_rate: 0,
             ..Limits::default()
         }
     );
@@ -1454,6 +1455,8 @@ fn limits() {
         ("max_routes", "0"),
         ("max_neighbors", "0"),
         ("punt_rate", "0"),
+        ("protocol_rate", "-1"),
+        ("protocol_rate", "10000001"),
     ] {
         only(
             &with(&format!("  [router.limits]\n  {key} = {bad}\n")),
