@@ -61,10 +61,35 @@ pub fn ensure_netns(name: &str) -> Result<NetnsInfo, CpError> {
         .map_err(io)?;
     if created {
         tracing::info!(netns = name, "created network namespace");
+        if private_mounts() {
+            // `ip netns exec` gives its command a mount namespace of its
+            // own, whose mounts never reach the machine's: the handle we
+            // just bind-mounted is visible to this process only, so FRR
+            // started from outside cannot enter the namespace, and it is
+            // gone when vrhost exits (docs/scale-out.md).
+            tracing::warn!(
+                netns = name,
+                "vrhost runs in a mount namespace of its own (ip netns exec?): \
+                 /run/netns/{name} is visible to this process only; create the \
+                 namespace beforehand with `ip netns add {name}` (vrhost adopts it)"
+            );
+        }
     } else {
         tracing::info!(netns = name, "adopted network namespace");
     }
     Ok(NetnsInfo { created })
+}
+
+/// True when this process's mount namespace is not the one of PID 1 (the
+/// machine's), as under `ip netns exec`. False when unknown.
+fn private_mounts() -> bool {
+    match (
+        std::fs::read_link("/proc/self/ns/mnt"),
+        std::fs::read_link("/proc/1/ns/mnt"),
+    ) {
+        (Ok(own), Ok(init)) => own != init,
+        _ => false,
+    }
 }
 
 /// Creates, inside namespace `netns`, a persistent multi-queue TAP device

@@ -398,13 +398,7 @@ fn socket_in(ns: &str, addr: &str) -> UdpSocket {
 /// Starts the flow: `RATE` datagrams a second from the site's 203.0.113.1
 /// to the upstream's 198.51.100.1, each carrying its sequence number,
 /// until `stop`. Returns the threads that yield what they recorded.
-fn start_flow(
-    s: &Scene,
-    stop: &Arc<AtomicBool>,
-) -> (
-    std::thread::JoinHandle<Vec<Instant>>,
-    std::thread::JoinHandle<Vec<(u64, Instant)>>,
-) {
+fn start_flow(s: &Scene, stop: &Arc<AtomicBool>) -> (Sender, Receiver) {
     let rx = socket_in(&s.ns("up"), "198.51.100.1:9000");
     rx.set_read_timeout(Some(Duration::from_millis(50)))
         .expect("timeout");
@@ -455,6 +449,11 @@ fn start_flow(
     });
     (sender, receiver)
 }
+
+/// The flow's sender thread: yields each datagram's send time.
+type Sender = std::thread::JoinHandle<Vec<Instant>>;
+/// The flow's receiver thread: yields (sequence number, arrival time).
+type Receiver = std::thread::JoinHandle<Vec<(u64, Instant)>>;
 
 /// Loss of the datagrams sent in `[from, to)`.
 struct Loss {
