@@ -92,13 +92,14 @@ fn private_mounts() -> bool {
     };
     // proc(5): ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - ...
     info.lines()
+        .rev()
         .filter_map(|l| {
             let mut f = l.split(' ');
             let point = f.nth(4)?;
             let optional: Vec<&str> = f.skip(1).take_while(|x| *x != "-").collect();
             (point == "/run/netns").then_some(optional)
         })
-        .last()
+        .next()
         .is_some_and(|opt| !opt.iter().any(|o| o.starts_with("shared:")))
 }
 
