@@ -36,6 +36,9 @@ pub struct NetnsInfo {
 /// file left by a crash) is an error, never silently replaced.
 pub fn ensure_netns(name: &str) -> Result<NetnsInfo, CpError> {
     let io = |e: vrhost_io::IoError| CpError::Io(format!("netns {name}: {e}"));
+    // Before creating: making one shares /run/netns in this process's own
+    // mount namespace, which hides that the share reaches nobody else.
+    let private = private_mounts();
     let created = if Path::new("/run/netns").join(name).exists() {
         netns::run_in(name, || ()).map_err(|e| {
             CpError::Io(format!(
@@ -61,10 +64,43 @@ pub fn ensure_netns(name: &str) -> Result<NetnsInfo, CpError> {
         .map_err(io)?;
     if created {
         tracing::info!(netns = name, "created network namespace");
+        if private {
+            // `ip netns exec` gives its command a mount namespace of its
+            // own, whose mounts never reach the machine's: the handle we
+            // just bind-mounted is visible to this process only, so FRR
+            // started from outside cannot enter the namespace, and it is
+            // gone when vrhost exits (docs/scale-out.md).
+            tracing::warn!(
+                netns = name,
+                "vrhost runs in a mount namespace of its own (ip netns exec?): \
+                 /run/netns/{name} is visible to this process only; create the \
+                 namespace beforehand with `ip netns add {name}` (vrhost adopts it)"
+            );
+        }
     } else {
         tracing::info!(netns = name, "adopted network namespace");
     }
     Ok(NetnsInfo { created })
+}
+
+/// True when `/run/netns` is a mount point of this process that does not
+/// propagate its mounts back (a slave, as under `ip netns exec`, which
+/// remounts `/` with `MS_SLAVE`). False when it is shared, or unknown.
+fn private_mounts() -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    // proc(5): ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - ...
+    info.lines()
+        .rev()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let point = f.nth(4)?;
+            let optional: Vec<&str> = f.skip(1).take_while(|x| *x != "-").collect();
+            (point == "/run/netns").then_some(optional)
+        })
+        .next()
+        .is_some_and(|opt| !opt.iter().any(|o| o.starts_with("shared:")))
 }
 
 /// Creates, inside namespace `netns`, a persistent multi-queue TAP device
