@@ -44,6 +44,7 @@ use crate::mbuf::Mbuf;
 use crate::neighbor::Event;
 use crate::output::Ctx;
 use crate::spec::{IfaceId, Urpf};
+use crate::tables::RouteHop;
 use crate::worker::{Lane, Staged, TxBatch, VlanLane, Vr, Worker};
 use crate::{arp_input, icmp_error, tap};
 
@@ -841,6 +842,18 @@ impl Worker {
                 v.neighbors.set_static(iface, addr, mac);
             }
         }
+        // The first worker asks for the gateways of new next hops (the
+        // others learn the answers from it, Event::Learned).
+        if !self.solicit.is_empty() {
+            if ctx.counters.index == 0 {
+                for &vr in &self.solicit {
+                    if let Some(v) = self.vrs.get_mut(usize::from(vr)) {
+                        solicit_gateways(&mut ctx, v);
+                    }
+                }
+            }
+            self.solicit.clear();
+        }
     }
 
     /// Runs neighbor timers: retransmits ARP requests and solicitations,
@@ -1070,6 +1083,43 @@ fn many_demux<const L2: usize, A: Family>(
         m.set_received(v.iface, L2 as u16);
     }
     Some(bytes)
+}
+
+/// Most gateways of one VR solicited when its next hops change: a VR with
+/// more next hops has the rest resolved by its traffic, as before.
+const SOLICIT_MAX: usize = 1024;
+
+/// Asks for the MAC of each gateway of `v`'s next hops that has no
+/// neighbor entry yet, as soon as a route names it rather than when the
+/// first packet needs it: a route's first packets then find the neighbor
+/// resolved instead of waiting behind `arp_hold` (a copy restarted behind
+/// an ECMP pair gets the flows back as soon as its routes are announced,
+/// while its control plane's kernel already knows the neighbors and sends
+/// no ARP of its own that the VR could learn from).
+#[cold]
+fn solicit_gateways(ctx: &mut Ctx<'_>, v: &mut Vr) {
+    let nexthops = std::sync::Arc::clone(&v.nexthops);
+    for hop in nexthops.iter().take(SOLICIT_MAX) {
+        let &RouteHop::Gateway { iface, addr } = hop else {
+            continue;
+        };
+        if v.neighbors.find(iface, addr).is_some() {
+            continue;
+        }
+        let Some(n) = v.neighbors.ensure(iface, addr, true) else {
+            // A full table: the rest are resolved by their traffic.
+            return;
+        };
+        if let crate::neighbor::Resolve::Hold { probe: true } = v.neighbors.resolve(n, ctx.now) {
+            ctx.send_probe(
+                v,
+                crate::neighbor::Probe {
+                    index: n,
+                    unicast: None,
+                },
+            );
+        }
+    }
 }
 
 /// What the burst passes need of an IP family: the plain-burst demux, the

@@ -499,6 +499,9 @@ pub struct Worker {
     pub(crate) probes: Vec<Probe>,
     pub(crate) next_poll: u64,
     seen_generation: u64,
+    /// VRs whose next hops changed since the last events were applied:
+    /// their gateways are solicited then ([`Worker::solicit_gateways`]).
+    pub(crate) solicit: Vec<u16>,
     pub(crate) inbox: Receiver<Event>,
     pub(crate) peers: Vec<SyncSender<Event>>,
     /// Events that did not fit a peer's inbox (counted, not retried).
@@ -712,6 +715,7 @@ impl Worker {
             probes: Vec::with_capacity(1024),
             next_poll: 0,
             seen_generation: u64::MAX,
+            solicit: Vec::new(),
             inbox,
             peers,
             events_lost: 0,
@@ -765,6 +769,7 @@ impl Worker {
                     vr.gateways.clear();
                     vr.gateways.resize(nh.len(), GatewaySlot::NONE);
                     vr.nexthops = nh;
+                    self.solicit.push(i as u16);
                 }
             }
             self.choose_prefetch();

@@ -372,3 +372,72 @@ fn a_deleted_static_neighbor_is_resolved_afresh() {
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].eth().dst_addr(), NEW_MAC);
 }
+
+#[test]
+fn a_new_routes_gateway_is_solicited_before_its_first_packet() {
+    // As a copy restarted behind an ECMP pair: its control plane installs
+    // a route through a gateway it has not resolved, and the flows come
+    // back at once when the route is announced.
+    let mut e = engine();
+    let gw = Ipv4Addr::new(10, 0, 0, 60);
+    let gw_mac = EthernetAddress([0x02, 0xee, 0, 0, 0, 0x60]);
+    e.add_route(
+        VrId::new(0),
+        "198.18.0.0/15".parse::<vrhost_fib::IpPrefix>().unwrap(),
+        vrhost_dataplane::RouteTarget::Via(gw.into()),
+    )
+    .expect("route");
+    // The next burst (here, one frame toward a blackhole) picks the route
+    // up, and the ARP request for its gateway goes out with it.
+    let black = eth(
+        RED1_MAC,
+        GW_MAC,
+        Some(100),
+        EtherType::Ipv4,
+        &ipv4(
+            REMOTE,
+            Ipv4Addr::new(203, 0, 113, 5),
+            IpProtocol::Udp,
+            64,
+            false,
+            &udp(8),
+        ),
+    );
+    let out = send(&mut e, 1, &black, SEC);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(
+        (out[0].port, out[0].eth().dst_addr()),
+        (0, EthernetAddress::BROADCAST)
+    );
+    let r = parse_arp(&out[0]);
+    assert_eq!(
+        (r.operation, r.source_protocol_addr, r.target_protocol_addr),
+        (Operation::Request, RED0, gw)
+    );
+    assert!(send(&mut e, 1, &black, SEC + 1).is_empty(), "asked once");
+    // The answer comes; the route's first packet leaves at once.
+    let reply = arp(Operation::Reply, gw_mac, gw, RED0, RED0_MAC, None);
+    assert!(send(&mut e, 0, &reply, SEC + 2).is_empty());
+    let first = eth(
+        RED1_MAC,
+        GW_MAC,
+        Some(100),
+        EtherType::Ipv4,
+        &ipv4(
+            REMOTE,
+            Ipv4Addr::new(198, 18, 0, 1),
+            IpProtocol::Udp,
+            64,
+            false,
+            &udp(8),
+        ),
+    );
+    let out = send(&mut e, 1, &first, SEC + 3);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].port, out[0].eth().dst_addr()), (0, gw_mac));
+    assert_eq!(
+        e.vr_counters(VrId::new(0))
+            .drop_count(DropReason::NeighborUnresolved),
+        0
+    );
+}

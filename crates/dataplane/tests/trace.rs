@@ -83,7 +83,8 @@ fn echo_frame(src: Ipv4Addr, bad_checksum: bool) -> (u16, Vec<u8>) {
 }
 
 fn syn_to_router() -> (u16, Vec<u8>) {
-    let l3 = ipv4(HOST, RED0, IpProtocol::Tcp, 64, false, &tcp_syn(179, 1));
+    // SSH: BGP would pass the punt limits within the protected share.
+    let l3 = ipv4(HOST, RED0, IpProtocol::Tcp, 64, false, &tcp_syn(22, 1));
     (0, eth(RED0_MAC, HOST_MAC, None, EtherType::Ipv4, &l3))
 }
 
