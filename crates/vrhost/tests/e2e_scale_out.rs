@@ -548,6 +548,28 @@ fn a_box_dies_and_the_flow_moves_to_the_other_copy() {
         let out = run("ip", &["-n", ns, "addr", "add", addr, "dev", "lo"]);
         assert!(out.status.success(), "{}", text(&out));
     }
+    // Both boxes forward (each VR answers ping on both links) before any
+    // routing daemon starts: no session begins against a box still
+    // starting up.
+    for (ns, addr) in [
+        (&up, "10.0.1.1"),
+        (&up, "10.0.2.1"),
+        (&site, "10.1.1.1"),
+        (&site, "10.1.2.1"),
+    ] {
+        let start = Instant::now();
+        while !in_ns(ns, "ping", &["-c", "1", "-W", "1", addr])
+            .status
+            .success()
+        {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{addr} does not answer from {ns}:\n{}",
+                s.diagnostics()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
     s.start_frr("upstream", &up, "bgpd-upstream.conf");
     s.start_frr("site", &site, "bgpd-site.conf");
     s.start_frr("red-a", &a, "bgpd-a.conf");
