@@ -433,7 +433,7 @@ pub struct Limits {
     pub punt_rate: u32,
     /// Packets per second of its control protocols that pass the fair
     /// share, the rate ceiling and the punt rate beyond them
-    /// ([`crate::protocol`]); 0: none.
+    /// (docs/isolation.md, "The protected share"); 0: none.
     pub protocol_rate: u32,
     /// The VR has a control plane attached (a namespace with TAP mirrors):
     /// the ARP and NDP messages the data plane handles for its own
