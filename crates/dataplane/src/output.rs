@@ -471,14 +471,18 @@ impl Ctx<'_> {
 impl Ctx<'_> {
     /// Puts `m` on the VR's punt queue, or drops it when the queue is full.
     pub(crate) fn punt(&mut self, vr: &mut Vr, m: Mbuf) {
-        // Control protocols within their own rate take neither the punt
-        // rate's tokens nor its queue's last places (crate::protocol).
+        // Control protocols within their own rate pass a full queue (into
+        // its last places) and an empty punt bucket (crate::protocol); a
+        // protocol token is taken only where a limit would refuse.
         let (queued, most) = (vr.punt.len(), vr.limits.punt_queue as usize);
-        let protected = queued < most + PROTECTED_PUNTS && vr.protected(&m, self.now);
-        if queued >= most && !protected {
+        let protected = if queued < most {
+            false
+        } else if queued < most + PROTECTED_PUNTS && vr.protected(&m, self.now) {
+            true
+        } else {
             return self.drop(m, DropReason::PuntQueueFull);
-        }
-        if !protected && !vr.punt_bucket.take(self.now) {
+        };
+        if !protected && !vr.punt_bucket.take(self.now) && !vr.protected(&m, self.now) {
             return self.drop(m, DropReason::PuntRateLimit);
         }
         self.iface_counters(m.iface).punted.inc();

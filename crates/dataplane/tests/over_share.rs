@@ -197,3 +197,69 @@ fn the_protected_share_is_bounded_by_its_rate() {
             > 0
     );
 }
+
+#[test]
+fn control_protocols_pass_a_punt_flood() {
+    use common::{eth, ipv4, tcp_syn, HOST, HOST_MAC, RED0};
+    use vrhost_wire::ethernet::EtherType;
+    use vrhost_wire::ip::IpProtocol;
+    // No clock: no fair share; the punt rate and queue are what a flood of
+    // SSH SYNs to red's address exhausts.
+    let limits = Limits {
+        punt_rate: 100,
+        punt_queue: 32,
+        ..Limits::default()
+    };
+    let mut e = Engine::new(&common::spec(limits)).expect("spec builds");
+    let to_red = |proto, l4: &[u8]| {
+        eth(
+            RED0_MAC,
+            HOST_MAC,
+            None,
+            EtherType::Ipv4,
+            &ipv4(HOST, RED0, proto, 255, true, l4),
+        )
+    };
+    let ssh = to_red(IpProtocol::Tcp, &tcp_syn(22, 1));
+    let mut bfd = vec![0u8; 8 + 24];
+    bfd[0..2].copy_from_slice(&49152u16.to_be_bytes());
+    bfd[2..4].copy_from_slice(&3784u16.to_be_bytes());
+    bfd[4..6].copy_from_slice(&32u16.to_be_bytes());
+    let bfd = to_red(IpProtocol::Udp, &bfd);
+    let red = VrId::new(0);
+    let (mut bfd_punted, mut ssh_punted) = (0u64, 0u64);
+    // 1,000 steps of a millisecond: 50 SYNs and one BFD packet each, the
+    // control plane reading the queue every step. Then 400 more steps with
+    // the control plane stuck: the queue fills.
+    for k in 0..1_400u64 {
+        let mut frames: Vec<(u16, &[u8])> = (0..50).map(|_| (0, ssh.as_slice())).collect();
+        frames.insert(25, (0, bfd.as_slice()));
+        send_burst(&mut e, &frames, SEC + k * 1_000_000);
+        if k < 1_000 {
+            e.drain_punted(red, |m| {
+                if m.data().len() == bfd.len() && m.data()[36..38] == 3784u16.to_be_bytes() {
+                    bfd_punted += 1;
+                } else {
+                    ssh_punted += 1;
+                }
+            });
+        }
+    }
+    assert_eq!(bfd_punted, 1_000, "every BFD packet passed the punt rate");
+    assert!(
+        ssh_punted <= 100 + 100 + 1,
+        "the SYNs were held to the punt rate: {ssh_punted} in one second"
+    );
+    let c = e.iface_counters(IfaceId::new(0));
+    assert!(c.drop_count(DropReason::PuntRateLimit) > 40_000);
+    // The stuck control plane: the queue's 32 places taken, then BFD
+    // packets in the 64 kept for them, and nothing more.
+    assert_eq!(e.vr(red).punt_len, 32 + 64);
+    assert!(c.drop_count(DropReason::PuntQueueFull) > 0);
+    let mut last = Vec::new();
+    e.drain_punted(red, |m| last.push(m.data().to_vec()));
+    assert!(
+        last[32..].iter().all(|f| *f == bfd),
+        "the kept places hold BFD only"
+    );
+}
