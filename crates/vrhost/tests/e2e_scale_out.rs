@@ -704,5 +704,59 @@ fn a_box_dies_and_the_flow_moves_to_the_other_copy() {
         "the return of box {} lost datagrams",
         BOXES[carrier]
     );
+    punt_flood_keeps_bfd_up(&s);
     drop(s);
+}
+
+/// The protected share, with real BFD: the site floods box a's own address
+/// with UDP (punted to its control plane) at two to three times its punt
+/// rate for three seconds, in bursts of five every 100 µs, which keep the
+/// punt bucket empty; BFD between them (100 ms × 3) stays up throughout,
+/// its packets passing the punt limits the flood exhausts. (With box a's
+/// `protocol_rate = 0`, the session to it went down 2.3 s into the flood.)
+fn punt_flood_keeps_bfd_up(s: &Scene) {
+    let flood = socket_in(&s.ns("site"), "10.1.1.2:0");
+    flood.connect("10.1.1.1:9").expect("connect");
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_flood = stop.clone();
+    let flooder = std::thread::spawn(move || {
+        let mut sent = 0u64;
+        // Small bursts, often: the punt bucket is kept empty, not left to
+        // refill between bursts.
+        while !stop_flood.load(Ordering::Relaxed) {
+            for _ in 0..5 {
+                if flood.send(&[0u8; 18]).is_ok() {
+                    sent += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        sent
+    });
+    let start = Instant::now();
+    let mut samples = 0;
+    while start.elapsed() < Duration::from_secs(3) {
+        let up = s.bfd_up("site");
+        assert_eq!(
+            up,
+            2,
+            "a BFD session went down {:?} into the punt flood:\n{}\n{}",
+            start.elapsed(),
+            s.vtysh("site", "show bfd peers brief"),
+            s.counters(0)
+        );
+        samples += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let sent = flooder.join().expect("flood thread");
+    let counters = s.counters(0);
+    eprintln!(
+        "scale-out: punt flood: {sent} datagrams to box a's address in {:.1} s, BFD up in all {samples} samples; box a's counters:\n{counters}",
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        counters.contains("punt-rate-limit"),
+        "the flood did not exceed box a's punt rate:\n{counters}"
+    );
 }
