@@ -247,8 +247,6 @@ pub struct Fair {
     /// measured (1/2^[`FAST_COST_SHIFT`] ticks; [`Fair::count_fast`]), and
     /// what such frames took this round and how many there were.
     fast_cost: u64,
-    /// `fast_cost`, as much of it as fits a tally's room.
-    fast_cost_room: u32,
     round_fast_ticks: u64,
     round_fast_frames: u64,
     /// Rounds so far that enforced budgets (for tests and reports).
@@ -317,7 +315,6 @@ impl Fair {
             deferred: None,
             split_runs: Vec::new(),
             fast_cost: 0,
-            fast_cost_room: 0,
             round_fast_ticks: 0,
             round_fast_frames: 0,
             tallies: vec![room; vrs.len()],
@@ -451,12 +448,14 @@ impl Fair {
     /// read only when the tally's room runs out.
     #[inline(always)]
     pub fn count_fast(&mut self, vr: usize, full: bool) {
+        // A frame's estimate, as much of it as a room holds.
+        let cost = self.fast_cost.min(u64::from(u32::MAX)) as u32;
         let Some(t) = self.tallies.get_mut(vr) else {
             return;
         };
         // 2^31 frames a round would be 2 Tpps: no overflow.
         t.frames = (t.frames + 1) | u32::from(full) << 31;
-        t.room = t.room.saturating_sub(self.fast_cost_room);
+        t.room = t.room.saturating_sub(cost);
         if t.room == 0 {
             self.check(vr);
         }
@@ -657,7 +656,6 @@ impl Fair {
             .checked_div(self.round_fast_frames)
         {
             self.fast_cost = cost;
-            self.fast_cost_room = cost.min(u64::from(u32::MAX)) as u32;
         }
         let (ticks, frames) = (self.round_fast_ticks, self.round_fast_frames);
         let mut round = Round::default();
@@ -965,7 +963,6 @@ mod tests {
         let ports: Vec<Vec<u16>> = (0..weights.len()).map(|i| vec![i as u16]).collect();
         let mut f = Fair::new(weights, &ports, weights.len());
         f.fast_cost = cost << FAST_COST_SHIFT;
-        f.fast_cost_room = (cost << FAST_COST_SHIFT) as u32;
         f.enforcing = true;
         for s in &mut f.vrs {
             s.budget = budget;
