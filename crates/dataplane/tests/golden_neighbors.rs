@@ -19,12 +19,17 @@ const NEW_HOST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 50);
 const NEW_MAC: EthernetAddress = EthernetAddress([0x02, 0xee, 0, 0, 0, 0x50]);
 
 fn toward_new_host() -> Vec<u8> {
+    toward(NEW_HOST)
+}
+
+/// A UDP frame from the gateway's side (red1, VLAN 100) to `dst`.
+fn toward(dst: Ipv4Addr) -> Vec<u8> {
     eth(
         RED1_MAC,
         GW_MAC,
         Some(100),
         EtherType::Ipv4,
-        &ipv4(REMOTE, NEW_HOST, IpProtocol::Udp, 64, false, &udp(8)),
+        &ipv4(REMOTE, dst, IpProtocol::Udp, 64, false, &udp(8)),
     )
 }
 
@@ -389,20 +394,7 @@ fn a_new_routes_gateway_is_solicited_before_its_first_packet() {
     .expect("route");
     // The next burst (here, one frame toward a blackhole) picks the route
     // up, and the ARP request for its gateway goes out with it.
-    let black = eth(
-        RED1_MAC,
-        GW_MAC,
-        Some(100),
-        EtherType::Ipv4,
-        &ipv4(
-            REMOTE,
-            Ipv4Addr::new(203, 0, 113, 5),
-            IpProtocol::Udp,
-            64,
-            false,
-            &udp(8),
-        ),
-    );
+    let black = toward(Ipv4Addr::new(203, 0, 113, 5));
     let out = send(&mut e, 1, &black, SEC);
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(
@@ -418,20 +410,7 @@ fn a_new_routes_gateway_is_solicited_before_its_first_packet() {
     // The answer comes; the route's first packet leaves at once.
     let reply = arp(Operation::Reply, gw_mac, gw, RED0, RED0_MAC, None);
     assert!(send(&mut e, 0, &reply, SEC + 2).is_empty());
-    let first = eth(
-        RED1_MAC,
-        GW_MAC,
-        Some(100),
-        EtherType::Ipv4,
-        &ipv4(
-            REMOTE,
-            Ipv4Addr::new(198, 18, 0, 1),
-            IpProtocol::Udp,
-            64,
-            false,
-            &udp(8),
-        ),
-    );
+    let first = toward(Ipv4Addr::new(198, 18, 0, 1));
     let out = send(&mut e, 1, &first, SEC + 3);
     assert_eq!(out.len(), 1);
     assert_eq!((out[0].port, out[0].eth().dst_addr()), (0, gw_mac));

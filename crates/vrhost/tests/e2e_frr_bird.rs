@@ -34,7 +34,7 @@
 
 mod common;
 
-use common::{in_ns, run, stop, text};
+use common::{in_ns, keeper_pids, require_root, require_tools, run, stop, text};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -49,30 +49,10 @@ const CONVERGE: Duration = Duration::from_secs(60);
 // ---------------------------------------------------------------- helpers --
 
 fn require_environment() {
-    let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("?");
-    assert_eq!(
-        euid, "0",
-        "the FRR/BIRD end-to-end tests need root (netns, veth, TAP); \
-         run them as root, e.g. `sudo -E cargo test -p vrhost --test e2e_frr_bird`"
-    );
-    let path = std::env::var("PATH").unwrap_or_default();
-    let dirs: Vec<PathBuf> = path
-        .split(':')
-        .map(PathBuf::from)
-        .chain(["/usr/sbin".into(), "/sbin".into()])
-        .collect();
-    let missing: Vec<&str> = ["ip", "ping", "bird", "birdc", "vtysh"]
-        .into_iter()
-        .filter(|t| !dirs.iter().any(|d| d.join(t).is_file()))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "missing tools {missing:?}: install iproute2 iputils-ping frr bird2"
+    require_root("e2e_frr_bird", "netns, veth, TAP");
+    require_tools(
+        &["ip", "ping", "bird", "birdc", "vtysh"],
+        "iproute2 iputils-ping frr bird2",
     );
     for d in ["zebra", "bgpd"] {
         assert!(
@@ -493,30 +473,6 @@ impl Drop for Scene {
         self.cleanup_namespaces();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// The process ids of the TAP keepers a vrhost log names.
-fn keeper_pids(log: &str) -> Vec<u32> {
-    // Without the terminal colours the log is written with.
-    let mut plain = String::with_capacity(log.len());
-    let mut in_escape = false;
-    for c in log.chars() {
-        match (in_escape, c) {
-            (false, '\u{1b}') => in_escape = true,
-            (true, 'm') => in_escape = false,
-            (true, _) => {}
-            (false, c) => plain.push(c),
-        }
-    }
-    plain
-        .lines()
-        .filter(|l| l.contains("TAP keeper holds the mirrors"))
-        .filter_map(|l| {
-            let at = l.find("pid=")? + 4;
-            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
-        })
-        .collect()
 }
 
 // ------------------------------------------------------------------ tests --

@@ -28,7 +28,7 @@
 
 mod common;
 
-use common::{in_ns, run, signal, stop, text};
+use common::{in_ns, require_root, require_tools, run, signal, stop, text};
 use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -50,26 +50,10 @@ const TCP_BYTES: usize = 40 << 20;
 
 /// Fails (never skips) unless we are root and every tool is present.
 fn require_environment() {
-    let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("?");
-    assert_eq!(
-        euid, "0",
-        "the network-namespace end-to-end tests need root (netns, veth, XDP); \
-         run them as root, e.g. `sudo -E cargo test -p vrhost --test e2e_netns`"
-    );
-    let path = std::env::var("PATH").unwrap_or_default();
-    let dirs: Vec<PathBuf> = path.split(':').map(PathBuf::from).collect();
-    let missing: Vec<&str> = ["ip", "ping", "ethtool", "tcpdump", "sha256sum"]
-        .into_iter()
-        .filter(|t| !dirs.iter().any(|d| d.join(t).is_file()))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "missing tools {missing:?}: install iproute2 iputils-ping ethtool tcpdump coreutils"
+    require_root("e2e_netns", "netns, veth, XDP");
+    require_tools(
+        &["ip", "ping", "ethtool", "tcpdump", "sha256sum"],
+        "iproute2 iputils-ping ethtool tcpdump coreutils",
     );
 }
 

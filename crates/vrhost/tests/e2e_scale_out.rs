@@ -25,7 +25,7 @@
 
 mod common;
 
-use common::{in_ns, run, signal, stop, text};
+use common::{in_ns, keeper_pids, require_root, require_tools, run, signal, stop, text};
 use std::fmt::Write as _;
 use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
@@ -47,31 +47,8 @@ const CONVERGE: Duration = Duration::from_secs(40);
 const MAX_LOSS: Duration = Duration::from_millis(500);
 
 fn require_environment() {
-    let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .unwrap_or("?");
-    assert_eq!(
-        euid, "0",
-        "the scale-out test needs root (netns, veth, TAP); run it as root, e.g. \
-         `sudo -E cargo test -p vrhost --test e2e_scale_out`"
-    );
-    let path = std::env::var("PATH").unwrap_or_default();
-    let dirs: Vec<PathBuf> = path
-        .split(':')
-        .map(PathBuf::from)
-        .chain(["/usr/sbin".into(), "/sbin".into()])
-        .collect();
-    let missing: Vec<&str> = ["ip", "vtysh"]
-        .into_iter()
-        .filter(|t| !dirs.iter().any(|d| d.join(t).is_file()))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "missing tools {missing:?}: install iproute2 frr"
-    );
+    require_root("e2e_scale_out", "netns, veth, TAP");
+    require_tools(&["ip", "vtysh"], "iproute2 frr");
     for d in ["zebra", "bgpd", "bfdd"] {
         assert!(
             Path::new("/usr/lib/frr").join(d).is_file(),
@@ -368,30 +345,6 @@ impl Drop for Scene {
         self.cleanup_namespaces();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// The process ids of the TAP keepers a vrhost log names.
-fn keeper_pids(log: &str) -> Vec<u32> {
-    // Without the terminal colours the log may be written with.
-    let mut plain = String::with_capacity(log.len());
-    let mut in_escape = false;
-    for c in log.chars() {
-        match (in_escape, c) {
-            (false, '\u{1b}') => in_escape = true,
-            (true, 'm') => in_escape = false,
-            (true, _) => {}
-            (false, c) => plain.push(c),
-        }
-    }
-    plain
-        .lines()
-        .filter(|l| l.contains("TAP keeper holds the mirrors"))
-        .filter_map(|l| {
-            let at = l.find("pid=")? + 4;
-            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
-            digits.parse().ok()
-        })
-        .collect()
 }
 
 // -------------------------------------------------------------- the flow --

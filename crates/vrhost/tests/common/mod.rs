@@ -51,3 +51,63 @@ pub fn stop(child: &mut Child) {
     }
     let _ = child.wait();
 }
+
+/// Fails (never skips) unless the test runs as root; `test` is its
+/// `--test` name, `why` what it needs root for.
+pub fn require_root(test: &str, why: &str) {
+    let status = std::fs::read_to_string("/proc/self/status").expect("reading /proc/self/status");
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or("?");
+    assert_eq!(
+        euid, "0",
+        "the {test} tests need root ({why}); run them as root, e.g. \
+         `sudo -E cargo test -p vrhost --test {test}`"
+    );
+}
+
+/// Fails unless every tool is on `PATH` (or in /usr/sbin, /sbin); the
+/// message names the Debian `packages` that bring them.
+pub fn require_tools(tools: &[&str], packages: &str) {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let dirs: Vec<std::path::PathBuf> = path
+        .split(':')
+        .map(std::path::PathBuf::from)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .collect();
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| !dirs.iter().any(|d| d.join(t).is_file()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "missing tools {missing:?}: install {packages}"
+    );
+}
+
+/// The process ids of the TAP keepers a vrhost log names.
+pub fn keeper_pids(log: &str) -> Vec<u32> {
+    // Without the terminal colours the log may be written with.
+    let mut plain = String::with_capacity(log.len());
+    let mut in_escape = false;
+    for c in log.chars() {
+        match (in_escape, c) {
+            (false, '\u{1b}') => in_escape = true,
+            (true, 'm') => in_escape = false,
+            (true, _) => {}
+            (false, c) => plain.push(c),
+        }
+    }
+    plain
+        .lines()
+        .filter(|l| l.contains("TAP keeper holds the mirrors"))
+        .filter_map(|l| {
+            let at = l.find("pid=")? + 4;
+            let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect()
+}
