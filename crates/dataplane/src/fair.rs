@@ -10,7 +10,7 @@
 //!                                                      ▼
 //!                                          t0=clock · stages · charge(vr, clock−t0)
 //!
-//!   every round (1 ms): saturated = idle time < 5 % of the round
+//!   every round (1 ms per 1000 VRs): saturated = idle time < 5 % of the round
 //!       saturated   → budgets by weighted max-min fairness over the cycles spent
 //!       otherwise   → no budgets (nothing is policed)
 //! ```
@@ -56,6 +56,11 @@ const FAST_COST_SHIFT: u32 = 10;
 
 /// Idle time below this fraction of a round (1/20 = 5 %) means saturated.
 const IDLE_FRACTION_DIVISOR: u64 = 20;
+
+/// A round lasts a millisecond for every this many VRs the worker serves
+/// (at least one): a round's end reads every VR's record, so with ten
+/// thousand VRs, 1 ms rounds cost a quarter of the worker's speed.
+const VRS_PER_ROUND_MS: usize = 1000;
 
 /// Per-VR bookkeeping of one worker. A charge adds to `spent` alone: what
 /// the VR used since its last refill, this round and since the start are
@@ -221,6 +226,8 @@ impl Quanta {
 #[derive(Debug)]
 pub struct Fair {
     clock: Option<Clock>,
+    /// The clock's ticks in a millisecond (0 until it is installed).
+    ticks_per_ms: u64,
     round_ticks: u64,
     round_start: u64,
     last_end: u64,
@@ -305,6 +312,7 @@ impl Fair {
         };
         Fair {
             clock: None,
+            ticks_per_ms: 0,
             round_ticks: u64::MAX,
             round_start: 0,
             last_end: 0,
@@ -343,15 +351,25 @@ impl Fair {
         self.vr_ports = fresh.vr_ports;
         self.port_vrs = fresh.port_vrs;
         self.recount_capped();
+        self.set_round_ticks();
     }
 
-    /// Installs the clock; a round lasts one millisecond of it.
+    /// Installs the clock; a round lasts one millisecond of it per
+    /// [`VRS_PER_ROUND_MS`] VRs (started, at least one).
     pub fn set_clock(&mut self, clock: Clock, ticks_per_second: u64) {
         let now = clock();
         self.clock = Some(clock);
-        self.round_ticks = (ticks_per_second / 1000).max(1);
+        self.ticks_per_ms = (ticks_per_second / 1000).max(1);
+        self.set_round_ticks();
         self.round_start = now;
         self.last_end = now;
+    }
+
+    fn set_round_ticks(&mut self) {
+        if self.ticks_per_ms > 0 {
+            let ms = self.vrs.len().div_ceil(VRS_PER_ROUND_MS).max(1) as u64;
+            self.round_ticks = self.ticks_per_ms.saturating_mul(ms);
+        }
     }
 
     /// Measure costs but never police (`false`), or enforce shares when
@@ -788,6 +806,16 @@ fn mul_div(a: u64, b: u64, c: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_round_lasts_a_millisecond_per_thousand_vrs() {
+        let ports = |n: usize| (0..n).map(|_| vec![0u16]).collect::<Vec<_>>();
+        let mut f = Fair::new(&[1; 10], &ports(10), 1);
+        f.set_clock(|| 0, 1_000_000);
+        assert_eq!(f.round_ticks, 1_000);
+        f.set_vrs(&[1; 2_500], &ports(2_500));
+        assert_eq!(f.round_ticks, 3_000);
+    }
 
     /// Runs `rounds` rounds of a saturated worker with a fixed budget of
     /// `per_round` ticks. Each VR offers `offered[i]` packets per round
