@@ -18,6 +18,10 @@
 //! box that carries it is killed (SIGKILL), and later started again. The
 //! test measures what the flow lost at the failure (asserted ≤ 500 ms) and
 //! at the return (asserted 0), and that nothing arrived out of order.
+//! Then the site floods box a, whose VR red the test holds to 4,000 packets
+//! a second: its own address at three times its punt rate, and the
+//! upstream through it at twelve times its ceiling; every BFD session must
+//! stay up through both (the protected share, docs/isolation.md).
 //!
 //! A guard stops every process and removes every namespace in `Drop`,
 //! panics included. Requirements: root, iproute2, FRR (`/usr/lib/frr/
@@ -45,6 +49,15 @@ const CONVERGE: Duration = Duration::from_secs(40);
 /// The failover budget: BFD detects in 3 × 100 ms; the rest is FRR and
 /// the kernel replacing the route.
 const MAX_LOSS: Duration = Duration::from_millis(500);
+/// Box a's VR red receives at most this many packets a second (`pps`, its
+/// share of the box as its operator set it), which the failover flow (at
+/// most `RATE`, when box b is down) and the control protocols stay under;
+/// the last step floods it at ten times that.
+const CEILING_PPS: u64 = 4000;
+/// Box a's VR red punts at most this many packets a second to its control
+/// plane (`punt_rate`), under its ceiling, so that a punt flood can exceed
+/// the one without the other.
+const PUNT_RATE: u64 = 1000;
 
 fn require_environment() {
     require_root("e2e_scale_out", "netns, veth, TAP");
@@ -92,7 +105,17 @@ impl Scene {
         };
         std::fs::write(&s.spec, s.example("lab.toml")).expect("lab spec");
         for b in BOXES {
-            let cfg = s.example(&format!("vrhost-{b}.toml"));
+            let mut cfg = s.example(&format!("vrhost-{b}.toml"));
+            if b == "a" {
+                cfg = cfg.replacen(
+                    "name = \"red\"\n",
+                    &format!(
+                        "name = \"red\"\n  [router.limits]\n  pps = {CEILING_PPS}\n  punt_rate = {PUNT_RATE}\n"
+                    ),
+                    1,
+                );
+                assert!(cfg.contains("pps ="), "box a's config: no VR red to limit");
+            }
             std::fs::write(s.dir.join(format!("vrhost-{b}.toml")), cfg).expect("vrhost config");
         }
         s.cleanup_namespaces();
@@ -658,46 +681,55 @@ fn a_box_dies_and_the_flow_moves_to_the_other_copy() {
         BOXES[carrier]
     );
     punt_flood_keeps_bfd_up(&s);
+    ceiling_flood_keeps_bfd_up(&s);
     drop(s);
 }
 
-/// The protected share, with real BFD: the site floods box a's own address
-/// with UDP (punted to its control plane) at two to three times its punt
-/// rate for three seconds, in bursts of five every 100 µs, which keep the
-/// punt bucket empty; BFD between them (100 ms × 3) stays up throughout,
-/// its packets passing the punt limits the flood exhausts. (With box a's
-/// `protocol_rate = 0`, the session to it went down 2.3 s into the flood.)
-fn punt_flood_keeps_bfd_up(s: &Scene) {
+/// Whether `inst` has `want` BFD sessions up, or why not.
+fn all_bfd_up(s: &Scene, inst: &str, want: usize, start: Instant) -> Result<(), String> {
+    if s.bfd_up(inst) == want {
+        return Ok(());
+    }
+    Err(format!(
+        "a BFD session of {inst} went down {:?} into the flood:\n{}\n{}",
+        start.elapsed(),
+        s.vtysh(inst, "show bfd peers brief"),
+        s.counters(0)
+    ))
+}
+
+/// Floods `to` from the site (10.1.1.2) with `rate` UDP datagrams a
+/// second for three seconds, paced by the clock in bursts of a few hundred
+/// microseconds' worth, while checking every 100 ms that every BFD session
+/// (100 ms × 3) of the site, of the upstream (one with each box) and of
+/// box a's red (one with each of them) is up. Returns what the flood sent
+/// a second, and box a's counters after it.
+fn flood_keeps_bfd_up(s: &Scene, to: &str, rate: u64) -> (f64, String) {
     let flood = socket_in(&s.ns("site"), "10.1.1.2:0");
-    flood.connect("10.1.1.1:9").expect("connect");
+    flood.connect(to).expect("connect");
     let stop = Arc::new(AtomicBool::new(false));
     let stop_flood = stop.clone();
     let flooder = std::thread::spawn(move || {
-        let mut sent = 0u64;
-        // Small bursts, often: the punt bucket is kept empty, not left to
-        // refill between bursts.
+        let (start, mut sent) = (Instant::now(), 0u64);
         while !stop_flood.load(Ordering::Relaxed) {
-            for _ in 0..5 {
-                if flood.send(&[0u8; 18]).is_ok() {
-                    sent += 1;
-                }
+            let due = (start.elapsed().as_secs_f64() * rate as f64) as u64;
+            while sent < due && flood.send(&[0u8; 18]).is_ok() {
+                sent += 1;
             }
-            std::thread::sleep(Duration::from_micros(100));
+            std::thread::sleep(Duration::from_micros(200));
         }
-        sent
+        sent as f64 / start.elapsed().as_secs_f64()
     });
     let start = Instant::now();
     let mut samples = 0;
     while start.elapsed() < Duration::from_secs(3) {
-        let up = s.bfd_up("site");
-        assert_eq!(
-            up,
-            2,
-            "a BFD session went down {:?} into the punt flood:\n{}\n{}",
-            start.elapsed(),
-            s.vtysh("site", "show bfd peers brief"),
-            s.counters(0)
-        );
+        let up = ["site", "upstream", "red-a"]
+            .into_iter()
+            .try_for_each(|inst| all_bfd_up(s, inst, 2, start));
+        if let Err(e) = up {
+            stop.store(true, Ordering::Relaxed);
+            panic!("{e}");
+        }
         samples += 1;
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -705,11 +737,51 @@ fn punt_flood_keeps_bfd_up(s: &Scene) {
     let sent = flooder.join().expect("flood thread");
     let counters = s.counters(0);
     eprintln!(
-        "scale-out: punt flood: {sent} datagrams to box a's address in {:.1} s, BFD up in all {samples} samples; box a's counters:\n{counters}",
-        start.elapsed().as_secs_f64()
+        "scale-out: flood of {to}: {sent:.0} datagrams a second for 3 s, every BFD session up in all {samples} samples; box a's counters:\n{counters}"
+    );
+    (sent, counters)
+}
+
+/// The protected share against a punt flood: the site floods box a's own
+/// address (punted to its control plane) at three times red's `punt_rate`
+/// there, under its `pps` ceiling; the punt rate limit drops the excess,
+/// and BFD, which the flood would starve of the punt path unprotected,
+/// stays up. (With box a's `protocol_rate = 0`, the session to it went
+/// down 2.3 s into a flood like it.)
+fn punt_flood_keeps_bfd_up(s: &Scene) {
+    let (sent, counters) = flood_keeps_bfd_up(s, "10.1.1.1:9", 3 * PUNT_RATE);
+    assert!(
+        sent >= 2.5 * PUNT_RATE as f64,
+        "the punt flood reached {sent:.0} datagrams a second, not 2.5 times the punt rate"
     );
     assert!(
         counters.contains("punt-rate-limit"),
         "the flood did not exceed box a's punt rate:\n{counters}"
+    );
+}
+
+/// The protected share against a data-plane flood at ten times the VR's
+/// share: the site sends UDP through box a (a host route, via box a only,
+/// to an address in the upstream's network) at twelve times red's `pps`
+/// ceiling there. The ceiling drops what exceeds it (`rate-ceiling`): BFD
+/// and the rest of the control protocols among them, unprotected.
+fn ceiling_flood_keeps_bfd_up(s: &Scene) {
+    const TARGET: &str = "198.51.100.77";
+    let site = s.ns("site");
+    let host = format!("{TARGET}/32");
+    let route = run(
+        "ip",
+        &["-n", &site, "route", "replace", &host, "via", "10.1.1.1"],
+    );
+    assert!(route.status.success(), "host route: {}", text(&route));
+    let (sent, counters) = flood_keeps_bfd_up(s, &format!("{TARGET}:9"), 12 * CEILING_PPS);
+    let _ = run("ip", &["-n", &site, "route", "del", &host]);
+    assert!(
+        sent >= 10.0 * CEILING_PPS as f64,
+        "the flood reached {sent:.0} datagrams a second, not ten times the ceiling"
+    );
+    assert!(
+        counters.contains("rate-ceiling"),
+        "the flood did not exceed red's ceiling on box a:\n{counters}"
     );
 }
