@@ -170,6 +170,12 @@ pub struct Port {
     pub mtu: u16,
     /// Number of queues, 1..=64. Default 1.
     pub queues: u16,
+    /// af_packet: the kernel steers the control protocols' frames (BFD,
+    /// BGP, OSPF, ARP, neighbor discovery) to a queue of their own, read
+    /// first and even while the port's VRs are over their share, so a flood
+    /// that fills the receive ring does not take them with it. Default
+    /// true; false for every other driver.
+    pub control_queue: bool,
 }
 
 /// `[[router]]`: one virtual router.

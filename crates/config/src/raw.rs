@@ -120,6 +120,8 @@ pub struct RawPort {
     pub mtu: Option<i64>,
     /// Number of queues.
     pub queues: Option<i64>,
+    /// af_packet: steer the control protocols to a queue of their own.
+    pub control_queue: Option<bool>,
 }
 
 /// `[[router]]`.

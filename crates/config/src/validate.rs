@@ -496,6 +496,15 @@ impl Validator<'_, '_> {
 
         if let Some(driver) = driver {
             self.driver_rules(item, driver);
+            if raw.control_queue.is_some() && driver != Driver::AfPacket {
+                self.err(
+                    item.key("control_queue"),
+                    format!(
+                        "a {driver} port has no control queue; only an af_packet port's kernel \
+                         steers the control protocols to one"
+                    ),
+                );
+            }
         }
         if let Some(ifname) = &raw.interface {
             if let Some(problem) = linux_ifname_problem(ifname) {
@@ -518,9 +527,10 @@ impl Validator<'_, '_> {
 
         let name = raw.name.clone().unwrap_or_default();
         let mtu = mtu.unwrap_or(DEFAULT_MTU);
+        let port_driver = driver.unwrap_or(Driver::Memory);
         let port = Port {
             name: name.clone(),
-            driver: driver.unwrap_or(Driver::Memory),
+            driver: port_driver,
             rx,
             tx,
             interface: raw.interface.clone(),
@@ -528,6 +538,7 @@ impl Validator<'_, '_> {
             mac,
             mtu,
             queues: queues.unwrap_or(1),
+            control_queue: raw.control_queue.unwrap_or(true) && port_driver == Driver::AfPacket,
         };
         let facts = PortFacts {
             name,

@@ -317,6 +317,10 @@ impl Runtime {
                     let rx = (0..q)
                         .map(|i| -> Result<Box<dyn Port>> {
                             Ok(match p.driver {
+                                Driver::AfPacket if p.control_queue => Box::new(
+                                    AfPacketPort::open_steered(ifname, i, q)
+                                        .with_context(|| format!("port {:?}", p.name))?,
+                                ),
                                 Driver::AfPacket => Box::new(
                                     AfPacketPort::open(ifname, i, q)
                                         .with_context(|| format!("port {:?}", p.name))?,
@@ -714,6 +718,12 @@ fn run_to_completion(
             // leave the frames in the ring, whose overflow costs us nothing.
             if !w.port_wanted(port as usize) {
                 skipped = true;
+                // Its control protocols' frames, where the driver steers
+                // them to a queue of their own: the VRs' sessions stay up.
+                if plan.queues[q].rx_control(w.pool(), &mut rx, BURST, port) > 0 {
+                    cap.received(&rx, now);
+                    w.process_burst(&mut rx, now, &mut tx);
+                }
                 continue;
             }
             got += plan.queues[q].rx_burst(w.pool(), &mut rx, BURST, port);

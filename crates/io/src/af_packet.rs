@@ -29,6 +29,15 @@
 //! - `PACKET_FANOUT` (`PACKET_FANOUT_HASH`) when `queues > 1`: the queues of
 //!   one interface form a fanout group whose id is the interface index, and
 //!   the kernel spreads flows over them by hash.
+//! - With a control queue ([`AfPacketPort::open_steered`], as `vrhost run`
+//!   opens its ports): `PACKET_FANOUT_CBPF` instead, with a classic BPF
+//!   program ([`crate::steer`]) that sends the control protocols' frames
+//!   (ARP, BFD, BGP, OSPF, IPv6 neighbor discovery) to a ring-less socket of
+//!   their own, which queue 0 reads first and the driver loop reads even
+//!   while the port's VRs are over their share; the rest are spread over
+//!   the queues by a hash. A flood that overflows the data ring then does
+//!   not take a VR's BFD with it. The control socket's 4 MiB receive buffer
+//!   holds thousands of them.
 //! - `PACKET_VNET_HDR`: a virtio-net header ([`crate::vnet`]) in front of
 //!   every frame, both ways, so that a peer's partial checksums and TCP/UDP
 //!   super-frames (veth with its default offloads) arrive described, and
@@ -172,13 +181,44 @@ pub struct AfPacketPort {
     /// super-frames [`coalesce`] joins (longer than a tx ring frame) with
     /// one `sendmsg`; `None` without `vnet`.
     join: Option<OwnedFd>,
+    /// Queue 0 of a port opened with [`AfPacketPort::open_steered`]: the
+    /// socket the fanout program gives the control protocols' frames.
+    control: Option<Control>,
 }
+
+/// The control queue: a ring-less socket read with `recvmsg`, its frames
+/// few and small.
+struct Control {
+    fd: OwnedFd,
+    /// The vnet header (with `vnet`) and the frame of one `recvmsg`.
+    buf: Box<[u8]>,
+    /// Drops its receive buffer's overflow caused, read so far.
+    drops: Cell<u64>,
+}
+
+/// The control socket's receive buffer (`SO_RCVBUFFORCE`; the kernel
+/// doubles it): about 4,000 small frames' worth of skbs.
+const CONTROL_BUFFER: c_int = 4 << 20;
 
 impl AfPacketPort {
     /// Opens queue `queue` of `queues` on interface `ifname`. With more
     /// than one queue, every queue's socket joins one hash fanout group, so
     /// open them all (one per worker) with the same `queues`.
     pub fn open(ifname: &str, queue: u16, queues: u16) -> Result<Self, IoError> {
+        Self::open_with(ifname, queue, queues, false)
+    }
+
+    /// [`AfPacketPort::open`], with the control protocols' frames steered
+    /// to a queue of their own ([`crate::steer`]) that queue 0 reads
+    /// first, and [`Port::rx_control`] alone. Open queue 0 first, then the
+    /// others in order: the program names the sockets by the order they
+    /// joined the fanout group. Where the kernel refuses the program, the
+    /// port works as [`AfPacketPort::open`]'s, and says so once.
+    pub fn open_steered(ifname: &str, queue: u16, queues: u16) -> Result<Self, IoError> {
+        Self::open_with(ifname, queue, queues, true)
+    }
+
+    fn open_with(ifname: &str, queue: u16, queues: u16, steer: bool) -> Result<Self, IoError> {
         if queues == 0 || queue >= queues {
             return Err(IoError::Setup {
                 ifname: ifname.to_string(),
@@ -298,10 +338,43 @@ impl AfPacketPort {
         setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mreq)
             .map_err(e("setsockopt(PACKET_ADD_MEMBERSHIP, PACKET_MR_PROMISC)"))?;
 
-        if queues > 1 {
-            // Group ids are per network namespace; the interface index is
-            // unique there, so every port of one interface meets in one group.
-            let group = ifindex & 0xffff;
+        // Group ids are per network namespace; the interface index is
+        // unique there, so every port of one interface meets in one group.
+        let group = ifindex & 0xffff;
+        let mut control = None;
+        let mut steered = false;
+        if steer {
+            let steered_arg = (group
+                | ((libc::PACKET_FANOUT_CBPF | libc::PACKET_FANOUT_FLAG_IGNORE_OUTGOING) << 16))
+                as c_int;
+            let joined = if queue == 0 {
+                match open_control(ifindex, vnet, steered_arg, queues) {
+                    Ok(c) => {
+                        control = Some(c);
+                        Ok(())
+                    }
+                    Err(err) => Err(err),
+                }
+            } else {
+                Ok(())
+            };
+            let joined = joined.and_then(|()| {
+                setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &steered_arg)
+            });
+            match joined {
+                Ok(()) => steered = true,
+                Err(err) => {
+                    control = None;
+                    if queue == 0 {
+                        tracing::warn!(
+                            "{ifname}: no control queue ({err}): a flood that fills the receive \
+                             ring drops the VRs' BFD, BGP and ARP frames with it"
+                        );
+                    }
+                }
+            }
+        }
+        if queues > 1 && !steered {
             let arg = (group | (libc::PACKET_FANOUT_HASH << 16)) as c_int;
             opt(libc::PACKET_FANOUT, arg, "setsockopt(PACKET_FANOUT)")?;
         }
@@ -334,6 +407,7 @@ impl AfPacketPort {
 
         Ok(AfPacketPort {
             join,
+            control,
             ifname: ifname.to_string(),
             fd,
             ring,
@@ -517,6 +591,157 @@ fn send_buffer(fd: &OwnedFd) {
     }
 }
 
+/// Frames a burst must still have room for before the control queue is
+/// read: a super-frame (a BGP table transfer from a peer with offloads)
+/// takes up to this many buffers once cut.
+const CONTROL_ROOM: usize = 16;
+
+/// Opens the control queue of interface `ifindex` and makes its fanout
+/// group (`fanout`, the `PACKET_FANOUT` argument) with the program that
+/// steers the control protocols' frames to it, member 0, and the rest
+/// over `queues` data queues.
+fn open_control(ifindex: u32, vnet: bool, fanout: c_int, queues: u16) -> std::io::Result<Control> {
+    let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0)?;
+    let one: c_int = 1;
+    if vnet {
+        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VNET_HDR, &one)?;
+    }
+    // The tag the device moved into metadata comes with each frame.
+    setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_AUXDATA, &one)?;
+    let _ = setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_IGNORE_OUTGOING, &one);
+    if setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &CONTROL_BUFFER).is_err() {
+        let _ = setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &CONTROL_BUFFER);
+    }
+    let mut sll: libc::sockaddr_ll = zeroed();
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    sll.sll_ifindex = ifindex as i32;
+    sys::bind(&fd, &sll)?;
+    setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &fanout)?;
+    let program = crate::steer::program(queues);
+    let fprog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr().cast_mut(),
+    };
+    setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT_DATA, &fprog)?;
+    Ok(Control {
+        fd,
+        buf: vec![0u8; MAX_COPY].into_boxed_slice(),
+        drops: Cell::new(0),
+    })
+}
+
+/// The 802.1Q tag as the wire had it (TPID, then TCI), from a frame's
+/// status and the tag the device moved into metadata.
+fn wire_tag(status: u32, tci: u16, tpid: u16) -> Option<[u8; VLAN_LEN]> {
+    (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
+        let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+            tpid
+        } else {
+            0x8100
+        };
+        let mut t = [0u8; VLAN_LEN];
+        t[..2].copy_from_slice(&tpid.to_be_bytes());
+        t[2..].copy_from_slice(&tci.to_be_bytes());
+        t
+    })
+}
+
+impl AfPacketPort {
+    /// Receives what the control queue holds, while the burst has room
+    /// ([`CONTROL_ROOM`]); nothing without one.
+    fn read_control(
+        &mut self,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        max: usize,
+        port_index: u16,
+    ) -> usize {
+        let Some(c) = self.control.as_mut() else {
+            return 0;
+        };
+        let skip = if self.vnet { vnet::LEN } else { 0 };
+        let mut n = 0;
+        while max.saturating_sub(n) >= CONTROL_ROOM.min(max) && n < max {
+            let mut sll: libc::sockaddr_ll = zeroed();
+            // Room for one PACKET_AUXDATA message, 8-byte aligned.
+            let mut cmsgs = [0u64; 8];
+            let mut iov = libc::iovec {
+                iov_base: c.buf.as_mut_ptr().cast(),
+                iov_len: c.buf.len(),
+            };
+            // SAFETY: msghdr is a C struct of integers and raw pointers, for
+            // which all zeros is a valid value.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_name = core::ptr::from_mut(&mut sll).cast();
+            msg.msg_namelen = size_of::<libc::sockaddr_ll>() as u32;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = cmsgs.as_mut_ptr().cast();
+            msg.msg_controllen = size_of_val(&cmsgs);
+            // SAFETY: every pointer in `msg` names a live local or `c.buf`
+            // with the length given beside it, which recvmsg() may write
+            // and does not keep; MSG_TRUNC makes it return the frame's
+            // real length, so a frame that did not fit is seen as such.
+            let rc = unsafe {
+                libc::recvmsg(
+                    std::os::fd::AsRawFd::as_raw_fd(&c.fd),
+                    &mut msg,
+                    libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                )
+            };
+            // Nothing left (EAGAIN), or an error the next burst sees again.
+            let Ok(len) = usize::try_from(rc) else {
+                break;
+            };
+            if len > c.buf.len() || len < skip + 14 {
+                self.stats.dropped += 1;
+                continue;
+            }
+            if sll.sll_pkttype == libc::PACKET_OUTGOING {
+                continue;
+            }
+            let mut tag = None;
+            // SAFETY: `msg` was filled by recvmsg() above, its control
+            // buffer `cmsgs` is live, and CMSG_FIRSTHDR/CMSG_NXTHDR return
+            // null or a header inside it (msg_controllen as the kernel
+            // set it); a PACKET_AUXDATA message carries a whole
+            // tpacket_auxdata, read unaligned.
+            unsafe {
+                let mut h = libc::CMSG_FIRSTHDR(&msg);
+                while !h.is_null() {
+                    if (*h).cmsg_level == libc::SOL_PACKET && (*h).cmsg_type == libc::PACKET_AUXDATA
+                    {
+                        let aux = std::ptr::read_unaligned(
+                            libc::CMSG_DATA(h).cast::<libc::tpacket_auxdata>(),
+                        );
+                        tag = wire_tag(aux.tp_status, aux.tp_vlan_tci, aux.tp_vlan_tpid);
+                    }
+                    h = libc::CMSG_NXTHDR(&msg, h);
+                }
+            }
+            let (vh, frame) = c.buf[..len].split_at(skip);
+            let got = rx_frame::receive(
+                &mut self.stats,
+                frame,
+                vh,
+                tag,
+                pool,
+                rx,
+                (n, max),
+                port_index,
+            );
+            match got {
+                rx_frame::Received::Frames(k) => n += k,
+                rx_frame::Received::Dropped | rx_frame::Received::NoRoom => {
+                    self.stats.dropped += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
 impl Port for AfPacketPort {
     fn rx_burst(
         &mut self,
@@ -525,7 +750,8 @@ impl Port for AfPacketPort {
         max: usize,
         port_index: u16,
     ) -> usize {
-        let mut n = 0;
+        // The control protocols' frames first.
+        let mut n = self.read_control(pool, rx, max, port_index);
         let skip = if self.vnet { vnet::LEN } else { 0 };
         while n < max {
             let status = self.rx_status(self.rx_head).load(Ordering::Acquire);
@@ -542,18 +768,7 @@ impl Port for AfPacketPort {
                 let pkttype = *slot.add(HDR_LEN + offset_of!(libc::sockaddr_ll, sll_pkttype));
                 (h, pkttype)
             };
-            // The tag as the wire had it: TPID, then TCI.
-            let tag = (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
-                let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
-                    hdr.tp_vlan_tpid
-                } else {
-                    0x8100
-                };
-                let mut t = [0u8; VLAN_LEN];
-                t[..2].copy_from_slice(&tpid.to_be_bytes());
-                t[2..].copy_from_slice(&hdr.tp_vlan_tci.to_be_bytes());
-                t
-            });
+            let tag = wire_tag(status, hdr.tp_vlan_tci, hdr.tp_vlan_tpid);
             let copied = status & libc::TP_STATUS_COPY != 0;
             let got = if pkttype == libc::PACKET_OUTGOING {
                 rx_frame::Received::Frames(0)
@@ -707,15 +922,28 @@ impl Port for AfPacketPort {
         Ok(())
     }
 
+    fn rx_control(
+        &mut self,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        max: usize,
+        port_index: u16,
+    ) -> usize {
+        self.read_control(pool, rx, max, port_index)
+    }
+
     fn stats(&self) -> PortStats {
-        if let Ok(st) =
-            getsockopt::<libc::tpacket_stats>(&self.fd, libc::SOL_PACKET, libc::PACKET_STATISTICS)
-        {
-            self.ring_drops
-                .set(self.ring_drops.get() + u64::from(st.tp_drops));
-        }
+        let read = |fd: &OwnedFd, drops: &Cell<u64>| {
+            let st =
+                getsockopt::<libc::tpacket_stats>(fd, libc::SOL_PACKET, libc::PACKET_STATISTICS);
+            if let Ok(st) = st {
+                drops.set(drops.get() + u64::from(st.tp_drops));
+            }
+            drops.get()
+        };
+        let control = self.control.as_ref().map_or(0, |c| read(&c.fd, &c.drops));
         PortStats {
-            dropped: self.stats.dropped + self.ring_drops.get(),
+            dropped: self.stats.dropped + read(&self.fd, &self.ring_drops) + control,
             ..self.stats
         }
     }

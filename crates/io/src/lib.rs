@@ -39,6 +39,7 @@ pub mod paced;
 pub mod pcap;
 pub mod prefetch;
 mod rx_frame;
+pub mod steer;
 mod sys;
 pub mod tap;
 pub mod tools;
@@ -134,6 +135,21 @@ pub trait Port: Send {
         pool: &mut MbufPool,
         now_ns: u64,
     ) -> Result<(), IoError>;
+
+    /// Receives the control protocols' frames alone (BFD, BGP, ARP, ...),
+    /// from a queue of their own where the driver keeps one (`af_packet`
+    /// opened with `open_steered`, queue 0), else nothing: what the driver
+    /// loop reads from a queue it otherwise leaves unread while every VR
+    /// behind it is over its share, so their control planes stay up.
+    fn rx_control(
+        &mut self,
+        _pool: &mut MbufPool,
+        _rx: &mut Vec<Mbuf>,
+        _max: usize,
+        _port_index: u16,
+    ) -> usize {
+        0
+    }
 
     /// Flushes buffered output.
     fn flush(&mut self) -> Result<(), IoError> {

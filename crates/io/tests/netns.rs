@@ -453,6 +453,236 @@ fn af_packet_fanout_delivers_each_frame_to_exactly_one_queue() {
     });
 }
 
+/// An Ethernet frame of `ethertype` around `body`, 802.1Q-tagged with
+/// `vlan`.
+fn eth(ethertype: u16, body: &[u8], vlan: Option<u16>) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01];
+    if let Some(v) = vlan {
+        f.extend_from_slice(&[0x81, 0x00]);
+        f.extend_from_slice(&v.to_be_bytes());
+    }
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(body);
+    f
+}
+
+/// An IPv4 packet of `protocol` (fragment field `frag`) around `l4`.
+fn ipv4(protocol: u8, frag: u16, l4: &[u8]) -> Vec<u8> {
+    let len = (20 + l4.len()) as u16;
+    let mut h = vec![0x45, 0];
+    h.extend_from_slice(&len.to_be_bytes());
+    h.extend_from_slice(&[0, 1]);
+    h.extend_from_slice(&frag.to_be_bytes());
+    h.extend_from_slice(&[64, protocol, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1]);
+    h.extend_from_slice(l4);
+    h
+}
+
+/// An IPv6 packet with next header `next` around `l4`.
+fn ipv6(next: u8, l4: &[u8]) -> Vec<u8> {
+    let mut h = vec![0x60, 0, 0, 0];
+    h.extend_from_slice(&(l4.len() as u16).to_be_bytes());
+    h.extend_from_slice(&[next, 255]);
+    h.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    h.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    h.extend_from_slice(l4);
+    h
+}
+
+/// A transport header's ports, then 20 bytes naming `i`.
+fn ports(src: u16, dst: u16, i: u8) -> Vec<u8> {
+    let mut p = src.to_be_bytes().to_vec();
+    p.extend_from_slice(&dst.to_be_bytes());
+    p.extend_from_slice(&[i; 20]);
+    p
+}
+
+/// The frames the control queue must get: what
+/// `vrhost_dataplane::protocol` counts as control.
+fn control_frames() -> Vec<Vec<u8>> {
+    let (v4, v6) = (0x0800, 0x86dd);
+    vec![
+        eth(0x0806, &[1; 28], None),
+        eth(v4, &ipv4(17, 0, &ports(49152, 3784, 2)), None),
+        eth(v4, &ipv4(17, 0x4000, &ports(49152, 4784, 3)), None),
+        eth(v4, &ipv4(6, 0, &ports(40000, 179, 4)), None),
+        eth(v4, &ipv4(6, 0, &ports(179, 40000, 5)), None),
+        eth(v4, &ipv4(89, 0, &[6; 24]), None),
+        eth(v6, &ipv6(17, &ports(49152, 3784, 7)), None),
+        eth(v6, &ipv6(6, &ports(40001, 179, 8)), None),
+        eth(v6, &ipv6(58, &[135, 0, 0, 0, 9, 9, 9, 9]), None),
+        eth(v6, &ipv6(89, &[10; 24]), None),
+        eth(v4, &ipv4(17, 0, &ports(49153, 3784, 11)), Some(100)),
+    ]
+}
+
+/// Frames that look like control frames but are not.
+fn look_alikes() -> Vec<Vec<u8>> {
+    let (v4, v6) = (0x0800, 0x86dd);
+    vec![
+        eth(v4, &ipv4(17, 0, &ports(3784, 53, 20)), None),
+        eth(v4, &ipv4(17, 0, &ports(49152, 3785, 21)), None),
+        eth(v4, &ipv4(6, 0, &ports(40000, 80, 22)), None),
+        // A later fragment: its first bytes are no transport header.
+        eth(v4, &ipv4(17, 100, &ports(49152, 3784, 23)), None),
+        // Too short for the ports the test would read.
+        eth(v4, &ipv4(17, 0, &[0x0e, 0xc8]), None),
+        eth(v6, &ipv6(58, &[128, 0, 0, 0, 24, 24, 24, 24]), None),
+        eth(v6, &ipv6(17, &ports(49152, 53, 25)), None),
+        // QinQ: the inner tag stays in the frame.
+        eth(0x8100, &[0, 200, 0x08, 0x00], Some(100)),
+    ]
+}
+
+/// Drains `read` (a queue of `port`) until it gives nothing for 100 ms.
+fn drain(
+    pool: &mut MbufPool,
+    mut read: impl FnMut(&mut MbufPool, &mut Vec<Mbuf>) -> usize,
+) -> Vec<Vec<u8>> {
+    let (mut got, mut rx) = (Vec::new(), Vec::new());
+    let mut quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_millis(100) {
+        if read(pool, &mut rx) > 0 {
+            quiet = Instant::now();
+        }
+        for m in rx.drain(..) {
+            got.push(m.data().to_vec());
+            pool.put(m);
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    got
+}
+
+#[test]
+fn af_packet_steers_control_protocols_to_their_own_queue() {
+    let lab = Lab::new();
+    let data = tools::udp_frames(&UdpFlows {
+        flows: 512,
+        ..UdpFlows::default()
+    })
+    .unwrap();
+    let (control, alike) = (control_frames(), look_alikes());
+    let mut all: Vec<Vec<u8>> = control.iter().chain(&alike).cloned().collect();
+    all.extend(data.iter().cloned());
+    let (ready, sent) = (Barrier::new(2), Barrier::new(2));
+    std::thread::scope(|s| {
+        let rxer = in_ns(s, &lab.b, || {
+            let mut pool = MbufPool::new(1024);
+            let mut q0 = AfPacketPort::open_steered("vb", 0, 2).unwrap();
+            let mut q1 = AfPacketPort::open_steered("vb", 1, 2).unwrap();
+            ready.wait();
+            sent.wait();
+            // The control queue alone first, then each data queue (queue
+            // 0's rx_burst would read the control queue first too).
+            let ctl = drain(&mut pool, |p, rx| q0.rx_control(p, rx, 64, 0));
+            let d0 = drain(&mut pool, |p, rx| q0.rx_burst(p, rx, 64, 0));
+            let d1 = drain(&mut pool, |p, rx| q1.rx_burst(p, rx, 64, 0));
+            (ctl, d0, d1)
+        });
+        in_ns(s, &lab.a, || {
+            let mut pool = MbufPool::new(256);
+            let mut port = AfPacketPort::open("va", 0, 1).unwrap();
+            ready.wait();
+            send_all(&mut port, &mut pool, &all);
+            std::thread::sleep(Duration::from_millis(50));
+            sent.wait();
+        });
+        let (ctl, d0, d1) = rxer.join().unwrap();
+        let count = |set: &[Vec<u8>], f: &Vec<u8>| set.iter().filter(|g| *g == f).count();
+        for f in &control {
+            assert_eq!(
+                count(&ctl, f),
+                1,
+                "a control frame on the control queue: {f:02x?}"
+            );
+            assert_eq!(
+                count(&d0, f) + count(&d1, f),
+                0,
+                "a control frame on a data queue"
+            );
+        }
+        for f in alike.iter().chain(&data) {
+            assert_eq!(
+                count(&ctl, f),
+                0,
+                "a data frame on the control queue: {f:02x?}"
+            );
+            assert_eq!(
+                count(&d0, f) + count(&d1, f),
+                1,
+                "a data frame arrived once: {f:02x?}"
+            );
+        }
+        let on = |set: &[Vec<u8>]| data.iter().filter(|f| set.contains(f)).count();
+        eprintln!(
+            "steered: {} control frames; 512 flows split as {} / {}",
+            ctl.len(),
+            on(&d0),
+            on(&d1)
+        );
+        assert!(
+            on(&d0) > 0 && on(&d1) > 0,
+            "the data queues share the flows"
+        );
+    });
+}
+
+/// A flood that overflows the data ring: every BFD frame sent among it
+/// still arrives, on the control queue.
+#[test]
+fn af_packet_control_queue_holds_what_a_full_ring_drops() {
+    let lab = Lab::new();
+    let bfd = |i: u32| {
+        let mut p = ports(49152, 3784, 0);
+        p[4..8].copy_from_slice(&i.to_be_bytes());
+        eth(0x0800, &ipv4(17, 0, &p), None)
+    };
+    let mut flood = Vec::new();
+    for i in 0..30_000u32 {
+        flood.push(test_frame(i, 1));
+        if i % 300 == 0 {
+            flood.push(bfd(i));
+        }
+    }
+    let (ready, sent) = (Barrier::new(2), Barrier::new(2));
+    std::thread::scope(|s| {
+        let rxer = in_ns(s, &lab.b, || {
+            let mut pool = MbufPool::new(1024);
+            let mut q0 = AfPacketPort::open_steered("vb", 0, 1).unwrap();
+            ready.wait();
+            // Nothing read while the flood arrives: the ring fills.
+            sent.wait();
+            let ctl = drain(&mut pool, |p, rx| q0.rx_control(p, rx, 64, 0));
+            let data = drain(&mut pool, |p, rx| q0.rx_burst(p, rx, 64, 0));
+            (ctl, data, q0.stats().dropped)
+        });
+        in_ns(s, &lab.a, || {
+            let mut pool = MbufPool::new(256);
+            let mut port = AfPacketPort::open("va", 0, 1).unwrap();
+            ready.wait();
+            send_all(&mut port, &mut pool, &flood);
+            std::thread::sleep(Duration::from_millis(50));
+            sent.wait();
+        });
+        let (ctl, data, dropped) = rxer.join().unwrap();
+        let want: Vec<Vec<u8>> = (0..30_000).step_by(300).map(bfd).collect();
+        let data = data.iter().filter(|f| is_test_frame(f, 1)).count();
+        eprintln!(
+            "full ring: {data} of 30000 data frames read, {dropped} dropped; {} of {} BFD frames",
+            want.iter().filter(|f| ctl.contains(f)).count(),
+            want.len()
+        );
+        assert!(
+            dropped > 0 && data < 30_000,
+            "the flood did not fill the ring"
+        );
+        for f in &want {
+            assert!(ctl.contains(f), "a BFD frame was lost with the flood");
+        }
+    });
+}
+
 #[test]
 fn af_xdp_generic_copy_moves_frames_and_detaches_on_drop() {
     let lab = Lab::new();
@@ -995,6 +1225,25 @@ fn gen_count_af_packet() {
     let lab = Lab::new();
     let (tx, rx, drops) = gen_count(&lab, &af_packet);
     eprintln!("af_packet gen→count, 64 B, 64 flows: sent {tx:.0} pps, received {rx:.0} pps, ring drops {drops}");
+}
+
+/// [`gen_count_af_packet`] with the counter's port opened as `vrhost run`
+/// opens it, with a control queue: the kernel runs the steering program
+/// on every frame. Alternated with the plain port, two rounds.
+#[test]
+fn gen_count_af_packet_steered() {
+    let lab = Lab::new();
+    let steered = |i: &str| -> Box<dyn Port> {
+        Box::new(AfPacketPort::open_steered(i, 0, 1).unwrap_or_else(|e| panic!("{e}")))
+    };
+    for round in 0..2 {
+        let (_, plain, _) = gen_count(&lab, &af_packet);
+        let (_, rx, drops) = gen_count(&lab, &steered);
+        eprintln!(
+            "af_packet gen→count, 64 B, round {round}: plain {plain:.0} pps, steered {rx:.0} pps ({:.3}), ring drops {drops}",
+            rx / plain
+        );
+    }
 }
 
 /// An af_xdp port that prints the kernel's socket counters when dropped.

@@ -674,6 +674,26 @@ fn af_packet_and_af_xdp_ports_require_an_interface() {
 }
 
 #[test]
+fn only_af_packet_ports_have_a_control_queue() {
+    let port = "[[port]]\nname = \"x\"\ndriver = \"af_packet\"\ninterface = \"v0\"\n";
+    let c = valid(&format!("{BASE}{port}"));
+    assert!(c.ports[2].control_queue, "on by default");
+    assert!(!c.ports[0].control_queue, "a pcap port has none");
+    let c = valid(&format!("{BASE}{port}control_queue = false\n"));
+    assert!(!c.ports[2].control_queue);
+    only(
+        &format!("{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\ncontrol_queue = true\n"),
+        "port \"t\".control_queue",
+        "a tap port has no control queue",
+    );
+    only(
+        &format!("{BASE}{port}control_queue = 1\n"),
+        "port \"x\".control_queue",
+        "",
+    );
+}
+
+#[test]
 fn missing_driver() {
     only(
         &edit("driver = \"pcap\"\nrx", "rx"),
