@@ -18,7 +18,9 @@
 //! box that carries it is killed (SIGKILL), and later started again. The
 //! test measures what the flow lost at the failure (asserted ≤ 500 ms) and
 //! at the return (asserted 0), and that nothing arrived out of order.
-//! Then the site floods box a, whose VR red the test holds to 4,000 packets
+//! Then the copy carrying a new flow is drained (graceful-shutdown
+//! community) and stopped: nothing may be lost. Then the site floods box
+//! a, whose VR red the test holds to 4,000 packets
 //! a second: its own address at three times its punt rate, and the
 //! upstream through it at twelve times its ceiling; every BFD session must
 //! stay up through both (the protected share, docs/isolation.md).
@@ -308,6 +310,33 @@ impl Scene {
         }
     }
 
+    /// Waits until the upstream and the site each route through `n` next
+    /// hops, whatever BFD says (a drained copy keeps its sessions).
+    fn wait_next_hops(&self, n: usize, limit: Duration) -> Duration {
+        let start = Instant::now();
+        loop {
+            let up = self.next_hops("up", "203.0.113.0/24").len();
+            let site = self.next_hops("site", "198.51.100.0/24").len();
+            if up == n && site == n {
+                return start.elapsed();
+            }
+            assert!(
+                start.elapsed() < limit,
+                "no {n} next hops in {limit:?} (upstream {up}, site {site}):\n{}",
+                self.diagnostics()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops box `i`'s vrhost as an operator would (SIGTERM), and waits.
+    fn stop_box(&mut self, i: usize) {
+        if let Some(mut c) = self.routers[i].take() {
+            signal(&c, "TERM");
+            let _ = c.wait();
+        }
+    }
+
     /// Transmitted packets on the site's link `dev`.
     fn tx_packets(&self, dev: &str) -> u64 {
         let out = run(
@@ -559,27 +588,16 @@ fn a_box_dies_and_the_flow_moves_to_the_other_copy() {
 
     let stop_flow = Arc::new(AtomicBool::new(false));
     let (sender, receiver) = start_flow(&s, &stop_flow);
-    // Which box carries the flow: the site's link that transmits it.
-    let before = [s.tx_packets("to-a"), s.tx_packets("to-b")];
-    std::thread::sleep(Duration::from_secs(1));
-    let after = [s.tx_packets("to-a"), s.tx_packets("to-b")];
-    let delta = [after[0] - before[0], after[1] - before[1]];
-    let carrier = usize::from(delta[1] > delta[0]);
+    let carrier = carrier_of_flow(&s);
     let route = text(&in_ns(
         &site,
         "ip",
         &["route", "get", "198.51.100.1", "from", "203.0.113.1"],
     ));
     eprintln!(
-        "scale-out: {RATE} datagrams/s, box {} carries the flow (site tx in 1 s: to-a {}, to-b {}; {})",
+        "scale-out: {RATE} datagrams/s, box {} carries the flow ({})",
         BOXES[carrier],
-        delta[0],
-        delta[1],
         route.trim()
-    );
-    assert!(
-        delta[carrier] >= RATE * 8 / 10,
-        "the flow is not on one link: {delta:?}"
     );
 
     // Failure.
@@ -680,9 +698,111 @@ fn a_box_dies_and_the_flow_moves_to_the_other_copy() {
         "the return of box {} lost datagrams",
         BOXES[carrier]
     );
+    drain_then_stop(&mut s);
     punt_flood_keeps_bfd_up(&s);
     ceiling_flood_keeps_bfd_up(&s);
     drop(s);
+}
+
+/// Which box carries a flow that `RATE` datagrams a second started: the
+/// site's link that sends it, over one second.
+fn carrier_of_flow(s: &Scene) -> usize {
+    let before = [s.tx_packets("to-a"), s.tx_packets("to-b")];
+    std::thread::sleep(Duration::from_secs(1));
+    let after = [s.tx_packets("to-a"), s.tx_packets("to-b")];
+    let delta = [after[0] - before[0], after[1] - before[1]];
+    let carrier = usize::from(delta[1] > delta[0]);
+    assert!(
+        delta[carrier] >= RATE * 8 / 10,
+        "the flow is not on one link: {delta:?}"
+    );
+    carrier
+}
+
+/// Maintenance as docs/scale-out.md describes it: the copy that carries a
+/// flow announces its routes with the graceful-shutdown community, the
+/// upstream and the site move to the other copy, and only then is the
+/// drained box stopped (SIGTERM). Nothing of the flow may be lost or
+/// reordered. Then the box starts again, the drain is undone, and ECMP
+/// comes back.
+fn drain_then_stop(s: &mut Scene) {
+    let stop_flow = Arc::new(AtomicBool::new(false));
+    let (sender, receiver) = start_flow(s, &stop_flow);
+    let carrier = carrier_of_flow(s);
+    let inst = format!("red-{}", BOXES[carrier]);
+    let start = Instant::now();
+    let vty = s.dir.join(&inst).display().to_string();
+    let gshut = |on: bool| {
+        let cmd = if on {
+            "bgp graceful-shutdown"
+        } else {
+            "no bgp graceful-shutdown"
+        };
+        let out = run(
+            "vtysh",
+            &[
+                "--vty_socket",
+                &vty,
+                "-c",
+                "configure terminal",
+                "-c",
+                "router bgp 65001",
+                "-c",
+                cmd,
+            ],
+        );
+        assert!(out.status.success(), "{cmd} on {inst}: {}", text(&out));
+    };
+    gshut(true);
+    let moved = s.wait_next_hops(1, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(1));
+    s.stop_box(carrier);
+    std::thread::sleep(Duration::from_secs(1));
+    let before = [s.tx_packets("to-a"), s.tx_packets("to-b")];
+    std::thread::sleep(Duration::from_millis(500));
+    let after = [s.tx_packets("to-a"), s.tx_packets("to-b")];
+    stop_flow.store(true, Ordering::Relaxed);
+    let flow = Flow {
+        sent: sender.join().expect("sender"),
+        received: receiver.join().expect("receiver"),
+    };
+    let stopped = *flow.sent.last().expect("sent something");
+    let drain = loss(&flow, start, stopped);
+    let reordered = out_of_order(&flow, start, stopped);
+    eprintln!(
+        "scale-out: drain: box {} announced graceful-shutdown; one path on both sides after {} ms; \
+         stopped (SIGTERM) 1 s later; {} of {} datagrams lost, {} out of order, largest gap {:.1} ms",
+        BOXES[carrier],
+        moved.as_millis(),
+        drain.missing,
+        drain.sent,
+        reordered.len(),
+        drain.largest_gap.as_secs_f64() * 1e3
+    );
+    assert_eq!(drain.missing, 0, "the drain lost datagrams");
+    assert!(reordered.is_empty(), "the drain reordered the flow");
+    assert!(
+        after[1 - carrier] - before[1 - carrier] >= RATE * 4 / 10,
+        "the flow did not move to the other box"
+    );
+    // Back in service.
+    s.start_box(carrier);
+    s.wait_next_hops(1, CONVERGE);
+    let bfd = Instant::now();
+    while s.bfd_up("site") < 2 || s.bfd_up("upstream") < 2 {
+        assert!(
+            bfd.elapsed() < CONVERGE,
+            "BFD of the restarted box:\n{}",
+            s.diagnostics()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    gshut(false);
+    let back = s.wait_paths(2, CONVERGE);
+    eprintln!(
+        "scale-out: drain undone; ECMP back on both sides after {:.1} s",
+        back.as_secs_f64()
+    );
 }
 
 /// Whether `inst` has `want` BFD sessions up, or why not.
