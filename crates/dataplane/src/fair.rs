@@ -355,7 +355,7 @@ impl Fair {
     }
 
     /// Installs the clock; a round lasts one millisecond of it per
-    /// [`VRS_PER_ROUND_MS`] VRs (started, at least one).
+    /// thousand VRs (started, at least one).
     pub fn set_clock(&mut self, clock: Clock, ticks_per_second: u64) {
         let now = clock();
         self.clock = Some(clock);
