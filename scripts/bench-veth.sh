@@ -39,7 +39,8 @@
 #
 # Usage: scripts/bench-veth.sh [-s SECONDS] [-r ROUTERS] [-n RUNS] [-f FLOWS] [-l LOSS] [-q]
 #   -s  seconds measured per flat-out trial (default 10; search trials: 3)
-#   -r  comma-separated: kernel,af_xdp,af_packet (default: all three)
+#   -r  comma-separated: kernel,af_xdp,af_packet (default: all three), and
+#       af_packet-nocq (af_packet without its control queue, control_queue = false)
 #   -n  repetitions of the whole set (default 1)
 #   -f  UDP flows (default 1)
 #   -l  loss allowed in the loss-free search, percent (default 1)
@@ -197,7 +198,9 @@ start_router() {
       fi
       nsx $RTR sysctl -qw net.ipv4.ip_forward=1
       ;;
-    af_xdp | af_packet)
+    af_xdp | af_packet | af_packet-nocq)
+      local driver=${kind%-nocq} cq=""
+      [ "$kind" = af_packet-nocq ] && cq="control_queue = false"
       if [ "$VRHOST_RX" = sender ]; then
         : # veth's receive work stays on the generator's core
       elif [ "$kind" = af_xdp ]; then
@@ -211,13 +214,15 @@ workers = [$ROUTER_CORE]
 
 [[port]]
 name = "in"
-driver = "$kind"
+driver = "$driver"
 interface = "bvr0"
+$cq
 
 [[port]]
 name = "out"
-driver = "$kind"
+driver = "$driver"
 interface = "bvr1"
+$cq
 
 [[router]]
 name = "bench"
