@@ -372,6 +372,13 @@ impl AfPacketPort {
                 setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &steered_arg)
             });
             match joined {
+                Ok(()) if queue == 0 => {
+                    tracing::info!(
+                        "{ifname}: a control queue takes ARP, BFD, BGP, OSPF and neighbor \
+                         discovery ahead of the {queues} data queue(s)"
+                    );
+                    steered = true;
+                }
                 Ok(()) => steered = true,
                 Err(err) => {
                     control = None;
