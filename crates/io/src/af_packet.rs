@@ -194,8 +194,8 @@ struct Control {
     buf: Box<[u8]>,
     /// Drops its receive buffer's overflow caused, read so far.
     drops: Cell<u64>,
-    /// Reads to skip before the next `recvmsg` ([`CONTROL_EVERY`]).
-    skip: u32,
+    /// Polls left before the next `recvmsg` ([`CONTROL_EVERY`]).
+    pause: u32,
 }
 
 /// An empty control queue is asked again only every this many bursts: a
@@ -645,7 +645,7 @@ fn open_control(ifindex: u32, vnet: bool, fanout: c_int, queues: u16) -> std::io
         fd,
         buf: vec![0u8; MAX_COPY].into_boxed_slice(),
         drops: Cell::new(0),
-        skip: 0,
+        pause: 0,
     })
 }
 
@@ -678,13 +678,14 @@ impl AfPacketPort {
         let Some(c) = self.control.as_mut() else {
             return 0;
         };
-        if c.skip > 0 {
-            c.skip -= 1;
+        if c.pause > 0 {
+            c.pause -= 1;
             return 0;
         }
         let skip = if self.vnet { vnet::LEN } else { 0 };
         let mut n = 0;
-        while max.saturating_sub(n) >= CONTROL_ROOM.min(max) && n < max {
+        // Room for a cut super-frame, or an empty burst (however small).
+        while n < max && (n == 0 || max - n >= CONTROL_ROOM) {
             let mut sll: libc::sockaddr_ll = zeroed();
             // Room for one PACKET_AUXDATA message, 8-byte aligned.
             let mut cmsgs = [0u64; 8];
@@ -761,7 +762,7 @@ impl AfPacketPort {
             }
         }
         if n == 0 {
-            c.skip = CONTROL_EVERY - 1;
+            c.pause = CONTROL_EVERY - 1;
         }
         n
     }
