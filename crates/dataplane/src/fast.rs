@@ -37,7 +37,7 @@ use crate::mbuf::Mbuf;
 use crate::output::{Ctx, Sent};
 use crate::spec::Urpf;
 use crate::urpf;
-use crate::worker::{NextHop, Vr};
+use crate::worker::{NextHop, Vr, LISTS_OUT};
 
 /// Forwards `m` (demuxed as IPv4, `id` its FIB answer) if it qualifies:
 /// rewrites it in place and returns where it goes, for the caller to count
@@ -57,44 +57,70 @@ pub(crate) fn v4(
     urpf: Urpf,
 ) -> Option<Sent> {
     match m.l3_off {
-        14 => v4_in::<14>(ctx, vr, m, id, urpf),
-        18 => v4_in::<18>(ctx, vr, m, id, urpf),
-        22 => v4_in::<22>(ctx, vr, m, id, urpf),
+        14 => v4_in::<14, false>(ctx, vr, m, id, urpf),
+        18 => v4_in::<18, false>(ctx, vr, m, id, urpf),
+        22 => v4_in::<22, false>(ctx, vr, m, id, urpf),
         _ => None,
     }
 }
 
 /// [`v4_at`] for a frame of `vr` whose IPv4 header starts `L2` bytes in,
 /// the copy with the rule-list steps when the VR has lists: the plain
-/// copy has none of their cost.
+/// copy has none of their cost. With `JUDGED`, the caller has judged the
+/// frame by its interface's input list (a plain burst does, for all its
+/// frames in one pass: `Filter::judge4_burst`), and only output lists are
+/// left.
 #[inline(always)]
-pub(crate) fn v4_in<const L2: usize>(
+pub(crate) fn v4_in<const L2: usize, const JUDGED: bool>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     m: &mut Mbuf,
     id: NextHopId,
     urpf: Urpf,
 ) -> Option<Sent> {
-    if vr.filtered {
-        v4_at::<L2, true>(ctx, vr, m, id, urpf)
-    } else {
-        v4_at::<L2, false>(ctx, vr, m, id, urpf)
+    match lists_left::<JUDGED>(vr.filtered) {
+        NO_LISTS => v4_at::<L2, NO_LISTS>(ctx, vr, m, id, urpf),
+        OUTPUT_LISTS => v4_at::<L2, OUTPUT_LISTS>(ctx, vr, m, id, urpf),
+        _ => v4_at::<L2, ALL_LISTS>(ctx, vr, m, id, urpf),
     }
 }
 
-/// [`v4_at`] for IPv6.
+/// [`v4_in`] for IPv6.
 #[inline(always)]
-pub(crate) fn v6_in<const L2: usize>(
+pub(crate) fn v6_in<const L2: usize, const JUDGED: bool>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     m: &mut Mbuf,
     id: NextHopId,
     urpf: Urpf,
 ) -> Option<Sent> {
-    if vr.filtered {
-        v6_at::<L2, true>(ctx, vr, m, id, urpf)
+    match lists_left::<JUDGED>(vr.filtered) {
+        NO_LISTS => v6_at::<L2, NO_LISTS>(ctx, vr, m, id, urpf),
+        OUTPUT_LISTS => v6_at::<L2, OUTPUT_LISTS>(ctx, vr, m, id, urpf),
+        _ => v6_at::<L2, ALL_LISTS>(ctx, vr, m, id, urpf),
+    }
+}
+
+/// The fast path's copy without rule-list steps.
+const NO_LISTS: u8 = 0;
+/// The copy that asks the egress interface's output list only.
+const OUTPUT_LISTS: u8 = 1;
+/// The copy that asks both the ingress interface's input list and the
+/// egress interface's output list.
+const ALL_LISTS: u8 = 2;
+
+/// Which copy a frame of a VR whose interfaces apply `filtered` lists
+/// ([`Vr::filtered`]) takes, its input list already asked if `JUDGED`.
+#[inline(always)]
+fn lists_left<const JUDGED: bool>(filtered: u8) -> u8 {
+    if filtered == 0 {
+        NO_LISTS
+    } else if !JUDGED {
+        ALL_LISTS
+    } else if filtered & LISTS_OUT == 0 {
+        NO_LISTS
     } else {
-        v6_at::<L2, false>(ctx, vr, m, id, urpf)
+        OUTPUT_LISTS
     }
 }
 
@@ -113,7 +139,7 @@ pub(crate) fn v6_in<const L2: usize>(
 /// flow hash picks the member gateway ([`crate::ecmp`]), which is looked
 /// up as any gateway is (a member is never a group).
 #[inline(never)]
-pub(crate) fn v4_at<const L2: usize, const FILTERED: bool>(
+pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     m: &mut Mbuf,
@@ -128,7 +154,7 @@ pub(crate) fn v4_at<const L2: usize, const FILTERED: bool>(
     // Without rule lists, the view ends with the four bytes after the
     // header (a multipath route hashes the ports): every frame that can
     // carry ports is that long.
-    let (head, tail): (&mut [u8], &mut [u8]) = if FILTERED {
+    let (head, tail): (&mut [u8], &mut [u8]) = if LISTS != NO_LISTS {
         m.data_mut().split_at_mut_checked(L2 + 20)?
     } else {
         (m.data_mut().get_mut(..L2 + 24)?, &mut [])
@@ -173,7 +199,11 @@ pub(crate) fn v4_at<const L2: usize, const FILTERED: bool>(
             if let Some(NextHop::Group { base }) = hop {
                 // What follows the header up to the packet's end (not its
                 // padding), hashed as the full stages do.
-                let l4 = if FILTERED { &tail[..] } else { &after[..] };
+                let l4 = if LISTS != NO_LISTS {
+                    &tail[..]
+                } else {
+                    &after[..]
+                };
                 let l4 = l4.get(..(total_len - 20).min(l4.len()))?;
                 id = vr.nexthops.pick(base, ecmp::flow4(ip, l4))?;
                 if let Some(found) = vr.gateway(id) {
@@ -202,10 +232,10 @@ pub(crate) fn v4_at<const L2: usize, const FILTERED: bool>(
     // the packet (the neighbour is looked at without marking it used): one
     // that denies leaves the packet to the full stages, and the verdicts of
     // a packet they let through are counted at once.
-    let mac = if FILTERED {
+    let mac = if LISTS != NO_LISTS {
         let mac = vr.neighbors.peek_usable_mac(neigh, ctx.now)?;
         let rest = tail.get(..total_len - 20)?;
-        if !Lists::pass4::<L2>(ctx, (m_iface, egress), l2, ip, rest) {
+        if !Lists::pass4::<L2, LISTS>(ctx, (m_iface, egress), l2, ip, rest) {
             return None;
         }
         vr.neighbors.mark_used(neigh, ctx.now);
@@ -247,9 +277,9 @@ pub(crate) fn v6(
     urpf: Urpf,
 ) -> Option<Sent> {
     match m.l3_off {
-        14 => v6_in::<14>(ctx, vr, m, id, urpf),
-        18 => v6_in::<18>(ctx, vr, m, id, urpf),
-        22 => v6_in::<22>(ctx, vr, m, id, urpf),
+        14 => v6_in::<14, false>(ctx, vr, m, id, urpf),
+        18 => v6_in::<18, false>(ctx, vr, m, id, urpf),
+        22 => v6_in::<22, false>(ctx, vr, m, id, urpf),
         _ => None,
     }
 }
@@ -257,7 +287,7 @@ pub(crate) fn v6(
 /// [`v6`] for a frame whose IPv6 header starts `L2` bytes in; out of line,
 /// and multipath in the same pass, as [`v4_at`].
 #[inline(never)]
-pub(crate) fn v6_at<const L2: usize, const FILTERED: bool>(
+pub(crate) fn v6_at<const L2: usize, const LISTS: u8>(
     ctx: &mut Ctx<'_>,
     vr: &mut Vr,
     m: &mut Mbuf,
@@ -267,7 +297,7 @@ pub(crate) fn v6_at<const L2: usize, const FILTERED: bool>(
     let (len, room, m_iface) = (m.len(), m.headroom(), m.iface);
     // With rule lists, what follows the headers too (for their ports).
     // As for IPv4: the four bytes after the header too.
-    let (head, tail): (&mut [u8], &mut [u8]) = if FILTERED {
+    let (head, tail): (&mut [u8], &mut [u8]) = if LISTS != NO_LISTS {
         m.data_mut().split_at_mut_checked(L2 + 40)?
     } else {
         (m.data_mut().get_mut(..L2 + 44)?, &mut [])
@@ -307,7 +337,11 @@ pub(crate) fn v6_at<const L2: usize, const FILTERED: bool>(
             let mut id = id.0;
             let mut hop = vr.resolve(id);
             if let Some(NextHop::Group { base }) = hop {
-                let l4 = if FILTERED { &tail[..] } else { &after[..] };
+                let l4 = if LISTS != NO_LISTS {
+                    &tail[..]
+                } else {
+                    &after[..]
+                };
                 let l4 = l4.get(..(packet_len - 40).min(l4.len()))?;
                 id = vr.nexthops.pick(base, ecmp::flow6(ip, l4))?;
                 if let Some(found) = vr.gateway(id) {
@@ -333,10 +367,10 @@ pub(crate) fn v6_at<const L2: usize, const FILTERED: bool>(
     if packet_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
-    let mac = if FILTERED {
+    let mac = if LISTS != NO_LISTS {
         let mac = vr.neighbors.peek_usable_mac(neigh, ctx.now)?;
         let rest = tail.get(..packet_len - 40)?;
-        if !Lists::pass6::<L2>(ctx, (m_iface, egress), l2, ip, rest) {
+        if !Lists::pass6::<L2, LISTS>(ctx, (m_iface, egress), l2, ip, rest) {
             return None;
         }
         vr.neighbors.mark_used(neigh, ctx.now);
@@ -360,15 +394,19 @@ pub(crate) fn v6_at<const L2: usize, const FILTERED: bool>(
 /// so a packet they let through is sure to leave and their verdicts are
 /// counted at once; a packet either denies is left to the full stages,
 /// which drop and count it, so nothing is counted twice. Only the fast
-/// path's copy for VRs with lists has this step.
+/// path's copies for VRs with lists have this step; in a plain burst the
+/// input list has judged every frame before the fast path (the burst
+/// stops at the first frame it denies, and counts the verdicts of the
+/// frames the fast path sent), and only the output list is asked here.
 struct Lists;
 
 impl Lists {
     /// Whether the lists between interfaces `ingress` and `egress` let an
     /// IPv4 packet through (`l2` its L2 header, `ip` its fixed header,
-    /// `rest` the remainder), counting their verdicts if they do.
+    /// `rest` the remainder), counting their verdicts if they do: both
+    /// lists, or the output list alone ([`OUTPUT_LISTS`]).
     #[inline(never)]
-    fn pass4<const L2: usize>(
+    fn pass4<const L2: usize, const LISTS: u8>(
         ctx: &Ctx<'_>,
         (ingress, egress): (u16, u16),
         l2: &[u8],
@@ -376,7 +414,7 @@ impl Lists {
         rest: &[u8],
     ) -> bool {
         let (pcp, worker) = (crate::filter::pcp_of(l2, L2), ctx.counters.index);
-        let (input, output) = Lists::of(ctx, ingress, egress);
+        let (input, output) = Lists::of::<LISTS>(ctx, ingress, egress);
         let a = input.map(|f| (f, f.judge4(worker, ip, rest, pcp)));
         let b = output.map(|f| (f, f.judge4(worker, ip, rest, pcp)));
         Lists::settle(worker, a, b)
@@ -384,7 +422,7 @@ impl Lists {
 
     /// [`Lists::pass4`] for IPv6.
     #[inline(never)]
-    fn pass6<const L2: usize>(
+    fn pass6<const L2: usize, const LISTS: u8>(
         ctx: &Ctx<'_>,
         (ingress, egress): (u16, u16),
         l2: &[u8],
@@ -392,7 +430,7 @@ impl Lists {
         rest: &[u8],
     ) -> bool {
         let (pcp, worker) = (crate::filter::pcp_of(l2, L2), ctx.counters.index);
-        let (input, output) = Lists::of(ctx, ingress, egress);
+        let (input, output) = Lists::of::<LISTS>(ctx, ingress, egress);
         // Forwarded packets: neighbor discovery is never let through here.
         let a = input.map(|f| (f, f.judge6(worker, ip, rest, pcp, false)));
         let b = output.map(|f| (f, f.judge6(worker, ip, rest, pcp, false)));
@@ -400,7 +438,7 @@ impl Lists {
     }
 
     #[inline(always)]
-    fn of<'a>(
+    fn of<'a, const LISTS: u8>(
         ctx: &Ctx<'a>,
         ingress: u16,
         egress: u16,
@@ -408,6 +446,7 @@ impl Lists {
         let ifaces = ctx.ifaces;
         let input = ifaces
             .get(usize::from(ingress))
+            .filter(|_| LISTS == ALL_LISTS)
             .and_then(|i| i.filter_in.as_deref());
         let output = ifaces
             .get(usize::from(egress))

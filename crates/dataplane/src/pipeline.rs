@@ -35,6 +35,7 @@ use vrhost_fib::{lookup_batch_each, FibAddr, FibSnapshot, NextHopId, Prefetch};
 use crate::demux;
 use crate::drop_reason::DropReason;
 use crate::fast;
+use crate::filter::{Filter, Verdict};
 use crate::iface::NO_IFACE;
 use crate::ip_forward;
 use crate::ipv4_input;
@@ -45,7 +46,7 @@ use crate::neighbor::Event;
 use crate::output::Ctx;
 use crate::spec::{IfaceId, Urpf};
 use crate::tables::RouteHop;
-use crate::worker::{Lane, Staged, TxBatch, VlanLane, Vr, Worker};
+use crate::worker::{Lane, Staged, TxBatch, VlanLane, Vr, Worker, LISTS_IN};
 use crate::{arp_input, icmp_error, tap};
 
 /// A [`Ctx`] over a worker's fields, borrowed field by field so the VRs stay
@@ -277,15 +278,42 @@ impl Worker {
         let mut done = 0;
         let mut to = None;
         let mut one_port = true;
+        // The interface's input list, if the VR applies one, judges every
+        // frame first; the fast path stops at the first frame it denies.
+        let input = (v.filtered & LISTS_IN != 0)
+            .then(|| ctx.ifaces.get(usize::from(iface))?.filter_in.as_deref())
+            .flatten();
         if self.fast_path {
-            for (m, &route) in rx.iter_mut().zip(&self.routes) {
-                let Some(sent) = route.and_then(|id| A::fast_at::<L2>(&mut ctx, v, m, id, urpf))
-                else {
-                    break;
-                };
-                ctx.count_fast_path(iface, sent, m.len());
-                one_port &= *to.get_or_insert(sent.port) == sent.port;
-                done += 1;
+            if let Some(f) = input {
+                let worker = ctx.counters.index;
+                let verdicts = &mut self.verdicts;
+                if verdicts.len() < n {
+                    verdicts.resize(n, Verdict::REFUSED);
+                }
+                A::judge_burst::<L2>(f, worker, rx, &mut verdicts[..n]);
+                for ((m, &route), verdict) in rx.iter_mut().zip(&self.routes).zip(&*verdicts) {
+                    let sent = route
+                        .filter(|_| verdict.permit())
+                        .and_then(|id| A::fast_at::<L2, true>(&mut ctx, v, m, id, urpf));
+                    let Some(sent) = sent else {
+                        break;
+                    };
+                    ctx.count_fast_path(iface, sent, m.len());
+                    one_port &= *to.get_or_insert(sent.port) == sent.port;
+                    done += 1;
+                }
+                f.count_each(worker, &verdicts[..done]);
+            } else {
+                for (m, &route) in rx.iter_mut().zip(&self.routes) {
+                    let Some(sent) =
+                        route.and_then(|id| A::fast_at::<L2, false>(&mut ctx, v, m, id, urpf))
+                    else {
+                        break;
+                    };
+                    ctx.count_fast_path(iface, sent, m.len());
+                    one_port &= *to.get_or_insert(sent.port) == sent.port;
+                    done += 1;
+                }
             }
         }
         if let Some(port) = to {
@@ -427,7 +455,7 @@ impl Worker {
                 };
                 let len_in = m.len() as u64;
                 let Some(sent) =
-                    route.and_then(|id| A::fast_at::<L2>(&mut ctx, v, m, id, lane.urpf))
+                    route.and_then(|id| A::fast_at::<L2, false>(&mut ctx, v, m, id, lane.urpf))
                 else {
                     refused_fast = true;
                     break;
@@ -483,7 +511,7 @@ impl Worker {
             }
             any_admitted = true;
             if let (true, false, Some(id)) = (self.fast_path, retried, route) {
-                if let Some(sent) = A::fast_at::<L2>(&mut ctx, v, &mut m, id, lane.urpf) {
+                if let Some(sent) = A::fast_at::<L2, false>(&mut ctx, v, &mut m, id, lane.urpf) {
                     ctx.count_fast_path(m.iface, sent, m.len());
                     ctx.push_tx(m);
                     if fair_share {
@@ -1158,14 +1186,18 @@ trait Family: FibAddr + Copy {
     );
     /// The fast path ([`fast::v4_at`], [`fast::v6_at`]) for a frame whose
     /// L3 header is `L2` bytes in.
-    /// `urpf` is the ingress interface's reverse-path check.
-    fn fast_at<const L2: usize>(
+    /// `urpf` is the ingress interface's reverse-path check; with
+    /// `JUDGED`, the caller has asked the ingress interface's input list.
+    fn fast_at<const L2: usize, const JUDGED: bool>(
         ctx: &mut Ctx<'_>,
         vr: &mut Vr,
         m: &mut Mbuf,
         id: NextHopId,
         urpf: Urpf,
     ) -> Option<crate::output::Sent>;
+    /// Input list `f`'s verdicts on a plain burst's frames
+    /// ([`Filter::judge4_burst`]).
+    fn judge_burst<const L2: usize>(f: &Filter, worker: usize, rx: &[Mbuf], out: &mut [Verdict]);
     /// The full stages, for a frame whose FIB answer is `route`.
     fn stages(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, route: Option<NextHopId>);
     /// The full stages, for a frame not looked up.
@@ -1203,14 +1235,19 @@ impl Family for Ipv4Addr {
     }
 
     #[inline(always)]
-    fn fast_at<const L2: usize>(
+    fn fast_at<const L2: usize, const JUDGED: bool>(
         ctx: &mut Ctx<'_>,
         vr: &mut Vr,
         m: &mut Mbuf,
         id: NextHopId,
         urpf: Urpf,
     ) -> Option<crate::output::Sent> {
-        fast::v4_in::<L2>(ctx, vr, m, id, urpf)
+        fast::v4_in::<L2, JUDGED>(ctx, vr, m, id, urpf)
+    }
+
+    #[inline(always)]
+    fn judge_burst<const L2: usize>(f: &Filter, worker: usize, rx: &[Mbuf], out: &mut [Verdict]) {
+        f.judge4_burst::<L2>(worker, rx, out);
     }
 
     #[inline]
@@ -1255,14 +1292,19 @@ impl Family for Ipv6Addr {
     }
 
     #[inline(always)]
-    fn fast_at<const L2: usize>(
+    fn fast_at<const L2: usize, const JUDGED: bool>(
         ctx: &mut Ctx<'_>,
         vr: &mut Vr,
         m: &mut Mbuf,
         id: NextHopId,
         urpf: Urpf,
     ) -> Option<crate::output::Sent> {
-        fast::v6_in::<L2>(ctx, vr, m, id, urpf)
+        fast::v6_in::<L2, JUDGED>(ctx, vr, m, id, urpf)
+    }
+
+    #[inline(always)]
+    fn judge_burst<const L2: usize>(f: &Filter, worker: usize, rx: &[Mbuf], out: &mut [Verdict]) {
+        f.judge6_burst::<L2>(worker, rx, out);
     }
 
     /// IPv6 input looks the destination up itself.
@@ -1328,7 +1370,7 @@ fn forward<A: Family, const L2: usize>(
     urpf: Urpf,
 ) {
     if let (true, Some(id)) = (fast_path, route) {
-        if let Some(sent) = A::fast_at::<L2>(ctx, vr, &mut m, id, urpf) {
+        if let Some(sent) = A::fast_at::<L2, false>(ctx, vr, &mut m, id, urpf) {
             ctx.count_fast_path(m.iface, sent, m.len());
             return ctx.push_tx(m);
         }

@@ -17,6 +17,7 @@ use vrhost_fib::{FibSnapshot, NextHopId, Prefetch};
 
 use crate::counters::CounterCells;
 use crate::fair::{Clock, Fair};
+use crate::filter::Verdict;
 use crate::iface::Egress;
 use crate::mbuf::{Mbuf, MbufPool};
 use crate::neighbor::Event;
@@ -209,9 +210,9 @@ pub struct Vr {
     // VRs taking turns in a burst, each VR's state is cold, and every cache
     // line of it is a miss (`repr(C)` keeps this order).
     pub(crate) id: u16,
-    /// Some interface of the VR applies a rule list: the fast path looks
-    /// for them only then.
-    pub(crate) filtered: bool,
+    /// Which rule lists some interface of the VR applies ([`LISTS_IN`],
+    /// [`LISTS_OUT`]): the fast path looks for them only then.
+    pub(crate) filtered: u8,
     pub(crate) fib4: Arc<FibSnapshot<Ipv4Addr>>,
     pub(crate) nexthops: Arc<NextHops>,
     /// Each gateway next hop as this worker resolved it, by next-hop id
@@ -532,6 +533,9 @@ pub struct Worker {
     pub(crate) at4: Vec<usize>,
     pub(crate) at6: Vec<usize>,
     pub(crate) routes: Vec<Option<NextHopId>>,
+    /// A plain burst's verdicts of its interface's input list, judged
+    /// before the fast path (reused).
+    pub(crate) verdicts: Vec<Verdict>,
     pub(crate) answers: Vec<Option<NextHopId>>,
     /// The VR of each frame a mixed burst sent by the fast path, charged
     /// its share of their cost at the end of the burst (reused).
@@ -733,6 +737,7 @@ impl Worker {
             at4: Vec::with_capacity(256),
             at6: Vec::with_capacity(256),
             routes: Vec::with_capacity(256),
+            verdicts: Vec::with_capacity(256),
             answers: Vec::with_capacity(256),
             fast_vrs: Vec::with_capacity(256),
             lanes: Vec::with_capacity(256),
@@ -966,13 +971,24 @@ fn vr_state(topo: &Shared, i: usize, n_workers: usize) -> Vr {
     }
 }
 
-/// Whether an interface of VR `i` applies a rule list.
-fn filtered(topo: &Shared, i: usize) -> bool {
-    topo.vrs[i].ifaces.iter().any(|g| {
-        topo.ifaces
-            .get(g.index())
-            .is_some_and(|f| f.filter_in.is_some() || f.filter_out.is_some())
-    })
+/// [`Vr::filtered`]: some interface of the VR applies a list to what
+/// enters it.
+pub(crate) const LISTS_IN: u8 = 1;
+/// [`Vr::filtered`]: some interface of the VR applies a list to what it
+/// sends.
+pub(crate) const LISTS_OUT: u8 = 2;
+
+/// Which rule lists the interfaces of VR `i` apply ([`Vr::filtered`]).
+fn filtered(topo: &Shared, i: usize) -> u8 {
+    topo.vrs[i]
+        .ifaces
+        .iter()
+        .filter_map(|g| topo.ifaces.get(g.index()))
+        .fold(0, |lists, f| {
+            lists
+                | if f.filter_in.is_some() { LISTS_IN } else { 0 }
+                | if f.filter_out.is_some() { LISTS_OUT } else { 0 }
+        })
 }
 
 /// Weights and ports of every VR, for [`Fair`] (deleted VRs: no ports).

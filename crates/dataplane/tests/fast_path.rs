@@ -693,6 +693,32 @@ fn a_neighbor_past_its_reachable_time_goes_to_the_full_stages() {
     );
 }
 
+/// A plain burst whose fourth frame the input list denies: the three
+/// before it leave by the fast path, judged with the whole burst before
+/// it; the denied one is dropped and counted as `filtered`; the two after
+/// it go frame by frame, through the fast path too. Every frame is counted
+/// once by the rule that matched it.
+#[test]
+fn a_plain_burst_stops_at_the_frame_its_input_list_denies() {
+    let (mut fast, mut slow) = engines_of(&filtered_spec());
+    // 192.0.2.7: a gateway out of out0, whose output list permits it;
+    // 172.20.1.1: UDP to port 9, which the input list denies (rule 1).
+    let burst = [plain(0), plain(0), plain(0), plain(17), plain(0), plain(0)];
+    let out = both(&mut fast, &mut slow, &burst, SEC);
+    assert_eq!(out.len(), 5);
+    let in0 = fast.iface_counters(IfaceId::new(0));
+    assert_eq!(in0.fast_path, 5);
+    assert_eq!(
+        in0.drops[vrhost_dataplane::DropReason::Filtered as usize],
+        1
+    );
+    let hits = filter_hits(&fast);
+    let input = hits.iter().find(|(i, d, _)| i == "in0" && *d == "in");
+    // Rule 1 denied one; rule 3 (from 10.0.0.2) permitted five.
+    assert_eq!(input.map(|(_, _, h)| &h[..4]), Some(&[1, 0, 5, 0][..]));
+    assert_eq!(hits, filter_hits(&slow));
+}
+
 /// Runs `bursts` through `e` one after the other into one transmit batch
 /// (as a worker does between two flushes), then returns what left, port by
 /// port in queue order.
@@ -820,6 +846,26 @@ proptest! {
             let frames: Vec<_> = burst.iter().map(|f| (f.port, build(f))).collect();
             let now = (i as u64 + 1) * SEC;
             both(&mut fast, &mut slow, &frames, now);
+        }
+        prop_assert_eq!(
+            without_fast_count(all_counters(&fast)),
+            without_fast_count(all_counters(&slow))
+        );
+        prop_assert_eq!(filter_hits(&fast), filter_hits(&slow));
+    }
+
+    /// Plain bursts (one port, one interface, one family) through the
+    /// lists: the input list judges the whole burst before the fast path,
+    /// which stops at the first frame it denies. The same output, the same
+    /// counters and the same per-rule counts as the full stages.
+    #[test]
+    fn plain_bursts_through_filters_agree_with_the_full_stages(
+        bursts in proptest::collection::vec(plain_burst_strategy(), 1..4),
+    ) {
+        let (mut fast, mut slow) = engines_of(&filtered_spec());
+        for (i, burst) in bursts.iter().enumerate() {
+            let frames: Vec<_> = burst.iter().map(|f| (0u16, build(f))).collect();
+            both(&mut fast, &mut slow, &frames, (i as u64 + 1) * SEC);
         }
         prop_assert_eq!(
             without_fast_count(all_counters(&fast)),
