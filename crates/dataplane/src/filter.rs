@@ -1012,32 +1012,36 @@ impl<K: Field> Classifier<K> {
         };
         let ports = l4.map_or((NO_L4, NO_L4), |(s, d)| (u32::from(s), u32::from(d)));
         let key = self.plan_key(src, dst, protocol, ports, pcp);
-        self.recall(memo, key, Fields::of((src, dst), protocol, l4, pcp))
+        Classifier::<K>::recall(memo, key).unwrap_or_else(|entry| {
+            self.remember(entry, key, Fields::of((src, dst), protocol, l4, pcp))
+        })
     }
 
-    /// The answer `memo` holds for `key`, the key of packet `f`
-    /// ([`Classifier::plan_key`]), or the classes' AND, remembered.
+    /// The answer `memo` holds for `key` ([`Classifier::plan_key`]), or the
+    /// entry to [`Classifier::remember`] it in.
     #[inline(always)]
-    fn recall(&self, memo: &[AtomicU64], key: u64, f: Fields<K>) -> Option<usize> {
+    fn recall(memo: &[AtomicU64], key: u64) -> Result<Option<usize>, Option<&AtomicU64>> {
         // Fibonacci hashing of the packed classes picks the entry.
         let slot =
             (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO.trailing_zeros())) as usize;
-        let entry = memo.get(slot)?;
-        let e = entry.load(Ordering::Relaxed);
+        let entry = memo.get(slot);
+        let e = entry.map_or(MEMO_EMPTY, |e| e.load(Ordering::Relaxed));
         if e != MEMO_EMPTY && e >> 16 == key {
             // 0: no rule; else the rule's index + 1.
-            return (e & 0xffff).checked_sub(1).map(|r| r as usize);
+            return Ok((e & 0xffff).checked_sub(1).map(|r| r as usize));
         }
-        self.remember(entry, key, f)
+        Err(entry)
     }
 
     /// A memo miss: the classes' AND, remembered in `entry` under `key`.
     #[inline(never)]
-    fn remember(&self, entry: &AtomicU64, key: u64, f: Fields<K>) -> Option<usize> {
+    fn remember(&self, entry: Option<&AtomicU64>, key: u64, f: Fields<K>) -> Option<usize> {
         let rule = self.resolve(&self.classes(f.src, f.dst, f.protocol, f.l4, f.pcp));
         let answer = rule.map_or(0, |r| r as u64 + 1);
         // Only this worker writes its row: a plain store.
-        entry.store((key << 16) | answer, Ordering::Relaxed);
+        if let Some(entry) = entry {
+            entry.store((key << 16) | answer, Ordering::Relaxed);
+        }
         rule
     }
 }
@@ -1387,8 +1391,10 @@ impl Filter {
             let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
             let pcp = pcp_of(frame, L2);
             let key = c.plan_key(src, dst, protocol, ports, pcp);
-            let f = Fields::of((src, dst), protocol, l4, pcp);
-            *v = self.decide(c.recall(memo, key, f));
+            let rule = Classifier::<u32>::recall(memo, key).unwrap_or_else(|entry| {
+                c.remember(entry, key, Fields::of((src, dst), protocol, l4, pcp))
+            });
+            *v = self.decide(rule);
         }
     }
 
