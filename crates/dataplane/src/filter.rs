@@ -24,7 +24,10 @@
 //! direct-mapped memo of 2,048 entries per family keyed by the packed
 //! class numbers, so the AND is done once per combination, however many
 //! rules the list has. A field no rule constrains, or that all rules cut
-//! alike, is folded into one constant vector and not looked at. Cost:
+//! alike, is folded into one constant vector and not looked at; nor is a
+//! field that no rule the packet's protocol can match constrains (the
+//! memo key's `Plan`). A plain burst's input list judges the whole burst
+//! in one pass before the fast path (`Filter::judge4_burst`). Cost:
 //! docs/benchmarks.md, "Filters".
 //!
 //! Each rule counts what it matched, per worker ([`Filter::hits`]); the
@@ -959,6 +962,9 @@ impl<K: Field> Classifier<K> {
         key = (key << p.protocol_bits) | u64::from(p.protocol[usize::from(protocol)]);
         key = (key << p.dst_port.bits) | dpc;
         key = (key << p.src_port.bits) | spc;
+        if p.pcp_bits == 0 {
+            return key;
+        }
         (key << p.pcp_bits) | u64::from(p.pcp[usize::from(pcp & 7)])
     }
 
@@ -1012,37 +1018,48 @@ impl<K: Field> Classifier<K> {
         };
         let ports = l4.map_or((NO_L4, NO_L4), |(s, d)| (u32::from(s), u32::from(d)));
         let key = self.plan_key(src, dst, protocol, ports, pcp);
-        Classifier::<K>::recall(memo, key).unwrap_or_else(|entry| {
+        let answer = Classifier::<K>::recall(memo, key).unwrap_or_else(|entry| {
             self.remember(entry, key, Fields::of((src, dst), protocol, l4, pcp))
-        })
+        });
+        answer.rule()
     }
 
     /// The answer `memo` holds for `key` ([`Classifier::plan_key`]), or the
     /// entry to [`Classifier::remember`] it in.
     #[inline(always)]
-    fn recall(memo: &[AtomicU64], key: u64) -> Result<Option<usize>, Option<&AtomicU64>> {
+    fn recall(memo: &[AtomicU64], key: u64) -> Result<Answer, Option<&AtomicU64>> {
         // Fibonacci hashing of the packed classes picks the entry.
         let slot =
             (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - MEMO.trailing_zeros())) as usize;
         let entry = memo.get(slot);
         let e = entry.map_or(MEMO_EMPTY, |e| e.load(Ordering::Relaxed));
         if e != MEMO_EMPTY && e >> 16 == key {
-            // 0: no rule; else the rule's index + 1.
-            return Ok((e & 0xffff).checked_sub(1).map(|r| r as usize));
+            return Ok(Answer((e & 0xffff) as usize));
         }
         Err(entry)
     }
 
     /// A memo miss: the classes' AND, remembered in `entry` under `key`.
     #[inline(never)]
-    fn remember(&self, entry: Option<&AtomicU64>, key: u64, f: Fields<K>) -> Option<usize> {
+    fn remember(&self, entry: Option<&AtomicU64>, key: u64, f: Fields<K>) -> Answer {
         let rule = self.resolve(&self.classes(f.src, f.dst, f.protocol, f.l4, f.pcp));
-        let answer = rule.map_or(0, |r| r as u64 + 1);
+        let answer = Answer(rule.map_or(0, |r| r + 1));
         // Only this worker writes its row: a plain store.
         if let Some(entry) = entry {
-            entry.store((key << 16) | answer, Ordering::Relaxed);
+            entry.store((key << 16) | answer.0 as u64, Ordering::Relaxed);
         }
-        rule
+        answer
+    }
+}
+
+/// What a memo entry holds: 0 for no rule, else the rule's index + 1.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Answer(usize);
+
+impl Answer {
+    /// The rule that matched, by index.
+    fn rule(self) -> Option<usize> {
+        self.0.checked_sub(1)
     }
 }
 
@@ -1360,6 +1377,9 @@ impl Filter {
         let Some(memo) = memo else {
             return each_frame(rx, out, general);
         };
+        // Frames of a burst often share their classes, and so their key:
+        // the last key's verdict is kept at hand (no key is all ones).
+        let (mut last_key, mut last) = (u64::MAX, Verdict::REFUSED);
         for (m, v) in rx.iter().zip(out) {
             let frame = m.data();
             // What the fast path forwards, read in place: IHL 5, the first
@@ -1378,23 +1398,24 @@ impl Filter {
                 continue;
             };
             let protocol = h[9];
-            let l4 = match protocol {
-                6 | 17 | 132 => Some((
-                    u16::from_be_bytes([h[20], h[21]]),
-                    u16::from_be_bytes([h[22], h[23]]),
-                )),
-                1 | 58 => Some((u16::from(h[20]), u16::from(h[21]))),
-                _ => None,
+            let word = u32::from_be_bytes([h[20], h[21], h[22], h[23]]);
+            let ports = match protocol {
+                6 | 17 | 132 => (word >> 16, word & 0xffff),
+                1 | 58 => (word >> 24, (word >> 16) & 0xff),
+                _ => (NO_L4, NO_L4),
             };
-            let ports = l4.map_or((NO_L4, NO_L4), |(s, d)| (u32::from(s), u32::from(d)));
             let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
             let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
             let pcp = pcp_of(frame, L2);
             let key = c.plan_key(src, dst, protocol, ports, pcp);
-            let rule = Classifier::<u32>::recall(memo, key).unwrap_or_else(|entry| {
-                c.remember(entry, key, Fields::of((src, dst), protocol, l4, pcp))
-            });
-            *v = self.decide(rule);
+            if key != last_key {
+                let a = Classifier::<u32>::recall(memo, key).unwrap_or_else(|entry| {
+                    let l4 = (ports.0 != NO_L4).then_some((ports.0 as u16, ports.1 as u16));
+                    c.remember(entry, key, Fields::of((src, dst), protocol, l4, pcp))
+                });
+                (last_key, last) = (key, self.answer(a));
+            }
+            *v = last;
         }
     }
 
@@ -1418,10 +1439,14 @@ impl Filter {
         });
     }
 
-    /// Counts each of `verdicts` in worker `worker`'s row.
+    /// Counts each of `verdicts` in worker `worker`'s row, a run of equal
+    /// verdicts in one add.
     pub(crate) fn count_each(&self, worker: usize, verdicts: &[Verdict]) {
-        for &v in verdicts {
-            self.count(worker, v);
+        for run in verdicts.chunk_by(|a, b| a == b) {
+            let at = (run[0].0 & Verdict::UNCOUNTED) as usize;
+            if let Some(c) = self.hits.get(worker * self.stride + at) {
+                c.add(run.len() as u64);
+            }
         }
     }
 
@@ -1430,6 +1455,16 @@ impl Filter {
     #[cold]
     fn cut(&self) -> Verdict {
         Verdict::new(self.built.spec.rules.len(), Action::Deny)
+    }
+
+    /// The verdict of memo answer `a`.
+    #[inline(always)]
+    fn answer(&self, a: Answer) -> Verdict {
+        let v = &self.built.verdicts;
+        match v.get(a.0.wrapping_sub(1)) {
+            Some(&verdict) => verdict,
+            None => self.decide(None),
+        }
     }
 
     #[inline(always)]
