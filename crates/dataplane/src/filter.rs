@@ -1351,10 +1351,11 @@ impl Filter {
     /// [`Filter::judge4`] on each frame of a plain burst, IPv4 headers `L2`
     /// bytes in, into `out`, counting nothing: the input list of the
     /// burst's interface, asked for every frame in one pass before the fast
-    /// path, with the list's tables at hand from one frame to the next. A
-    /// frame whose header or total length the frame does not hold gets
-    /// [`Verdict::REFUSED`]: the fast path refuses it anyway, and the full
-    /// stages judge it again.
+    /// path. The verdict is [`Filter::judge4`]'s for every frame the fast
+    /// path can forward; a frame it cannot (its header or total length the
+    /// frame does not hold, IHL other than 5) may get another, or
+    /// [`Verdict::REFUSED`], which the fast path never uses: the full
+    /// stages judge such a frame again.
     pub(crate) fn judge4_burst<const L2: usize>(
         &self,
         worker: usize,
@@ -1382,16 +1383,18 @@ impl Filter {
         let (mut last_key, mut last) = (u64::MAX, Verdict::REFUSED);
         for (m, v) in rx.iter().zip(out) {
             let frame = m.data();
-            // What the fast path forwards, read in place: IHL 5, the first
-            // fragment or none, a total length within the frame that holds
-            // the transport header's first 4 bytes. The rest goes the
-            // general way.
+            // Read in place as the fast path forwards it: IHL 5, the
+            // transport header's first 4 bytes right after the fixed header,
+            // within the packet (the first fragment or none, a total length
+            // of 24 or more). A frame whose first byte is not 0x45, or whose
+            // total length the frame does not hold, gets a verdict that is
+            // never used: the fast path refuses it, and the full stages judge
+            // it again. Other fragments and shorter packets go the general
+            // way.
             let plain = frame.get(L2..).and_then(|ip| ip.first_chunk::<24>());
             let plain = plain.filter(|h| {
-                let total = usize::from(u16::from_be_bytes([h[2], h[3]]));
-                h[0] == 0x45
-                    && (h[6] & 0x1f) | h[7] == 0
-                    && (24..=frame.len() - L2).contains(&total)
+                u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0
+                    && u16::from_be_bytes([h[2], h[3]]) >= 24
             });
             let Some(h) = plain else {
                 *v = general(frame);
