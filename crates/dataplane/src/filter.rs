@@ -654,27 +654,32 @@ struct Classifier<K> {
     plan: Plan,
 }
 
-/// The fields of a memo key, each read the same way whether or not it is
-/// looked at (a field no rule tells apart has one class and no bits in the
-/// key), so a key is made without a test per field: a slice entry per
-/// ranged field, a direct entry per small one. A key whose slices all hold
-/// a whole class ([`WHOLE`]) needs nothing else; the others are made by
-/// [`Classifier::key`], which searches.
+/// How a memo key is made: a slice table per ranged field, a direct table
+/// per small one, and per protocol which ranged fields are looked at and
+/// where their classes go in the key.
 struct Plan {
-    /// Per protocol, the ranged fields looked at ([`LIVE_DST`] ...): a
-    /// field that no rule a packet of the protocol can match looks at has
-    /// class 0 in its key (the protocol's class, in the key too, keeps
-    /// such keys apart from the others). A field no rule tells apart is
-    /// never live.
-    live: Box<[u8; 256]>,
+    /// Per protocol, the ranged fields looked at ([`LIVE_DST`] ...) and
+    /// where each goes: a field that no rule a packet of the protocol can
+    /// match looks at is left out of its key (the protocol's class, in the
+    /// key too, keeps keys of different layouts apart). A field no rule
+    /// tells apart is never live.
+    live: Box<[Live; 256]>,
     dst: Slices,
     src: Slices,
     dst_port: Slices,
     src_port: Slices,
     protocol: Box<[u16; 256]>,
-    protocol_bits: u32,
     pcp: [u16; 8],
     pcp_bits: u32,
+}
+
+/// One protocol's [`Plan::live`]: which ranged fields are looked at, and
+/// each one's position in the key (destination, source, destination port,
+/// source port), above the protocol's and the VLAN priority's classes.
+#[derive(Clone, Copy, Default)]
+struct Live {
+    mask: u8,
+    at: [u8; 4],
 }
 
 /// [`Plan::live`]: the destination address is looked at.
@@ -686,12 +691,10 @@ const LIVE_DST_PORT: u8 = 4;
 /// [`Plan::live`]: the source port (or ICMP type) is looked at.
 const LIVE_SRC_PORT: u8 = 8;
 
-/// One ranged field of a [`Plan`]: [`Dim::top`], its shift and the bits
-/// its class takes.
+/// One ranged field of a [`Plan`]: [`Dim::top`] and its shift.
 struct Slices {
     top: Box<[u16]>,
     shift: u32,
-    bits: u32,
 }
 
 impl Slices {
@@ -702,12 +705,10 @@ impl Slices {
             Some(d) => Slices {
                 top: d.top.clone(),
                 shift: d.shift,
-                bits: d.bits,
             },
             None => Slices {
                 top: vec![WHOLE; 2].into(),
                 shift: key_bits - 1,
-                bits: 0,
             },
         }
     }
@@ -731,7 +732,7 @@ impl Plan {
         (dst_port, src_port): (Option<&Dim<u32>>, Option<&Dim<u32>>),
         protocol: Option<&Small>,
         pcp: Option<&Small>,
-        mut live: Box<[u8; 256]>,
+        live: Box<[u8; 256]>,
     ) -> Plan {
         let present = [
             (dst.is_some(), LIVE_DST),
@@ -741,7 +742,25 @@ impl Plan {
         ]
         .iter()
         .fold(0, |m, &(on, bit)| if on { m | bit } else { m });
-        live.iter_mut().for_each(|l| *l &= present);
+        let fields = [
+            (LIVE_DST, dst.map_or(0, |d| d.bits)),
+            (LIVE_SRC, src.map_or(0, |d| d.bits)),
+            (LIVE_DST_PORT, dst_port.map_or(0, |d| d.bits)),
+            (LIVE_SRC_PORT, src_port.map_or(0, |d| d.bits)),
+        ];
+        let small_bits = protocol.map_or(0, |t| t.bits) + pcp.map_or(0, |t| t.bits);
+        let live: Box<[Live; 256]> = Box::new(std::array::from_fn(|proto| {
+            let mask = live[proto] & present;
+            let mut l = Live { mask, at: [0; 4] };
+            let mut next = small_bits;
+            for (at, &(bit, bits)) in l.at.iter_mut().zip(&fields) {
+                if mask & bit != 0 {
+                    *at = next as u8;
+                    next += bits;
+                }
+            }
+            l
+        }));
         let mut p = Plan {
             live,
             dst: Slices::of(dst, K::BITS),
@@ -749,7 +768,6 @@ impl Plan {
             dst_port: Slices::of(dst_port, 17),
             src_port: Slices::of(src_port, 17),
             protocol: Box::new([0; 256]),
-            protocol_bits: protocol.map_or(0, |t| t.bits),
             pcp: [0; 8],
             pcp_bits: pcp.map_or(0, |t| t.bits),
         };
@@ -932,40 +950,31 @@ impl<K: Field> Classifier<K> {
         Classes { ids }
     }
 
-    /// The memo key of one packet: its fields' class numbers packed, the
-    /// fields its protocol leaves out ([`Plan::live`]) as 0, each looked
-    /// at through its slice, searched where a boundary lies inside it.
+    /// The memo key of one packet: its protocol's and VLAN priority's
+    /// classes, and above them the classes of the ranged fields its
+    /// protocol looks at ([`Plan::live`]), each through its slice, searched
+    /// where a boundary lies inside it.
     #[inline(always)]
     fn plan_key(&self, src: K, dst: K, protocol: u8, (sp, dp): (u32, u32), pcp: u8) -> u64 {
         let p = &self.plan;
         let live = p.live[usize::from(protocol)];
-        let class = |on: u8, s: &Slices, d: Option<&Dim<_>>, v| -> u64 {
-            if live & on == 0 {
-                return 0;
-            }
-            u64::from(s.class(d, v))
-        };
-        let d = if live & LIVE_DST == 0 {
-            0
-        } else {
-            u64::from(p.dst.class(self.dst.as_ref(), dst))
-        };
-        let s = if live & LIVE_SRC == 0 {
-            0
-        } else {
-            u64::from(p.src.class(self.src.as_ref(), src))
-        };
-        let dpc = class(LIVE_DST_PORT, &p.dst_port, self.dst_port.as_ref(), dp);
-        let spc = class(LIVE_SRC_PORT, &p.src_port, self.src_port.as_ref(), sp);
-        let mut key = d;
-        key = (key << p.src.bits) | s;
-        key = (key << p.protocol_bits) | u64::from(p.protocol[usize::from(protocol)]);
-        key = (key << p.dst_port.bits) | dpc;
-        key = (key << p.src_port.bits) | spc;
-        if p.pcp_bits == 0 {
-            return key;
+        let mut key = u64::from(p.protocol[usize::from(protocol)]);
+        if p.pcp_bits != 0 {
+            key = (key << p.pcp_bits) | u64::from(p.pcp[usize::from(pcp & 7)]);
         }
-        (key << p.pcp_bits) | u64::from(p.pcp[usize::from(pcp & 7)])
+        if live.mask & LIVE_DST != 0 {
+            key |= u64::from(p.dst.class(self.dst.as_ref(), dst)) << live.at[0];
+        }
+        if live.mask & LIVE_SRC != 0 {
+            key |= u64::from(p.src.class(self.src.as_ref(), src)) << live.at[1];
+        }
+        if live.mask & LIVE_DST_PORT != 0 {
+            key |= u64::from(p.dst_port.class(self.dst_port.as_ref(), dp)) << live.at[2];
+        }
+        if live.mask & LIVE_SRC_PORT != 0 {
+            key |= u64::from(p.src_port.class(self.src_port.as_ref(), sp)) << live.at[3];
+        }
+        key
     }
 
     /// The first rule these classes match, by index: the AND of their
