@@ -673,13 +673,25 @@ struct Plan {
     pcp_bits: u32,
 }
 
-/// One protocol's [`Plan::live`]: which ranged fields are looked at, and
-/// each one's position in the key (destination, source, destination port,
-/// source port), above the protocol's and the VLAN priority's classes.
+/// One protocol's [`Plan::live`], in one word: which ranged fields are
+/// looked at (the low byte), and each one's position in the key
+/// (destination, source, destination port, source port: the next four
+/// bytes), above the protocol's and the VLAN priority's classes. A
+/// position is read where its field is, as the low 6 bits of a shift.
 #[derive(Clone, Copy, Default)]
-struct Live {
-    mask: u8,
-    at: [u8; 4],
+struct Live(u64);
+
+impl Live {
+    #[inline(always)]
+    fn looks(self, field: u8) -> bool {
+        self.0 & u64::from(field) != 0
+    }
+
+    /// `class` at field `i`'s position.
+    #[inline(always)]
+    fn place(self, i: u32, class: u16) -> u64 {
+        u64::from(class).wrapping_shl((self.0 >> (8 * (i + 1))) as u32)
+    }
 }
 
 /// [`Plan::live`]: the destination address is looked at.
@@ -751,15 +763,15 @@ impl Plan {
         let small_bits = protocol.map_or(0, |t| t.bits) + pcp.map_or(0, |t| t.bits);
         let live: Box<[Live; 256]> = Box::new(std::array::from_fn(|proto| {
             let mask = live[proto] & present;
-            let mut l = Live { mask, at: [0; 4] };
+            let mut l = u64::from(mask);
             let mut next = small_bits;
-            for (at, &(bit, bits)) in l.at.iter_mut().zip(&fields) {
+            for (i, &(bit, bits)) in fields.iter().enumerate() {
                 if mask & bit != 0 {
-                    *at = next as u8;
+                    l |= u64::from(next) << (8 * (i + 1));
                     next += bits;
                 }
             }
-            l
+            Live(l)
         }));
         let mut p = Plan {
             live,
@@ -962,17 +974,17 @@ impl<K: Field> Classifier<K> {
         if p.pcp_bits != 0 {
             key = (key << p.pcp_bits) | u64::from(p.pcp[usize::from(pcp & 7)]);
         }
-        if live.mask & LIVE_DST != 0 {
-            key |= u64::from(p.dst.class(self.dst.as_ref(), dst)) << live.at[0];
+        if live.looks(LIVE_DST) {
+            key |= live.place(0, p.dst.class(self.dst.as_ref(), dst));
         }
-        if live.mask & LIVE_SRC != 0 {
-            key |= u64::from(p.src.class(self.src.as_ref(), src)) << live.at[1];
+        if live.looks(LIVE_SRC) {
+            key |= live.place(1, p.src.class(self.src.as_ref(), src));
         }
-        if live.mask & LIVE_DST_PORT != 0 {
-            key |= u64::from(p.dst_port.class(self.dst_port.as_ref(), dp)) << live.at[2];
+        if live.looks(LIVE_DST_PORT) {
+            key |= live.place(2, p.dst_port.class(self.dst_port.as_ref(), dp));
         }
-        if live.mask & LIVE_SRC_PORT != 0 {
-            key |= u64::from(p.src_port.class(self.src_port.as_ref(), sp)) << live.at[3];
+        if live.looks(LIVE_SRC_PORT) {
+            key |= live.place(3, p.src_port.class(self.src_port.as_ref(), sp));
         }
         key
     }
