@@ -1073,6 +1073,38 @@ impl<K: Field> Classifier<K> {
     }
 }
 
+/// What the burst pass reads of a frame in place.
+struct Read<K> {
+    src: K,
+    dst: K,
+    protocol: u8,
+    /// Source and destination port or ICMP type and code ([`ports_of`]).
+    ports: (u32, u32),
+    pcp: u8,
+}
+
+/// The ports (or ICMP type and code) of a transport header of `protocol`
+/// that starts with `word`, as [`l4_of`] reads them. A protocol without
+/// ports gets the first two 16-bit words, which no key looks at: only
+/// rules of TCP, UDP and SCTP name ports, and of ICMP types and codes
+/// (`Rule::problem`), so the port fields are never live for another
+/// protocol (`Plan::live`).
+#[inline(always)]
+fn ports_of(protocol: u8, word: [u8; 4]) -> (u32, u32) {
+    let w = u32::from_be_bytes(word);
+    if protocol == 1 || protocol == 58 {
+        (w >> 24, (w >> 16) & 0xff)
+    } else {
+        (w >> 16, w & 0xffff)
+    }
+}
+
+/// The transport header's fields [`l4_of`] gives for `protocol`, from
+/// [`ports_of`]'s.
+fn l4_from(protocol: u8, (sp, dp): (u32, u32)) -> Option<(u16, u16)> {
+    matches!(protocol, 6 | 17 | 132 | 1 | 58).then_some((sp as u16, dp as u16))
+}
+
 /// What a memo entry holds: 0 for no rule, else the rule's index + 1.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Answer(usize);
@@ -1383,7 +1415,6 @@ impl Filter {
         rx: &[Mbuf],
         out: &mut [Verdict],
     ) {
-        let c = &self.built.v4;
         let general = |frame: &[u8]| {
             frame
                 .get(L2..)
@@ -1395,63 +1426,46 @@ impl Filter {
                 })
                 .unwrap_or(Verdict::REFUSED)
         };
-        let memo = Filter::memo(&self.memo4, worker).filter(|_| c.key_bits.is_some());
-        let Some(memo) = memo else {
-            return each_frame(rx, out, general);
-        };
-        // Frames of a burst often share their classes, and so their key:
-        // the last key's verdict is kept at hand (no key is all ones).
-        let (mut last_key, mut last) = (u64::MAX, Verdict::REFUSED);
-        for (m, v) in rx.iter().zip(out) {
-            let frame = m.data();
-            // Read in place as the fast path forwards it: IHL 5, the
-            // transport header's first 4 bytes right after the fixed header,
-            // within the packet (the first fragment or none, a total length
-            // of 24 or more). A frame whose first byte is not 0x45, or whose
-            // total length the frame does not hold, gets a verdict that is
-            // never used: the fast path refuses it, and the full stages judge
-            // it again. Other fragments and shorter packets go the general
-            // way.
-            let plain = frame.get(L2..).and_then(|ip| ip.first_chunk::<24>());
-            let plain = plain.filter(|h| {
-                u16::from_be_bytes([h[6], h[7]]) & 0x1fff == 0
-                    && u16::from_be_bytes([h[2], h[3]]) >= 24
-            });
-            let Some(h) = plain else {
-                *v = general(frame);
-                continue;
-            };
-            let protocol = h[9];
-            let word = u32::from_be_bytes([h[20], h[21], h[22], h[23]]);
-            let ports = match protocol {
-                6 | 17 | 132 => (word >> 16, word & 0xffff),
-                1 | 58 => (word >> 24, (word >> 16) & 0xff),
-                _ => (NO_L4, NO_L4),
-            };
-            let src = u32::from_be_bytes([h[12], h[13], h[14], h[15]]);
-            let dst = u32::from_be_bytes([h[16], h[17], h[18], h[19]]);
-            let pcp = pcp_of(frame, L2);
-            let key = c.plan_key(src, dst, protocol, ports, pcp);
-            if key != last_key {
-                let a = Classifier::<u32>::recall(memo, key).unwrap_or_else(|entry| {
-                    let l4 = (ports.0 != NO_L4).then_some((ports.0 as u16, ports.1 as u16));
-                    c.remember(entry, key, Fields::of((src, dst), protocol, l4, pcp))
-                });
-                (last_key, last) = (key, self.answer(a));
+        // Read in place as the fast path forwards it: IHL 5, the transport
+        // header's first 4 bytes right after the fixed header, within the
+        // packet (the first fragment or none, a total length of 24 or
+        // more). A frame whose first byte is not 0x45, or whose total
+        // length the frame does not hold, gets a verdict that is never
+        // used: the fast path refuses it, and the full stages judge it
+        // again. Other fragments and shorter packets go the general way.
+        let read = |frame: &[u8]| {
+            let h = frame.get(L2..)?.first_chunk::<24>()?;
+            if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0
+                || u16::from_be_bytes([h[2], h[3]]) < 24
+            {
+                return None;
             }
-            *v = last;
+            Some(Read {
+                src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
+                dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]),
+                protocol: h[9],
+                ports: ports_of(h[9], [h[20], h[21], h[22], h[23]]),
+                pcp: pcp_of(frame, L2),
+            })
+        };
+        let c = &self.built.v4;
+        match Filter::memo(&self.memo4, worker).filter(|_| c.key_bits.is_some()) {
+            Some(memo) => self.judge_each(c, memo, (rx, out), read, general),
+            None => each_frame(rx, out, general),
         }
     }
 
     /// [`Filter::judge4_burst`] for IPv6 (forwarded frames: neighbor
-    /// discovery is not let through), frame by frame.
+    /// discovery is not let through). Read in place: a packet whose next
+    /// header is its transport header and holds its first 4 bytes; one
+    /// with extension headers, or shorter, goes the general way.
     pub(crate) fn judge6_burst<const L2: usize>(
         &self,
         worker: usize,
         rx: &[Mbuf],
         out: &mut [Verdict],
     ) {
-        each_frame(rx, out, |frame| {
+        let general = |frame: &[u8]| {
             frame
                 .get(L2..)
                 .and_then(|ip| {
@@ -1460,7 +1474,67 @@ impl Filter {
                     Some(self.judge6(worker, h, rest, pcp_of(frame, L2), false))
                 })
                 .unwrap_or(Verdict::REFUSED)
-        });
+        };
+        let read = |frame: &[u8]| {
+            let h = frame.get(L2..)?.first_chunk::<44>()?;
+            let protocol = h[6];
+            if matches!(protocol, 0 | 43 | 44 | 51 | 60) || u16::from_be_bytes([h[4], h[5]]) < 4 {
+                return None;
+            }
+            let addr = |at: usize| {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(&h[at..at + 16]);
+                u128::from_be_bytes(a)
+            };
+            Some(Read {
+                src: addr(8),
+                dst: addr(24),
+                protocol,
+                ports: ports_of(protocol, [h[40], h[41], h[42], h[43]]),
+                pcp: pcp_of(frame, L2),
+            })
+        };
+        let c = &self.built.v6;
+        match Filter::memo(&self.memo6, worker).filter(|_| c.key_bits.is_some()) {
+            Some(memo) => self.judge_each(c, memo, (rx, out), read, general),
+            None => each_frame(rx, out, general),
+        }
+    }
+
+    /// The burst pass of one family through its memo: each frame `read`
+    /// reads in place is judged by its key, the others by `general`.
+    /// Frames of a burst often share their classes, and so their key: the
+    /// last key's verdict is kept at hand (no key is all ones).
+    #[inline(always)]
+    fn judge_each<K: Field>(
+        &self,
+        c: &Classifier<K>,
+        memo: &[AtomicU64],
+        (rx, out): (&[Mbuf], &mut [Verdict]),
+        read: impl Fn(&[u8]) -> Option<Read<K>>,
+        general: impl Fn(&[u8]) -> Verdict,
+    ) {
+        let (mut last_key, mut last) = (u64::MAX, Verdict::REFUSED);
+        for (m, v) in rx.iter().zip(out) {
+            let frame = m.data();
+            let Some(r) = read(frame) else {
+                *v = general(frame);
+                continue;
+            };
+            let key = c.plan_key(r.src, r.dst, r.protocol, r.ports, r.pcp);
+            if key != last_key {
+                let a = Classifier::<K>::recall(memo, key).unwrap_or_else(|entry| {
+                    let l4 = l4_from(r.protocol, r.ports);
+                    c.remember(
+                        entry,
+                        key,
+                        Fields::of((r.src, r.dst), r.protocol, l4, r.pcp),
+                    )
+                });
+                (last_key, last) = (key, self.answer(a));
+            }
+            *v = last;
+        }
     }
 
     /// Counts each of `verdicts` in worker `worker`'s row, a run of equal
