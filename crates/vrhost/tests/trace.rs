@@ -73,6 +73,12 @@ api_token_sha256 = "{red}"
   [[router.neighbor]]
   address = "10.1.0.2"
   mac = "02:bb:00:00:00:02"
+  # Both ports replay flat out, so the worker is saturated and the fair
+  # share is at work: red's weight keeps its half of the frames within
+  # its share, so each traced packet of red is forwarded, never dropped
+  # as over-share (as blue's may be).
+  [router.limits]
+  weight = 100
 
 [[router]]
 name = "blue"
