@@ -703,26 +703,29 @@ const LIVE_DST_PORT: u8 = 4;
 /// [`Plan::live`]: the source port (or ICMP type) is looked at.
 const LIVE_SRC_PORT: u8 = 8;
 
-/// One ranged field of a [`Plan`]: [`Dim::top`] and its shift.
+/// One ranged field of a [`Plan`]: [`Dim::top`] and its shift, copied
+/// next to the plan's other tables. Looking up through the `Option<Dim>`
+/// instead cost 7 more instructions a packet (callgrind, 1,000 rules: the
+/// burst 447.5 against 454.5).
 struct Slices {
     top: Box<[u16]>,
     shift: u32,
 }
 
 impl Slices {
-    /// The field's `Dim`, or one class everywhere for a field not looked
-    /// at (values of `key_bits` bits).
-    fn of<K>(d: Option<&Dim<K>>, key_bits: u32) -> Slices {
-        match d {
-            Some(d) => Slices {
+    /// The slices of field `d`; none for a field no rule tells apart,
+    /// which [`Plan::live`] never marks looked at.
+    fn of<K>(d: Option<&Dim<K>>) -> Slices {
+        d.map_or(
+            Slices {
+                top: Box::default(),
+                shift: 0,
+            },
+            |d| Slices {
                 top: d.top.clone(),
                 shift: d.shift,
             },
-            None => Slices {
-                top: vec![WHOLE; 2].into(),
-                shift: key_bits - 1,
-            },
-        }
+        )
     }
 
     /// The class of `key` in field `d` (whose slices these are): the
@@ -775,10 +778,10 @@ impl Plan {
         }));
         let mut p = Plan {
             live,
-            dst: Slices::of(dst, K::BITS),
-            src: Slices::of(src, K::BITS),
-            dst_port: Slices::of(dst_port, 17),
-            src_port: Slices::of(src_port, 17),
+            dst: Slices::of(dst),
+            src: Slices::of(src),
+            dst_port: Slices::of(dst_port),
+            src_port: Slices::of(src_port),
             protocol: Box::new([0; 256]),
             pcp: [0; 8],
             pcp_bits: pcp.map_or(0, |t| t.bits),
@@ -1448,11 +1451,12 @@ impl Filter {
                 pcp: pcp_of(frame, L2),
             })
         };
-        let c = &self.built.v4;
-        match Filter::memo(&self.memo4, worker).filter(|_| c.key_bits.is_some()) {
-            Some(memo) => self.judge_each(c, memo, (rx, out), read, general),
-            None => each_frame(rx, out, general),
-        }
+        self.judge_each(
+            (&self.built.v4, &self.memo4, worker),
+            (rx, out),
+            read,
+            general,
+        );
     }
 
     /// [`Filter::judge4_burst`] for IPv6 (forwarded frames: neighbor
@@ -1494,26 +1498,34 @@ impl Filter {
                 pcp: pcp_of(frame, L2),
             })
         };
-        let c = &self.built.v6;
-        match Filter::memo(&self.memo6, worker).filter(|_| c.key_bits.is_some()) {
-            Some(memo) => self.judge_each(c, memo, (rx, out), read, general),
-            None => each_frame(rx, out, general),
-        }
+        self.judge_each(
+            (&self.built.v6, &self.memo6, worker),
+            (rx, out),
+            read,
+            general,
+        );
     }
 
-    /// The burst pass of one family through its memo: each frame `read`
-    /// reads in place is judged by its key, the others by `general`.
-    /// Frames of a burst often share their classes, and so their key: the
-    /// last key's verdict is kept at hand (no key is all ones).
+    /// The burst pass of one family's classifier `c`, through worker
+    /// `worker`'s row of `memo`: each frame `read` reads in place is judged
+    /// by its key, the others (and every frame when the classes do not fit
+    /// a key) by `general`. Frames of a burst often share their classes,
+    /// and so their key: the last key's verdict is kept at hand (no key is
+    /// all ones).
     #[inline(always)]
     fn judge_each<K: Field>(
         &self,
-        c: &Classifier<K>,
-        memo: &[AtomicU64],
+        (c, memo, worker): (&Classifier<K>, &[AtomicU64], usize),
         (rx, out): (&[Mbuf], &mut [Verdict]),
         read: impl Fn(&[u8]) -> Option<Read<K>>,
         general: impl Fn(&[u8]) -> Verdict,
     ) {
+        let Some(memo) = Filter::memo(memo, worker).filter(|_| c.key_bits.is_some()) else {
+            for (m, v) in rx.iter().zip(out) {
+                *v = general(m.data());
+            }
+            return;
+        };
         let (mut last_key, mut last) = (u64::MAX, Verdict::REFUSED);
         for (m, v) in rx.iter().zip(out) {
             let frame = m.data();
@@ -1628,14 +1640,6 @@ pub(crate) fn pcp_of(frame: &[u8], l3_off: usize) -> u8 {
         frame.get(14).map_or(0, |b| b >> 5)
     } else {
         0
-    }
-}
-
-/// `judge`'s verdict on each frame of `rx`, into `out`.
-#[inline(always)]
-fn each_frame(rx: &[Mbuf], out: &mut [Verdict], judge: impl Fn(&[u8]) -> Verdict) {
-    for (m, v) in rx.iter().zip(out) {
-        *v = judge(m.data());
     }
 }
 
