@@ -27,7 +27,8 @@
 //! alike, is folded into one constant vector and not looked at; nor is a
 //! field that no rule the packet's protocol can match constrains (the
 //! memo key's `Plan`). A plain burst's input list judges the whole burst
-//! in one pass before the fast path (`Filter::judge4_burst`). Cost:
+//! in one pass before the fast path (`Filter::judge4_burst`), reading each
+//! field of a frame in place only where a key looks at it. Cost:
 //! docs/benchmarks.md, "Filters".
 //!
 //! Each rule counts what it matched, per worker ([`Filter::hits`]); the
@@ -400,6 +401,13 @@ trait Field: Copy + Ord + Hash + fmt::Debug {
     fn top(self, shift: u32) -> usize;
     /// The first value of top-bits slice `t`.
     fn slice_start(t: usize, shift: u32) -> Self;
+    /// Where a header of this family holds the source address, the
+    /// destination address and the protocol (or first next header).
+    const SRC_AT: usize;
+    const DST_AT: usize;
+    const PROTOCOL_AT: usize;
+    /// The address that `b` starts with (network order).
+    fn read(b: &[u8]) -> Self;
 }
 
 impl Field for u32 {
@@ -415,6 +423,13 @@ impl Field for u32 {
     }
     fn slice_start(t: usize, shift: u32) -> u32 {
         (t as u32) << shift
+    }
+    const SRC_AT: usize = 12;
+    const DST_AT: usize = 16;
+    const PROTOCOL_AT: usize = 9;
+    #[inline(always)]
+    fn read(b: &[u8]) -> u32 {
+        u32::from_be_bytes(b.first_chunk().copied().unwrap_or_default())
     }
 }
 
@@ -432,6 +447,13 @@ impl Field for u128 {
     fn slice_start(t: usize, shift: u32) -> u128 {
         (t as u128) << shift
     }
+    const SRC_AT: usize = 8;
+    const DST_AT: usize = 24;
+    const PROTOCOL_AT: usize = 6;
+    #[inline(always)]
+    fn read(b: &[u8]) -> u128 {
+        u128::from_be_bytes(b.first_chunk().copied().unwrap_or_default())
+    }
 }
 
 /// One field of one family: its elementary intervals and their classes.
@@ -441,9 +463,9 @@ struct Dim<K> {
     starts: Box<[K]>,
     /// Each interval's class, numbered from 0 in this field.
     class: Box<[u16]>,
-    /// Per top-bits slice: its class with [`WHOLE`] set when no boundary
-    /// lies inside the slice (most: about eight slices per boundary), else
-    /// the interval of its first value, to search from.
+    /// Per top-bits slice: its class when no boundary lies inside the
+    /// slice (most: about eight slices per boundary), else the interval of
+    /// its first value, to search from, with [`SEARCH`] set.
     top: Box<[u16]>,
     /// The interval of each slice's first value, and of the last value:
     /// where a search in a slice ends.
@@ -461,10 +483,9 @@ impl<K: Field> Dim<K> {
     #[inline(always)]
     fn class(&self, key: K) -> u16 {
         let t = key.top(self.shift);
-        match self.top.get(t) {
-            Some(&e) if e & WHOLE != 0 => e & !WHOLE,
-            Some(&lo) => self.search(t, usize::from(lo), key),
-            None => 0,
+        match self.top.get(t).copied().unwrap_or(0) {
+            e if e & SEARCH == 0 => e,
+            lo => self.search(t, usize::from(lo & !SEARCH), key),
         }
     }
 
@@ -481,9 +502,10 @@ impl<K: Field> Dim<K> {
     }
 }
 
-/// The flag of a slice entry that is a class ([`Dim::top`]); class numbers
-/// and interval indices stay below it (at most 2 × [`MAX_RULES`] + 1).
-const WHOLE: u16 = 0x8000;
+/// The flag of a slice entry that is where to search from, not a class
+/// ([`Dim::top`]); class numbers and interval indices stay below it (at
+/// most 2 × [`MAX_RULES`] + 1).
+const SEARCH: u16 = 0x8000;
 
 /// The words of one rule bit vector: a summary word, then one bit per rule.
 struct Vectors {
@@ -577,8 +599,8 @@ fn build_dim<K: Field>(
     let top = first
         .windows(2)
         .map(|w| match w {
-            &[lo, hi] if lo == hi => WHOLE | class[usize::from(lo)],
-            w => w[0],
+            &[lo, hi] if lo == hi => class[usize::from(lo)],
+            w => w[0] | SEARCH,
         })
         .collect();
     Ok(Dim {
@@ -655,29 +677,31 @@ struct Classifier<K> {
 }
 
 /// How a memo key is made: a slice table per ranged field, a direct table
-/// per small one, and per protocol which ranged fields are looked at and
+/// per small one, per protocol which ranged fields are looked at, and
 /// where their classes go in the key.
 struct Plan {
     /// Per protocol, the ranged fields looked at ([`LIVE_DST`] ...) and
-    /// where each goes: a field that no rule a packet of the protocol can
-    /// match looks at is left out of its key (the protocol's class, in the
-    /// key too, keeps keys of different layouts apart). A field no rule
-    /// tells apart is never live.
+    /// the protocol's class: a field that no rule a packet of the protocol
+    /// can match looks at is left out of its key (the protocol's class, in
+    /// the key too, keeps keys that leave out different fields apart). A
+    /// field no rule tells apart is never live.
     live: Box<[Live; 256]>,
+    /// Where each ranged field's class goes in a key (destination, source,
+    /// destination port, source port), above the protocol's and the VLAN
+    /// priority's classes: a field not looked at leaves its bits 0.
+    at: [u32; 4],
     dst: Slices,
     src: Slices,
     dst_port: Slices,
     src_port: Slices,
-    protocol: Box<[u16; 256]>,
+    /// Each VLAN priority's class (0 where no rule names one): the key's
+    /// lowest bits.
     pcp: [u16; 8],
-    pcp_bits: u32,
 }
 
 /// One protocol's [`Plan::live`], in one word: which ranged fields are
-/// looked at (the low byte), and each one's position in the key
-/// (destination, source, destination port, source port: the next four
-/// bytes), above the protocol's and the VLAN priority's classes. A
-/// position is read where its field is, as the low 6 bits of a shift.
+/// looked at (the low byte) and the protocol's class, shifted above the
+/// VLAN priority's (the top 16 bits).
 #[derive(Clone, Copy, Default)]
 struct Live(u64);
 
@@ -687,10 +711,11 @@ impl Live {
         self.0 & u64::from(field) != 0
     }
 
-    /// `class` at field `i`'s position.
+    /// The protocol's class, above the VLAN priority's bits: the key's
+    /// low bits but for the priority's class.
     #[inline(always)]
-    fn place(self, i: u32, class: u16) -> u64 {
-        u64::from(class).wrapping_shl((self.0 >> (8 * (i + 1))) as u32)
+    fn small(self) -> u64 {
+        self.0 >> 48
     }
 }
 
@@ -702,6 +727,9 @@ const LIVE_SRC: u8 = 2;
 const LIVE_DST_PORT: u8 = 4;
 /// [`Plan::live`]: the source port (or ICMP type) is looked at.
 const LIVE_SRC_PORT: u8 = 8;
+/// [`Plan::live`]: the protocol is ICMP or ICMPv6, whose type and code
+/// stand in the port fields.
+const LIVE_ICMP: u8 = 16;
 
 /// One ranged field of a [`Plan`]: [`Dim::top`] and its shift, copied
 /// next to the plan's other tables. Looking up through the `Option<Dim>`
@@ -728,20 +756,39 @@ impl Slices {
         )
     }
 
-    /// The class of `key` in field `d` (whose slices these are): the
+    /// The class of `key` in the field `d` gives (whose slices these are,
+    /// asked only for a search): the
     /// slice's class, or a search among the slice's boundaries.
     #[inline(always)]
-    fn class<V: Field>(&self, d: Option<&Dim<V>>, key: V) -> u16 {
+    fn class<'d, V: Field + 'd>(&self, d: impl FnOnce() -> Option<&'d Dim<V>>, key: V) -> u16 {
         let t = key.top(self.shift);
-        match self.top.get(t) {
-            Some(&e) if e & WHOLE != 0 => e & !WHOLE,
-            Some(&lo) => d.map_or(0, |d| d.search(t, usize::from(lo), key)),
-            None => 0,
+        let e = self.top.get(t).copied().unwrap_or(0);
+        if e & SEARCH == 0 {
+            return e;
         }
+        Slices::search(d, t, e, key)
+    }
+
+    /// [`Slices::class`] where slice `t`'s entry `e` says to search.
+    #[cold]
+    #[inline(never)]
+    fn search<'d, V: Field + 'd>(
+        d: impl FnOnce() -> Option<&'d Dim<V>>,
+        t: usize,
+        e: u16,
+        key: V,
+    ) -> u16 {
+        d().map_or(0, |d| d.search(t, usize::from(e & !SEARCH), key))
     }
 }
 
 impl Plan {
+    /// `class` at field `i`'s place ([`Plan::at`]).
+    #[inline(always)]
+    fn place(&self, i: usize, class: u16) -> u64 {
+        u64::from(class) << (self.at[i] & 63)
+    }
+
     fn of<K: Field>(
         (dst, src): (Option<&Dim<K>>, Option<&Dim<K>>),
         (dst_port, src_port): (Option<&Dim<u32>>, Option<&Dim<u32>>),
@@ -757,41 +804,40 @@ impl Plan {
         ]
         .iter()
         .fold(0, |m, &(on, bit)| if on { m | bit } else { m });
+        let fields = [dst, src].map(|d| d.map_or(0, |d| d.bits));
         let fields = [
-            (LIVE_DST, dst.map_or(0, |d| d.bits)),
-            (LIVE_SRC, src.map_or(0, |d| d.bits)),
-            (LIVE_DST_PORT, dst_port.map_or(0, |d| d.bits)),
-            (LIVE_SRC_PORT, src_port.map_or(0, |d| d.bits)),
+            fields[0],
+            fields[1],
+            dst_port.map_or(0, |d| d.bits),
+            src_port.map_or(0, |d| d.bits),
         ];
-        let small_bits = protocol.map_or(0, |t| t.bits) + pcp.map_or(0, |t| t.bits);
+        let pcp_bits = pcp.map_or(0, |t| t.bits);
+        let small_bits = protocol.map_or(0, |t| t.bits) + pcp_bits;
         let live: Box<[Live; 256]> = Box::new(std::array::from_fn(|proto| {
-            let mask = live[proto] & present;
-            let mut l = u64::from(mask);
-            let mut next = small_bits;
-            for (i, &(bit, bits)) in fields.iter().enumerate() {
-                if mask & bit != 0 {
-                    l |= u64::from(next) << (8 * (i + 1));
-                    next += bits;
-                }
-            }
-            Live(l)
+            let icmp = if matches!(proto, 1 | 58) {
+                LIVE_ICMP
+            } else {
+                0
+            };
+            let mask = (live[proto] & present) | icmp;
+            let class = protocol.map_or(0, |t| t.class.get(proto).copied().unwrap_or(0));
+            Live(u64::from(mask) | (u64::from(class) << (48 + pcp_bits)))
         }));
+        let mut at = [0; 4];
+        let mut next = small_bits;
+        for (a, &bits) in at.iter_mut().zip(&fields) {
+            *a = next;
+            next += bits;
+        }
         let mut p = Plan {
             live,
+            at,
             dst: Slices::of(dst),
             src: Slices::of(src),
             dst_port: Slices::of(dst_port),
             src_port: Slices::of(src_port),
-            protocol: Box::new([0; 256]),
             pcp: [0; 8],
-            pcp_bits: pcp.map_or(0, |t| t.bits),
         };
-        if let Some(t) = protocol {
-            p.protocol
-                .iter_mut()
-                .zip(&t.class)
-                .for_each(|(a, &c)| *a = c);
-        }
         if let Some(t) = pcp {
             p.pcp.iter_mut().zip(&t.class).for_each(|(a, &c)| *a = c);
         }
@@ -969,25 +1015,26 @@ impl<K: Field> Classifier<K> {
     /// classes, and above them the classes of the ranged fields its
     /// protocol looks at ([`Plan::live`]), each through its slice, searched
     /// where a boundary lies inside it.
+    /// A field is read from `h` only where it is looked at.
     #[inline(always)]
-    fn plan_key(&self, src: K, dst: K, protocol: u8, (sp, dp): (u32, u32), pcp: u8) -> u64 {
+    fn plan_key(&self, h: &impl Header<K>) -> u64 {
         let p = &self.plan;
-        let live = p.live[usize::from(protocol)];
-        let mut key = u64::from(p.protocol[usize::from(protocol)]);
-        if p.pcp_bits != 0 {
-            key = (key << p.pcp_bits) | u64::from(p.pcp[usize::from(pcp & 7)]);
-        }
+        let live = p.live[usize::from(h.protocol())];
+        let mut key = live.small() | u64::from(p.pcp[usize::from(h.pcp() & 7)]);
         if live.looks(LIVE_DST) {
-            key |= live.place(0, p.dst.class(self.dst.as_ref(), dst));
+            key |= p.place(0, p.dst.class(|| self.dst.as_ref(), h.dst()));
         }
         if live.looks(LIVE_SRC) {
-            key |= live.place(1, p.src.class(self.src.as_ref(), src));
+            key |= p.place(1, p.src.class(|| self.src.as_ref(), h.src()));
         }
+        let icmp = live.looks(LIVE_ICMP);
         if live.looks(LIVE_DST_PORT) {
-            key |= live.place(2, p.dst_port.class(self.dst_port.as_ref(), dp));
+            let dp = h.ports(icmp).1;
+            key |= p.place(2, p.dst_port.class(|| self.dst_port.as_ref(), dp));
         }
         if live.looks(LIVE_SRC_PORT) {
-            key |= live.place(3, p.src_port.class(self.src_port.as_ref(), sp));
+            let sp = h.ports(icmp).0;
+            key |= p.place(3, p.src_port.class(|| self.src_port.as_ref(), sp));
         }
         key
     }
@@ -1040,8 +1087,13 @@ impl<K: Field> Classifier<K> {
         let (Some(memo), Some(_)) = (memo, self.key_bits) else {
             return self.resolve(&self.classes(src, dst, protocol, l4, pcp));
         };
-        let ports = l4.map_or((NO_L4, NO_L4), |(s, d)| (u32::from(s), u32::from(d)));
-        let key = self.plan_key(src, dst, protocol, ports, pcp);
+        let key = self.plan_key(&Given {
+            src,
+            dst,
+            protocol,
+            ports: l4.map_or((NO_L4, NO_L4), |(s, d)| (u32::from(s), u32::from(d))),
+            pcp,
+        });
         let answer = Classifier::<K>::recall(memo, key).unwrap_or_else(|entry| {
             self.remember(entry, key, Fields::of((src, dst), protocol, l4, pcp))
         });
@@ -1076,36 +1128,143 @@ impl<K: Field> Classifier<K> {
     }
 }
 
-/// What the burst pass reads of a frame in place.
-struct Read<K> {
+/// A packet's fields as [`Classifier::plan_key`] reads them: each where
+/// a key looks at it.
+trait Header<K> {
+    fn src(&self) -> K;
+    fn dst(&self) -> K;
+    fn protocol(&self) -> u8;
+    fn pcp(&self) -> u8;
+    /// Source and destination port, or ICMP type and code where `icmp`
+    /// ([`LIVE_ICMP`]).
+    fn ports(&self, icmp: bool) -> (u32, u32);
+
+    /// All of them, for a memo miss.
+    #[inline(always)]
+    fn fields(&self) -> Fields<K> {
+        let protocol = self.protocol();
+        let icmp = matches!(protocol, 1 | 58);
+        let (sp, dp) = self.ports(icmp);
+        let l4 = matches!(protocol, 6 | 17 | 132 | 1 | 58).then_some((sp as u16, dp as u16));
+        Fields::of((self.src(), self.dst()), protocol, l4, self.pcp())
+    }
+}
+
+/// Fields already read ([`PacketKey`]'s), ports as [`l4_of`] gives them.
+struct Given<K> {
     src: K,
     dst: K,
     protocol: u8,
-    /// Source and destination port or ICMP type and code ([`ports_of`]).
     ports: (u32, u32),
     pcp: u8,
 }
 
-/// The ports (or ICMP type and code) of a transport header of `protocol`
-/// that starts with `word`, as [`l4_of`] reads them. A protocol without
-/// ports gets the first two 16-bit words, which no key looks at: only
-/// rules of TCP, UDP and SCTP name ports, and of ICMP types and codes
-/// (`Rule::problem`), so the port fields are never live for another
-/// protocol (`Plan::live`).
-#[inline(always)]
-fn ports_of(protocol: u8, word: [u8; 4]) -> (u32, u32) {
-    let w = u32::from_be_bytes(word);
-    if protocol == 1 || protocol == 58 {
-        (w >> 24, (w >> 16) & 0xff)
-    } else {
-        (w >> 16, w & 0xffff)
+impl<K: Copy> Header<K> for Given<K> {
+    fn src(&self) -> K {
+        self.src
+    }
+    fn dst(&self) -> K {
+        self.dst
+    }
+    fn protocol(&self) -> u8 {
+        self.protocol
+    }
+    fn pcp(&self) -> u8 {
+        self.pcp
+    }
+    fn ports(&self, _: bool) -> (u32, u32) {
+        self.ports
     }
 }
 
-/// The transport header's fields [`l4_of`] gives for `protocol`, from
-/// [`ports_of`]'s.
-fn l4_from(protocol: u8, (sp, dp): (u32, u32)) -> Option<(u16, u16)> {
-    matches!(protocol, 6 | 17 | 132 | 1 | 58).then_some((sp as u16, dp as u16))
+/// A packet read in place by the burst pass: its network header (`L3`
+/// bytes) and the transport header's first 4 bytes, no extension header
+/// between them, and the frame's VLAN priority.
+struct InPlace<'a, const N: usize> {
+    h: &'a [u8; N],
+    pcp: u8,
+}
+
+impl<const N: usize> InPlace<'_, N> {
+    /// The network header's length: the transport header's first 4 bytes
+    /// end the read.
+    const L3: usize = N - 4;
+
+    /// The ports (or ICMP type and code) as [`l4_of`] reads them. A
+    /// protocol without ports gets the first two 16-bit words, which no
+    /// key looks at: only rules of TCP, UDP and SCTP name ports, and of
+    /// ICMP types and codes (`Rule::problem`), so the port fields are
+    /// never live for another protocol (`Plan::live`).
+    #[inline(always)]
+    fn transport(&self, icmp: bool) -> (u32, u32) {
+        let w = u32::read(&self.h[Self::L3..]);
+        if icmp {
+            (w >> 24, (w >> 16) & 0xff)
+        } else {
+            (w >> 16, w & 0xffff)
+        }
+    }
+}
+
+impl InPlace<'_, 24> {
+    /// An IPv4 packet `L2` bytes into `frame`, read in place as the fast
+    /// path forwards it: IHL 5, the transport header's first 4 bytes right
+    /// after the fixed header, within the packet (the first fragment or
+    /// none, a total length of 24 or more). A frame whose first byte is not
+    /// 0x45, or whose total length the frame does not hold, gets a verdict
+    /// that is never used: the fast path refuses it, and the full stages
+    /// judge it again. Other fragments and shorter packets: `None`.
+    #[inline(always)]
+    fn v4<const L2: usize>(frame: &[u8]) -> Option<InPlace<'_, 24>> {
+        let h = frame.get(L2..)?.first_chunk::<24>()?;
+        if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 || u16::from_be_bytes([h[2], h[3]]) < 24 {
+            return None;
+        }
+        Some(InPlace {
+            h,
+            pcp: pcp_of(frame, L2),
+        })
+    }
+}
+
+impl InPlace<'_, 44> {
+    /// An IPv6 packet `L2` bytes into `frame` whose next header is its
+    /// transport header, holding that header's first 4 bytes; one with
+    /// extension headers, or shorter: `None`.
+    #[inline(always)]
+    fn v6<const L2: usize>(frame: &[u8]) -> Option<InPlace<'_, 44>> {
+        let h = frame.get(L2..)?.first_chunk::<44>()?;
+        if matches!(h[6], 0 | 43 | 44 | 51 | 60) || u16::from_be_bytes([h[4], h[5]]) < 4 {
+            return None;
+        }
+        Some(InPlace {
+            h,
+            pcp: pcp_of(frame, L2),
+        })
+    }
+}
+
+impl<K: Field, const N: usize> Header<K> for InPlace<'_, N> {
+    #[inline(always)]
+    fn src(&self) -> K {
+        K::read(&self.h[K::SRC_AT..])
+    }
+    #[inline(always)]
+    fn dst(&self) -> K {
+        K::read(&self.h[K::DST_AT..])
+    }
+    #[inline(always)]
+    fn protocol(&self) -> u8 {
+        self.h[K::PROTOCOL_AT]
+    }
+    #[inline(always)]
+    fn pcp(&self) -> u8 {
+        self.pcp
+    }
+    #[inline(always)]
+    fn ports(&self, icmp: bool) -> (u32, u32) {
+        self.transport(icmp)
+    }
 }
 
 /// What a memo entry holds: 0 for no rule, else the rule's index + 1.
@@ -1411,13 +1570,14 @@ impl Filter {
     /// path can forward; a frame it cannot (its header or total length the
     /// frame does not hold, IHL other than 5) may get another, or
     /// [`Verdict::REFUSED`], which the fast path never uses: the full
-    /// stages judge such a frame again.
+    /// stages judge such a frame again. Returns how many frames come
+    /// before the first denied.
     pub(crate) fn judge4_burst<const L2: usize>(
         &self,
         worker: usize,
         rx: &[Mbuf],
         out: &mut [Verdict],
-    ) {
+    ) -> usize {
         let general = |frame: &[u8]| {
             frame
                 .get(L2..)
@@ -1429,34 +1589,12 @@ impl Filter {
                 })
                 .unwrap_or(Verdict::REFUSED)
         };
-        // Read in place as the fast path forwards it: IHL 5, the transport
-        // header's first 4 bytes right after the fixed header, within the
-        // packet (the first fragment or none, a total length of 24 or
-        // more). A frame whose first byte is not 0x45, or whose total
-        // length the frame does not hold, gets a verdict that is never
-        // used: the fast path refuses it, and the full stages judge it
-        // again. Other fragments and shorter packets go the general way.
-        let read = |frame: &[u8]| {
-            let h = frame.get(L2..)?.first_chunk::<24>()?;
-            if u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0
-                || u16::from_be_bytes([h[2], h[3]]) < 24
-            {
-                return None;
-            }
-            Some(Read {
-                src: u32::from_be_bytes([h[12], h[13], h[14], h[15]]),
-                dst: u32::from_be_bytes([h[16], h[17], h[18], h[19]]),
-                protocol: h[9],
-                ports: ports_of(h[9], [h[20], h[21], h[22], h[23]]),
-                pcp: pcp_of(frame, L2),
-            })
-        };
         self.judge_each(
             (&self.built.v4, &self.memo4, worker),
             (rx, out),
-            read,
+            InPlace::v4::<L2>,
             general,
-        );
+        )
     }
 
     /// [`Filter::judge4_burst`] for IPv6 (forwarded frames: neighbor
@@ -1468,7 +1606,7 @@ impl Filter {
         worker: usize,
         rx: &[Mbuf],
         out: &mut [Verdict],
-    ) {
+    ) -> usize {
         let general = |frame: &[u8]| {
             frame
                 .get(L2..)
@@ -1479,31 +1617,12 @@ impl Filter {
                 })
                 .unwrap_or(Verdict::REFUSED)
         };
-        let read = |frame: &[u8]| {
-            let h = frame.get(L2..)?.first_chunk::<44>()?;
-            let protocol = h[6];
-            if matches!(protocol, 0 | 43 | 44 | 51 | 60) || u16::from_be_bytes([h[4], h[5]]) < 4 {
-                return None;
-            }
-            let addr = |at: usize| {
-                let mut a = [0u8; 16];
-                a.copy_from_slice(&h[at..at + 16]);
-                u128::from_be_bytes(a)
-            };
-            Some(Read {
-                src: addr(8),
-                dst: addr(24),
-                protocol,
-                ports: ports_of(protocol, [h[40], h[41], h[42], h[43]]),
-                pcp: pcp_of(frame, L2),
-            })
-        };
         self.judge_each(
             (&self.built.v6, &self.memo6, worker),
             (rx, out),
-            read,
+            InPlace::v6::<L2>,
             general,
-        );
+        )
     }
 
     /// The burst pass of one family's classifier `c`, through worker
@@ -1511,47 +1630,67 @@ impl Filter {
     /// by its key, the others (and every frame when the classes do not fit
     /// a key) by `general`. Frames of a burst often share their classes,
     /// and so their key: the last key's verdict is kept at hand (no key is
-    /// all ones).
+    /// all ones). Returns how many frames come before the first denied.
     #[inline(always)]
-    fn judge_each<K: Field>(
+    fn judge_each<'m, K: Field, H: Header<K>>(
         &self,
         (c, memo, worker): (&Classifier<K>, &[AtomicU64], usize),
-        (rx, out): (&[Mbuf], &mut [Verdict]),
-        read: impl Fn(&[u8]) -> Option<Read<K>>,
+        (rx, out): (&'m [Mbuf], &mut [Verdict]),
+        read: impl Fn(&'m [u8]) -> Option<H>,
         general: impl Fn(&[u8]) -> Verdict,
-    ) {
-        let Some(memo) = Filter::memo(memo, worker).filter(|_| c.key_bits.is_some()) else {
-            for (m, v) in rx.iter().zip(out) {
+    ) -> usize {
+        // Whether a frame was denied: only then are the verdicts searched
+        // for the first.
+        let mut denied = false;
+        if let Some(memo) = Filter::memo(memo, worker).filter(|_| c.key_bits.is_some()) {
+            let (mut last_key, mut last) = (u64::MAX, Verdict::REFUSED);
+            for (m, v) in rx.iter().zip(out.iter_mut()) {
+                let frame = m.data();
+                let Some(r) = read(frame) else {
+                    *v = general(frame);
+                    denied |= !v.permit();
+                    continue;
+                };
+                let key = c.plan_key(&r);
+                if key != last_key {
+                    let a = Classifier::<K>::recall(memo, key)
+                        .unwrap_or_else(|entry| c.remember(entry, key, r.fields()));
+                    (last_key, last) = (key, self.answer(a));
+                    denied |= !last.permit();
+                }
+                *v = last;
+            }
+        } else {
+            for (m, v) in rx.iter().zip(out.iter_mut()) {
                 *v = general(m.data());
+                denied |= !v.permit();
             }
-            return;
-        };
-        let (mut last_key, mut last) = (u64::MAX, Verdict::REFUSED);
-        for (m, v) in rx.iter().zip(out) {
-            let frame = m.data();
-            let Some(r) = read(frame) else {
-                *v = general(frame);
-                continue;
-            };
-            let key = c.plan_key(r.src, r.dst, r.protocol, r.ports, r.pcp);
-            if key != last_key {
-                let a = Classifier::<K>::recall(memo, key).unwrap_or_else(|entry| {
-                    let l4 = l4_from(r.protocol, r.ports);
-                    c.remember(
-                        entry,
-                        key,
-                        Fields::of((r.src, r.dst), r.protocol, l4, r.pcp),
-                    )
-                });
-                (last_key, last) = (key, self.answer(a));
-            }
-            *v = last;
+        }
+        let n = rx.len().min(out.len());
+        if denied {
+            out[..n].iter().position(|v| !v.permit()).unwrap_or(n)
+        } else {
+            n
         }
     }
 
     /// Counts each of `verdicts` in worker `worker`'s row, a run of equal
     /// verdicts in one add.
     pub(crate) fn count_each(&self, worker: usize, verdicts: &[Verdict]) {
+        // Most bursts are one run: a count without a branch a frame says so.
+        let Some(&first) = verdicts.first() else {
+            return;
+        };
+        let same = verdicts
+            .iter()
+            .fold(0u32, |n, &v| n + u32::from(v.0 == first.0));
+        if same as usize == verdicts.len() {
+            let at = (first.0 & Verdict::UNCOUNTED) as usize;
+            if let Some(c) = self.hits.get(worker * self.stride + at) {
+                c.add(u64::from(same));
+            }
+            return;
+        }
         for run in verdicts.chunk_by(|a, b| a == b) {
             let at = (run[0].0 & Verdict::UNCOUNTED) as usize;
             if let Some(c) = self.hits.get(worker * self.stride + at) {

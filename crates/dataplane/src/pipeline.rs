@@ -275,48 +275,29 @@ impl Worker {
         // refuses; that prefix is queued as a whole, appended in one copy
         // when it all goes to one port, rather than pushed frame by frame
         // through an out-of-line call.
-        let mut done = 0;
-        let mut to = None;
-        let mut one_port = true;
+        let (mut done, mut to) = (0, None);
         // The interface's input list, if the VR applies one, judges every
         // frame first; the fast path stops at the first frame it denies.
         let input = (v.filtered & LISTS_IN != 0)
             .then(|| ctx.ifaces.get(usize::from(iface))?.filter_in.as_deref())
             .flatten();
         if self.fast_path {
+            let routes = &self.routes[..n];
             if let Some(f) = input {
                 let worker = ctx.counters.index;
                 let verdicts = &mut self.verdicts;
                 if verdicts.len() < n {
                     verdicts.resize(n, Verdict::REFUSED);
                 }
-                A::judge_burst::<L2>(f, worker, rx, &mut verdicts[..n]);
-                for ((m, &route), verdict) in rx.iter_mut().zip(&self.routes).zip(&*verdicts) {
-                    let sent = route
-                        .filter(|_| verdict.permit())
-                        .and_then(|id| A::fast_at::<L2, true>(&mut ctx, v, m, id, urpf));
-                    let Some(sent) = sent else {
-                        break;
-                    };
-                    ctx.count_fast_path(iface, sent, m.len());
-                    one_port &= *to.get_or_insert(sent.port) == sent.port;
-                    done += 1;
-                }
+                let permitted = A::judge_burst::<L2>(f, worker, rx, &mut verdicts[..n]);
+                let rx = &mut rx[..permitted];
+                (done, to) = fast_run::<A, L2, true>(&mut ctx, v, (rx, routes), iface, urpf);
                 f.count_each(worker, &verdicts[..done]);
             } else {
-                for (m, &route) in rx.iter_mut().zip(&self.routes) {
-                    let Some(sent) =
-                        route.and_then(|id| A::fast_at::<L2, false>(&mut ctx, v, m, id, urpf))
-                    else {
-                        break;
-                    };
-                    ctx.count_fast_path(iface, sent, m.len());
-                    one_port &= *to.get_or_insert(sent.port) == sent.port;
-                    done += 1;
-                }
+                (done, to) = fast_run::<A, L2, false>(&mut ctx, v, (rx, routes), iface, urpf);
             }
         }
-        if let Some(port) = to {
+        if let Some((port, one_port)) = to {
             if one_port {
                 ctx.tx.ports[usize::from(port)].extend(rx.drain(..done));
             } else {
@@ -1196,8 +1177,14 @@ trait Family: FibAddr + Copy {
         urpf: Urpf,
     ) -> Option<crate::output::Sent>;
     /// Input list `f`'s verdicts on a plain burst's frames
-    /// ([`Filter::judge4_burst`]).
-    fn judge_burst<const L2: usize>(f: &Filter, worker: usize, rx: &[Mbuf], out: &mut [Verdict]);
+    /// ([`Filter::judge4_burst`]), and how many frames come before the
+    /// first it denies.
+    fn judge_burst<const L2: usize>(
+        f: &Filter,
+        worker: usize,
+        rx: &[Mbuf],
+        out: &mut [Verdict],
+    ) -> usize;
     /// The full stages, for a frame whose FIB answer is `route`.
     fn stages(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, route: Option<NextHopId>);
     /// The full stages, for a frame not looked up.
@@ -1246,8 +1233,13 @@ impl Family for Ipv4Addr {
     }
 
     #[inline(always)]
-    fn judge_burst<const L2: usize>(f: &Filter, worker: usize, rx: &[Mbuf], out: &mut [Verdict]) {
-        f.judge4_burst::<L2>(worker, rx, out);
+    fn judge_burst<const L2: usize>(
+        f: &Filter,
+        worker: usize,
+        rx: &[Mbuf],
+        out: &mut [Verdict],
+    ) -> usize {
+        f.judge4_burst::<L2>(worker, rx, out)
     }
 
     #[inline]
@@ -1303,8 +1295,13 @@ impl Family for Ipv6Addr {
     }
 
     #[inline(always)]
-    fn judge_burst<const L2: usize>(f: &Filter, worker: usize, rx: &[Mbuf], out: &mut [Verdict]) {
-        f.judge6_burst::<L2>(worker, rx, out);
+    fn judge_burst<const L2: usize>(
+        f: &Filter,
+        worker: usize,
+        rx: &[Mbuf],
+        out: &mut [Verdict],
+    ) -> usize {
+        f.judge6_burst::<L2>(worker, rx, out)
     }
 
     /// IPv6 input looks the destination up itself.
@@ -1355,6 +1352,31 @@ pub(crate) fn classify(
         }
     }
     Some((next, (vr, urpf), m))
+}
+
+/// The fast path over a plain burst's frames `rx` of `vr`, whose FIB
+/// answers are `routes`, that came in on interface `iface` (reverse-path
+/// check `urpf`; its input list already asked if `JUDGED`), up to the first
+/// frame it refuses: how many it sent, and the port of the first with
+/// whether all left by it.
+#[inline(always)]
+fn fast_run<A: Family, const L2: usize, const JUDGED: bool>(
+    ctx: &mut Ctx<'_>,
+    vr: &mut Vr,
+    (rx, routes): (&mut [Mbuf], &[Option<NextHopId>]),
+    iface: u16,
+    urpf: Urpf,
+) -> (usize, Option<(u16, bool)>) {
+    let (mut done, mut to, mut one_port) = (0, None, true);
+    for (m, &route) in rx.iter_mut().zip(routes) {
+        let Some(sent) = route.and_then(|id| A::fast_at::<L2, JUDGED>(ctx, vr, m, id, urpf)) else {
+            break;
+        };
+        ctx.count_fast_path(iface, sent, m.len());
+        one_port &= *to.get_or_insert(sent.port) == sent.port;
+        done += 1;
+    }
+    (done, to.map(|port| (port, one_port)))
 }
 
 /// A frame of `vr` of the family of `A` whose FIB answer is `route`, that

@@ -164,6 +164,33 @@ fn filtered_spec() -> EngineSpec {
                 dst_port: Some(PortRange { lo: 10, hi: 100 }),
                 ..Rule::default()
             },
+            Rule {
+                action: deny,
+                protocol: Some(1),
+                icmp_type: Some(3),
+                ..Rule::default()
+            },
+            Rule {
+                action: deny,
+                protocol: Some(58),
+                icmp_type: Some(1),
+                icmp_code: Some(4),
+                ..Rule::default()
+            },
+            Rule {
+                action: deny,
+                dst: Some(p("192.0.2.0/24")),
+                protocol: Some(6),
+                src_port: Some(PortRange { lo: 3000, hi: 4000 }),
+                ..Rule::default()
+            },
+            Rule {
+                action: deny,
+                protocol: Some(17),
+                src_port: Some(PortRange::one(53)),
+                dst_port: Some(PortRange { lo: 40, hi: 60 }),
+                ..Rule::default()
+            },
         ],
     };
     let output = FilterSpec {
@@ -277,6 +304,38 @@ struct Frame {
     /// IPv6 ([`DESTINATIONS6`], [`SOURCES6`], the TTL as hop limit; bends
     /// 1: a Hop-by-Hop header, 4: version 4, 5-7: none, the rest as IPv4).
     v6: bool,
+    /// What the UDP datagram's bytes are sent as ([`transport`]).
+    l4: u8,
+}
+
+/// The protocol and the first bytes of the transport header that `l4`
+/// makes of a UDP datagram `u` ([`Frame::l4`]): 0 as it is (ports 4000 and
+/// 9), 1 ports 53 and 50, 2 TCP, 3 an ICMP (ICMPv6 with `v6`) echo request,
+/// 4 destination unreachable, code 4, 5 GRE.
+fn transport(l4: u8, v6: bool, u: &mut [u8]) -> IpProtocol {
+    let icmp = if v6 {
+        IpProtocol::Icmpv6
+    } else {
+        IpProtocol::Icmp
+    };
+    match l4 {
+        1 => {
+            u[0..2].copy_from_slice(&53u16.to_be_bytes());
+            u[2..4].copy_from_slice(&50u16.to_be_bytes());
+            IpProtocol::Udp
+        }
+        2 => IpProtocol::Tcp,
+        3 => {
+            u[0..2].copy_from_slice(&[if v6 { 128 } else { 8 }, 0]);
+            icmp
+        }
+        4 => {
+            u[0..2].copy_from_slice(&[if v6 { 1 } else { 3 }, 4]);
+            icmp
+        }
+        5 => IpProtocol::Gre,
+        _ => IpProtocol::Udp,
+    }
 }
 
 fn frame_strategy() -> impl Strategy<Value = Frame> {
@@ -290,18 +349,22 @@ fn frame_strategy() -> impl Strategy<Value = Frame> {
         prop_oneof![9 => Just(0u16), 1 => Just(1u16)],
         prop_oneof![6 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8)],
         any::<bool>(),
+        prop_oneof![5 => Just(0u8), 5 => 1u8..=5],
     )
-        .prop_map(|(dst, src, ttl, df, payload, bend, port, tag, v6)| Frame {
-            dst,
-            src,
-            ttl,
-            df,
-            payload,
-            bend,
-            port,
-            tag,
-            v6,
-        })
+        .prop_map(
+            |(dst, src, ttl, df, payload, bend, port, tag, v6, l4)| Frame {
+                dst,
+                src,
+                ttl,
+                df,
+                payload,
+                bend,
+                port,
+                tag,
+                v6,
+                l4,
+            },
+        )
 }
 
 fn build(f: &Frame) -> Vec<u8> {
@@ -310,7 +373,9 @@ fn build(f: &Frame) -> Vec<u8> {
     }
     let dst = Ipv4Addr::from(DESTINATIONS[f.dst]);
     let src = Ipv4Addr::from(SOURCES[f.src]);
-    let mut p = ipv4(src, dst, IpProtocol::Udp, f.ttl, f.df, &udp(f.payload));
+    let mut u = udp(f.payload);
+    let protocol = transport(f.l4, false, &mut u);
+    let mut p = ipv4(src, dst, protocol, f.ttl, f.df, &u);
     match f.bend {
         2 => p.extend_from_slice(&[0xee; 12]),
         3 => {
@@ -347,12 +412,14 @@ fn build6(f: &Frame) -> Vec<u8> {
     let parse = |a: &str| a.parse::<Ipv6Addr>().expect("a valid address");
     let dst = parse(DESTINATIONS6[f.dst % DESTINATIONS6.len()]);
     let src = parse(SOURCES6[f.src % SOURCES6.len()]);
+    let mut u = udp(f.payload);
+    let protocol = transport(f.l4, true, &mut u);
     let nh = if f.bend == 1 {
         IpProtocol::HopByHop
     } else {
-        IpProtocol::Udp
+        protocol
     };
-    let mut p = common::ipv6(src, dst, nh, f.ttl, &udp(f.payload));
+    let mut p = common::ipv6(src, dst, nh, f.ttl, &u);
     match f.bend {
         2 => p.extend_from_slice(&[0xee; 12]),
         3 => {
@@ -461,6 +528,7 @@ fn frame(dst: usize, payload: usize, bend: u8, tag: u8) -> (u16, Vec<u8>) {
         port: 0,
         tag,
         v6: false,
+        l4: 0,
     };
     (0, build(&f))
 }
@@ -561,6 +629,7 @@ fn padding_is_trimmed_on_the_fast_path() {
         port: 0,
         tag: 0,
         v6: false,
+        l4: 0,
     };
     let frames = vec![(0, build(&f))];
     let a = both(&mut fast, &mut slow, &frames, SEC);
@@ -616,6 +685,7 @@ fn ipv6_plain_forwards_take_the_fast_path() {
             port: 0,
             tag,
             v6: true,
+            l4: 0,
         };
         (0u16, build(&f))
     };
@@ -941,7 +1011,7 @@ proptest! {
         let mut mixed = Engine::new(&spec()).expect("spec builds");
         plain.set_fast_path(fast_path);
         mixed.set_fast_path(fast_path);
-        let stranger = build(&Frame { dst: 0, src: 0, ttl: 64, df: false, payload: 18, bend: 8, port: 0, tag: 0, v6: false });
+        let stranger = build(&Frame { dst: 0, src: 0, ttl: 64, df: false, payload: 18, bend: 8, port: 0, tag: 0, v6: false, l4: 0 });
         for (i, burst) in bursts.iter().enumerate() {
             let frames: Vec<_> = burst.iter().map(|f| (0u16, build(f))).collect();
             let mut with_stranger = frames.clone();
