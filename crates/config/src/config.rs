@@ -99,16 +99,20 @@ pub enum Driver {
     AfXdp,
     /// A Linux TAP device.
     Tap,
+    /// The vhost-user backend of a VM's virtio-net device (QEMU
+    /// `-netdev vhost-user`).
+    VhostUser,
 }
 
 impl Driver {
     /// Every driver, in the order the docs list them.
-    pub const ALL: [Driver; 5] = [
+    pub const ALL: [Driver; 6] = [
         Driver::Memory,
         Driver::Pcap,
         Driver::AfPacket,
         Driver::AfXdp,
         Driver::Tap,
+        Driver::VhostUser,
     ];
 
     /// The name used in the config file, e.g. `af_xdp`.
@@ -119,6 +123,7 @@ impl Driver {
             Driver::AfPacket => "af_packet",
             Driver::AfXdp => "af_xdp",
             Driver::Tap => "tap",
+            Driver::VhostUser => "vhost_user",
         }
     }
 }
@@ -138,7 +143,7 @@ impl FromStr for Driver {
             .into_iter()
             .find(|d| d.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown driver {s:?}; expected memory, pcap, af_packet, af_xdp or tap")
+                format!("unknown driver {s:?}; expected memory, pcap, af_packet, af_xdp, tap or vhost_user")
             })
     }
 }
@@ -162,6 +167,9 @@ pub struct Port {
     /// tap: the network namespace (a name under `/run/netns`) the TAP
     /// device is created in, or attached to; `None`: vrhost's own.
     pub netns: Option<String>,
+    /// vhost_user: the Unix socket the VM's QEMU connects to, resolved
+    /// against the config's directory; absent otherwise.
+    pub socket: Option<PathBuf>,
     /// Unicast MAC. Always present for memory and pcap; `None` means "use the
     /// Linux interface's MAC".
     pub mac: Option<[u8; 6]>,

@@ -76,6 +76,8 @@ pub enum RawDriver {
     AfXdp,
     /// `tap`
     Tap,
+    /// `vhost_user`
+    VhostUser,
 }
 
 impl TryFrom<String> for RawDriver {
@@ -90,8 +92,9 @@ impl TryFrom<String> for RawDriver {
             "af_packet" => Ok(RawDriver::AfPacket),
             "af_xdp" => Ok(RawDriver::AfXdp),
             "tap" => Ok(RawDriver::Tap),
+            "vhost_user" => Ok(RawDriver::VhostUser),
             _ => Err(format!(
-                "unknown driver {}; expected one of memory, pcap, af_packet, af_xdp, tap",
+                "unknown driver {}; expected one of memory, pcap, af_packet, af_xdp, tap, vhost_user",
                 crate::addr::shown(&s)
             )),
         }
@@ -114,6 +117,8 @@ pub struct RawPort {
     pub interface: Option<String>,
     /// Network namespace the TAP device lives in (tap).
     pub netns: Option<String>,
+    /// Unix socket QEMU connects to (vhost_user).
+    pub socket: Option<String>,
     /// Port MAC address.
     pub mac: Option<String>,
     /// IP MTU in bytes.

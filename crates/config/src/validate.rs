@@ -468,11 +468,12 @@ impl Validator<'_, '_> {
             RawDriver::AfPacket => Driver::AfPacket,
             RawDriver::AfXdp => Driver::AfXdp,
             RawDriver::Tap => Driver::Tap,
+            RawDriver::VhostUser => Driver::VhostUser,
         });
         if missing(item, "driver", raw.driver.as_ref()) {
             self.err(
                 item.key("driver"),
-                "missing; one of memory, pcap, af_packet, af_xdp, tap",
+                "missing; one of memory, pcap, af_packet, af_xdp, tap, vhost_user",
             );
         }
 
@@ -524,6 +525,7 @@ impl Validator<'_, '_> {
         }
         let rx = self.path(|| item.key("rx"), raw.rx.as_deref());
         let tx = self.path(|| item.key("tx"), raw.tx.as_deref());
+        let socket = self.path(|| item.key("socket"), raw.socket.as_deref());
 
         let name = raw.name.clone().unwrap_or_default();
         let mtu = mtu.unwrap_or(DEFAULT_MTU);
@@ -535,6 +537,7 @@ impl Validator<'_, '_> {
             tx,
             interface: raw.interface.clone(),
             netns: raw.netns.clone(),
+            socket,
             mac,
             mtu,
             queues: queues.unwrap_or(1),
@@ -611,6 +614,27 @@ impl Validator<'_, '_> {
                 }
             }
             Driver::Tap => {}
+            Driver::VhostUser => {
+                if missing(item, "socket", raw.socket.as_ref()) {
+                    self.err(
+                        item.key("socket"),
+                        "missing; a vhost_user port listens on a Unix socket for QEMU, \
+                         e.g. socket = \"/run/vrhost/vm1.sock\"",
+                    );
+                }
+                if has("interface", raw.interface.is_some()) {
+                    self.err(
+                        item.key("interface"),
+                        "a vhost_user port has no Linux interface: the VM's NIC is its peer",
+                    );
+                }
+            }
+        }
+        if driver != Driver::VhostUser && has("socket", raw.socket.is_some()) {
+            self.err(
+                item.key("socket"),
+                format!("a {driver} port has no socket; only vhost_user ports listen on one"),
+            );
         }
     }
 

@@ -29,7 +29,7 @@ use vrhost_dataplane::{PortId, VrId};
 use vrhost_io::af_packet::AfPacketPort;
 use vrhost_io::af_xdp::AfXdpPort;
 use vrhost_io::tap::TapPort;
-use vrhost_io::{MemoryPort, PcapPort, Port, PortStats};
+use vrhost_io::{MemoryPort, PcapPort, Port, PortStats, VhostUserSocket};
 
 /// Frames taken from one queue per poll (DPDK's usual burst).
 pub const BURST: usize = 64;
@@ -338,6 +338,24 @@ impl Runtime {
                         tx: TxQueue::SameAsRx,
                     }
                 }
+                Driver::VhostUser => {
+                    let path = p
+                        .socket
+                        .as_deref()
+                        .context("validated: vhost_user ports name a socket")?;
+                    let at = || format!("port {:?}", p.name);
+                    let dev = VhostUserSocket::listen(&p.name, path, p.queues).with_context(at)?;
+                    let rx = (0..p.queues)
+                        .map(|i| -> Result<Box<dyn Port>> {
+                            Ok(Box::new(dev.port(i).with_context(at)?))
+                        })
+                        .collect::<Result<Vec<_>>>()?;
+                    PortQueues {
+                        name: p.name.clone(),
+                        rx,
+                        tx: TxQueue::SameAsRx,
+                    }
+                }
                 Driver::Tap => {
                     let ifname = p.interface.as_deref().unwrap_or(&p.name);
                     if p.queues != 1 {
@@ -590,7 +608,7 @@ pub fn port_macs(cfg: &Config) -> Vec<[u8; 6]> {
         .map(|p| {
             p.mac
                 .or_else(|| match p.driver {
-                    Driver::Tap => Some(tap_mac(&p.name)),
+                    Driver::Tap | Driver::VhostUser => Some(tap_mac(&p.name)),
                     _ => p
                         .interface
                         .as_deref()

@@ -12,6 +12,7 @@
 //! | [`AfPacketPort`] | [`af_packet`] | TPACKET_V2 mmap rings on any Linux interface: the fallback that works everywhere |
 //! | [`AfXdpPort`] | [`af_xdp`] | AF_XDP sockets fed by our own six-instruction XDP program: kernel bypass |
 //! | [`TapPort`] | [`tap`] | a TAP device: control-plane mirrors and labs |
+//! | [`VhostUserPort`] | [`vhost_user`] | the vhost-user backend of a VM's virtio-net device (QEMU `-netdev vhost-user`) |
 //!
 //! [`tools`] holds the pfsend / pfcount-style generator and counter that
 //! `vrhost gen` / `vrhost count` run on any of them; [`netdev`] reads and sets
@@ -43,6 +44,7 @@ pub mod steer;
 mod sys;
 pub mod tap;
 pub mod tools;
+pub mod vhost_user;
 pub mod vnet;
 
 use vrhost_dataplane::{Mbuf, MbufPool};
@@ -55,6 +57,7 @@ pub use paced::PacedPort;
 pub use pcap::{PcapFrames, PcapPort, PcapSink};
 pub use prefetch::prefetch;
 pub use tap::{TapHold, TapPort};
+pub use vhost_user::{VhostUserPort, VhostUserSocket};
 
 /// Errors from drivers.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,369 @@
+//! The `vhost_user` port: vrhost is the vhost-user backend of a VM's
+//! virtio-net device. QEMU (`-netdev vhost-user,chardev=…`) connects to
+//! the port's Unix socket and hands over the guest's memory and rings;
+//! the workers then move frames straight between those rings and
+//! [`Mbuf`]s, with the virtio-net header's checksum and segmentation
+//! state ([`crate::vnet`]) both ways.
+//!
+//! - Queue pair `i` of the device is port queue `i` (one per worker): the
+//!   guest's transmit queue (`2i + 1`) is what the port receives, its
+//!   receive queue (`2i`) what the port sends into.
+//! - Mergeable receive buffers (`VIRTIO_NET_F_MRG_RXBUF`): a frame longer
+//!   than one of the guest's buffers spans several, `num_buffers` says
+//!   how many.
+//! - Offloads: the guest's partial checksums and TSO super-frames arrive
+//!   described (and are cut to fit a buffer, as af_packet does); frames
+//!   go to the guest with theirs when it acked `GUEST_CSUM` and
+//!   `GUEST_TSO4/6`, and finished in software otherwise.
+//! - Reconnection: when QEMU goes (a restart, a guest power-off), the
+//!   port drops what it sends until the next QEMU connects
+//!   ([`backend`]'s control thread serves one connection after another).
+//!
+//! No `unsafe` here: guest memory is reached through `vm-memory`, the
+//! rings through `virtio-queue`.
+
+mod backend;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use virtio_queue::{DescriptorChain, QueueT};
+use vm_memory::{Bytes, GuestAddressSpace, GuestMemory};
+use vrhost_dataplane::{offload, Mbuf, MbufPool};
+
+use crate::rx_frame::{self, Received};
+use crate::{vnet, IoError, Port, PortStats};
+use backend::{feature, Conn, Link};
+
+/// Bytes of the virtio-net header with `num_buffers` (virtio 1.0, or
+/// legacy with mergeable buffers).
+const HDR_LEN: usize = 12;
+/// The longest frame a guest sends: a 64 KiB TSO super-frame and its
+/// Ethernet header, behind its header.
+const MAX_READ: usize = HDR_LEN + 65_536 + 22;
+
+/// A vhost-user device's queues, shared by its ports. The socket closes
+/// when this and every port made from it are gone.
+pub struct VhostUserSocket {
+    link: Arc<Link>,
+    open: Arc<Open>,
+    pairs: usize,
+}
+
+/// Closes the socket when the last holder goes.
+struct Open(Arc<Link>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.shut();
+    }
+}
+
+impl VhostUserSocket {
+    /// Listens on `path` for a frontend with `pairs` queue pairs; `name`
+    /// is the port's, for logs.
+    pub fn listen(name: &str, path: &std::path::Path, pairs: u16) -> Result<Self, IoError> {
+        let pairs = usize::from(pairs.max(1));
+        let link = backend::listen(name, path, pairs)?;
+        Ok(VhostUserSocket {
+            open: Arc::new(Open(link.clone())),
+            link,
+            pairs,
+        })
+    }
+
+    /// The port of queue pair `pair`.
+    pub fn port(&self, pair: u16) -> Result<VhostUserPort, IoError> {
+        if usize::from(pair) >= self.pairs {
+            return Err(IoError::Setup {
+                ifname: self.link.name.clone(),
+                reason: format!("queue {pair} out of range for {} queue(s)", self.pairs),
+            });
+        }
+        Ok(VhostUserPort {
+            link: self.link.clone(),
+            _open: self.open.clone(),
+            pair: usize::from(pair),
+            generation: u64::MAX,
+            conn: None,
+            read: vec![0u8; MAX_READ].into_boxed_slice(),
+            pending: None,
+            scratch: Vec::new(),
+            stats: PortStats::default(),
+        })
+    }
+}
+
+/// One queue pair of a vhost-user device.
+pub struct VhostUserPort {
+    link: Arc<Link>,
+    _open: Arc<Open>,
+    pair: usize,
+    /// The link's generation `conn` was taken at.
+    generation: u64,
+    /// The connection served, while a frontend is attached.
+    conn: Option<Arc<Conn>>,
+    /// A frame the guest sent, whole (header, frame).
+    read: Box<[u8]>,
+    /// A frame in `read` (its length and descriptor head) that the last
+    /// burst had no room for.
+    pending: Option<(usize, u16)>,
+    /// Spare vector for [`offload::resolve`].
+    scratch: Vec<Mbuf>,
+    stats: PortStats,
+}
+
+impl VhostUserPort {
+    /// The connection now served, re-read when the link changed.
+    fn conn(&mut self) -> Option<Arc<Conn>> {
+        let g = self.link.generation.load(Ordering::Acquire);
+        if g != self.generation {
+            self.generation = g;
+            self.conn = self.link.current();
+            self.pending = None;
+        }
+        self.conn.clone()
+    }
+}
+
+/// The features the guest acked.
+fn acked(c: &Conn) -> u64 {
+    c.features.load(Ordering::Acquire)
+}
+
+/// Copies a chain's device-readable bytes into `buf`; `None` when they do
+/// not fit or guest memory cannot be read.
+fn read_chain<M>(chain: DescriptorChain<M>, mem: &M::Target, buf: &mut [u8]) -> Option<usize>
+where
+    M: std::ops::Deref,
+    M::Target: GuestMemory,
+{
+    let mut len = 0usize;
+    for d in chain.readable() {
+        let n = d.len() as usize;
+        let dst = buf.get_mut(len..len + n)?;
+        mem.read_slice(dst, d.addr()).ok()?;
+        len += n;
+    }
+    Some(len)
+}
+
+impl Port for VhostUserPort {
+    fn rx_burst(
+        &mut self,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        max: usize,
+        port_index: u16,
+    ) -> usize {
+        let Some(conn) = self.conn() else {
+            return 0;
+        };
+        let Some(vring) = conn.vrings.get(2 * self.pair + 1) else {
+            return 0;
+        };
+        let hdr = if acked(&conn) & (feature::VERSION_1 | feature::MRG_RXBUF) != 0 {
+            HDR_LEN
+        } else {
+            vnet::LEN
+        };
+        let mut st = vring.lock();
+        if !st.is_enabled() || !st.get_queue().ready() {
+            return 0;
+        }
+        let mem = conn.mem.memory();
+        let mut n = 0;
+        let mut used = false;
+        while n < max {
+            let (len, head) = match self.pending.take() {
+                Some(p) => p,
+                None => {
+                    let Some(chain) = st.get_queue_mut().pop_descriptor_chain(mem.clone()) else {
+                        break;
+                    };
+                    let head = chain.head_index();
+                    // The frame is copied out: the guest may reuse the
+                    // buffer at once.
+                    let len = read_chain(chain, &mem, &mut self.read);
+                    let _ = st.add_used(head, 0);
+                    used = true;
+                    match len {
+                        Some(len) => (len, head),
+                        None => {
+                            self.stats.dropped += 1;
+                            continue;
+                        }
+                    }
+                }
+            };
+            if len < hdr + 14 {
+                self.stats.dropped += 1;
+                continue;
+            }
+            let (vh, frame) = self.read[..len].split_at(hdr);
+            match rx_frame::receive(
+                &mut self.stats,
+                frame,
+                &vh[..vnet::LEN],
+                None,
+                pool,
+                rx,
+                (n, max),
+                port_index,
+            ) {
+                Received::Frames(k) => n += k,
+                Received::Dropped => self.stats.dropped += 1,
+                Received::NoRoom => {
+                    self.pending = Some((len, head));
+                    break;
+                }
+            }
+        }
+        if used && st.needs_notification().unwrap_or(true) {
+            let _ = st.signal_used_queue();
+        }
+        n
+    }
+
+    fn tx_burst(
+        &mut self,
+        tx: &mut Vec<Mbuf>,
+        pool: &mut MbufPool,
+        _now_ns: u64,
+    ) -> Result<(), IoError> {
+        let Some(conn) = self.conn() else {
+            self.stats.dropped += tx.len() as u64;
+            for m in tx.drain(..) {
+                pool.put(m);
+            }
+            return Ok(());
+        };
+        let features = acked(&conn);
+        let takes_all = feature::GUEST_CSUM | feature::GUEST_TSO4 | feature::GUEST_TSO6;
+        if features & takes_all != takes_all {
+            self.stats.dropped += offload::resolve(tx, &mut self.scratch, pool);
+        }
+        let mergeable = features & feature::MRG_RXBUF != 0;
+        let hdr = if features & (feature::VERSION_1 | feature::MRG_RXBUF) != 0 {
+            HDR_LEN
+        } else {
+            vnet::LEN
+        };
+        let sent = match conn.vrings.get(2 * self.pair) {
+            Some(vring) => {
+                let mut st = vring.lock();
+                if st.is_enabled() && st.get_queue().ready() {
+                    let mem = conn.mem.memory();
+                    let mut sent = 0usize;
+                    for m in tx.iter() {
+                        let Some(vh) = vnet::emit(&m.offload, m.data()) else {
+                            self.stats.dropped += 1;
+                            continue;
+                        };
+                        let mut h = [0u8; HDR_LEN];
+                        h[..vnet::LEN].copy_from_slice(&vh);
+                        let bytes = [&h[..hdr], m.data()];
+                        match write_frame(&mut st, &mem, &bytes, mergeable) {
+                            true => {
+                                self.stats.tx_packets += 1;
+                                self.stats.tx_bytes += m.len() as u64;
+                                sent += 1;
+                            }
+                            false => self.stats.dropped += 1,
+                        }
+                    }
+                    if sent > 0 && st.needs_notification().unwrap_or(true) {
+                        let _ = st.signal_used_queue();
+                    }
+                    true
+                } else {
+                    false
+                }
+            }
+            None => false,
+        };
+        if !sent {
+            self.stats.dropped += tx.len() as u64;
+        }
+        for m in tx.drain(..) {
+            pool.put(m);
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats
+    }
+}
+
+/// Writes `parts` (header, frame) into the guest's receive buffers: one
+/// chain, or with `mergeable` as many as it takes, `num_buffers` (bytes
+/// 10–11 of the header) set to their count. False when the guest has not
+/// posted enough buffers (the frame is dropped; the chains taken are
+/// returned empty).
+fn write_frame<M>(
+    st: &mut vhost_user_backend::VringState<backend::Mem>,
+    mem: &M,
+    parts: &[&[u8]; 2],
+    mergeable: bool,
+) -> bool
+where
+    M: std::ops::Deref + Clone,
+    M::Target: GuestMemory,
+{
+    let total = parts[0].len() + parts[1].len();
+    // (head, bytes written) of each chain used, at most a frame's worth.
+    let mut chains: [(u16, u32); 64] = [(0, 0); 64];
+    let mut used = 0usize;
+    let mut at = 0usize;
+    let mut first: Option<vm_memory::GuestAddress> = None;
+    while at < total {
+        if used == chains.len() || (used == 1 && !mergeable) {
+            break;
+        }
+        let Some(chain) = st.get_queue_mut().pop_descriptor_chain(mem.clone()) else {
+            break;
+        };
+        let head = chain.head_index();
+        let start = at;
+        for d in chain.writable() {
+            let mut room = d.len() as usize;
+            let mut addr = d.addr();
+            if first.is_none() {
+                first = Some(addr);
+            }
+            while room > 0 && at < total {
+                let (part, off) = if at < parts[0].len() {
+                    (parts[0], at)
+                } else {
+                    (parts[1], at - parts[0].len())
+                };
+                let n = room.min(part.len() - off);
+                if mem.write_slice(&part[off..off + n], addr).is_err() {
+                    at = usize::MAX;
+                    break;
+                }
+                at += n;
+                room -= n;
+                addr = vm_memory::GuestAddress(addr.0 + n as u64);
+            }
+            if at >= total {
+                break;
+            }
+        }
+        chains[used] = (head, at.min(total).saturating_sub(start) as u32);
+        used += 1;
+    }
+    let ok = at == total;
+    if ok && mergeable {
+        // num_buffers, little-endian, in the first buffer's header.
+        let count = (used as u16).to_le_bytes();
+        if let Some(a) = first {
+            let _ = mem.write_slice(&count, vm_memory::GuestAddress(a.0 + 10));
+        }
+    }
+    for &(head, len) in &chains[..used] {
+        let _ = st.add_used(head, if ok { len } else { 0 });
+    }
+    ok
+}

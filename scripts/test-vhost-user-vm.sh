@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Functional test of the vhost_user port: a QEMU guest (TCG, no KVM) whose
+# virtio-net device is attached over vhost-user to a VR interface pings a
+# host namespace through the VR, then QEMU is restarted and the new guest
+# pings again through the same vrhost (reconnection).
+#
+#   QEMU guest                 netns vu-rtr: vrhost run           netns vu-h
+#   eth0 10.3.0.2 ═ vhost-user ═ p0 10.3.0.1 │ p1 10.2.0.1 ── veth ── vuh0 10.2.0.2
+#   (virtio-net, socket)        vhost_user       af_packet (vur0)
+#
+# The guest is Debian's cloud kernel with a busybox initramfs that loads
+# virtio_pci and virtio_net from the same kernel package, configures eth0
+# and pings; its console says VM-PING-OK or VM-PING-FAIL.
+#
+# Usage: scripts/test-vhost-user-vm.sh   (as root; about 30 s)
+# Env: VRHOST=path (default target/release/vrhost); KERNEL=/boot/vmlinuz-…
+#      (default: the newest *cloud-amd64 one); KEEP=1 keeps the work dir.
+# Needs: qemu-system-x86, linux-image-cloud-amd64, busybox-static, iproute2.
+# Exit 0 when both guests' pings pass. Traffic stays inside the namespace
+# and the VM.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VRHOST=${VRHOST:-target/release/vrhost}
+KERNEL=${KERNEL:-$(ls /boot/vmlinuz-*cloud-amd64 2>/dev/null | sort -V | tail -1)}
+[ -n "$KERNEL" ] && [ -r "$KERNEL" ] || { echo "no cloud kernel in /boot (apt-get install linux-image-cloud-amd64)" >&2; exit 1; }
+KVER=${KERNEL#/boot/vmlinuz-}
+for t in qemu-system-x86_64 busybox cpio ip; do
+  command -v $t >/dev/null || { echo "missing $t" >&2; exit 1; }
+done
+[ -x "$VRHOST" ] || { echo "no $VRHOST (cargo build --release -p vrhost)" >&2; exit 1; }
+WORK=$(mktemp -d)
+nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+cleanup() {
+  [ -f "$WORK/qemu.pid" ] && kill "$(cat "$WORK/qemu.pid")" 2>/dev/null || true
+  if [ -f "$WORK/vrhost.pid" ]; then
+    local pid
+    pid=$(cat "$WORK/vrhost.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+  fi
+  for ns in vu-rtr vu-h; do ip netns del $ns 2>/dev/null || true; done
+  if [ -n "${KEEP:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+# The initramfs: busybox, the virtio modules (uncompressed), /init.
+mkdir -p "$WORK/root"/{bin,lib,proc,sys,dev}
+cp "$(command -v busybox)" "$WORK/root/bin/busybox"
+MODS="virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci failover net_failover virtio_net"
+for m in $MODS; do
+  f=$(find "/lib/modules/$KVER" -name "$m.ko*" | head -1)
+  [ -n "$f" ] || { echo "module $m missing for $KVER" >&2; exit 1; }
+  case $f in
+    *.xz) xz -dc "$f" >"$WORK/root/lib/$m.ko" ;;
+    *.zst) zstd -qdc "$f" >"$WORK/root/lib/$m.ko" ;;
+    *) cp "$f" "$WORK/root/lib/$m.ko" ;;
+  esac
+done
+cat >"$WORK/root/init" <<EOF
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+for m in $MODS; do insmod /lib/\$m.ko 2>/dev/null; done
+ip link set eth0 up
+ip addr add 10.3.0.2/24 dev eth0
+ip route add default via 10.3.0.1
+if ping -c 5 -W 3 10.2.0.2; then echo VM-PING-OK; else echo VM-PING-FAIL; fi
+poweroff -f
+EOF
+chmod +x "$WORK/root/init"
+(cd "$WORK/root" && find . | cpio -o -H newc --quiet | gzip -1 >"$WORK/initrd.gz")
+
+for ns in vu-rtr vu-h; do ip netns add $ns; nsx $ns ip link set lo up; done
+ip link add vuh0 netns vu-h type veth peer name vur0 netns vu-rtr
+nsx vu-rtr ip link set vur0 up
+nsx vu-h ip addr add 10.2.0.2/24 dev vuh0
+nsx vu-h ip link set vuh0 up
+nsx vu-h ip route add default via 10.2.0.1
+cat >"$WORK/router.toml" <<EOF
+[[port]]
+name = "p0"
+driver = "vhost_user"
+socket = "$WORK/vm.sock"
+
+[[port]]
+name = "p1"
+driver = "af_packet"
+interface = "vur0"
+
+[[router]]
+name = "red"
+
+  [[router.interface]]
+  name = "red0"
+  port = "p0"
+  addresses = ["10.3.0.1/24"]
+
+  [[router.interface]]
+  name = "red1"
+  port = "p1"
+  addresses = ["10.2.0.1/24"]
+EOF
+ip netns exec vu-rtr "$VRHOST" run --config "$WORK/router.toml" >"$WORK/vrhost.log" 2>&1 &
+echo $! >"$WORK/vrhost.pid"
+for _ in $(seq 100); do [ -S "$WORK/vm.sock" ] && break; sleep 0.1; done
+[ -S "$WORK/vm.sock" ] || { cat "$WORK/vrhost.log" >&2; echo "no vhost-user socket" >&2; exit 1; }
+
+boot() { # $1: run number
+  timeout 120 qemu-system-x86_64 -accel tcg -m 512 -smp 1 \
+    -object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem \
+    -kernel "$KERNEL" -initrd "$WORK/initrd.gz" \
+    -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot \
+    -chardev socket,id=c0,path="$WORK/vm.sock" \
+    -netdev vhost-user,id=n0,chardev=c0 \
+    -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02,romfile= \
+    >"$WORK/console-$1.log" 2>&1 || true
+  grep -a -E "VM-PING|bytes from|packets transmitted" "$WORK/console-$1.log" | sed "s/^/guest $1: /"
+  grep -aq VM-PING-OK "$WORK/console-$1.log"
+}
+
+rc=0
+for run in 1 2; do
+  if boot $run; then echo "boot $run: ping through the VR passed"; else echo "boot $run: FAILED"; rc=1; fi
+done
+kill -0 "$(cat "$WORK/vrhost.pid")" 2>/dev/null || { echo "vrhost died" >&2; rc=1; }
+if [ $rc -ne 0 ]; then
+  tail -30 "$WORK/vrhost.log" >&2
+  tail -30 "$WORK/console-1.log" >&2
+fi
+exit $rc
