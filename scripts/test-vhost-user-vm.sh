@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Functional test of the vhost_user port: a QEMU guest (TCG, no KVM) whose
 # virtio-net device is attached over vhost-user to a VR interface pings a
-# host namespace through the VR, then QEMU is restarted and the new guest
-# pings again through the same vrhost (reconnection).
+# host namespace through the VR and sends it 2 MiB over TCP, checked by
+# SHA-256 on both ends; then QEMU is restarted and the new guest does the
+# same through the same vrhost (reconnection).
 #
 #   QEMU guest                 netns vu-rtr: vrhost run           netns vu-h
 #   eth0 10.3.0.2 ═ vhost-user ═ p0 10.3.0.1 │ p1 10.2.0.1 ── veth ── vuh0 10.2.0.2
@@ -10,13 +11,17 @@
 #
 # The guest is Debian's cloud kernel with a busybox initramfs that loads
 # virtio_pci and virtio_net from the same kernel package, configures eth0
-# and pings; its console says VM-PING-OK or VM-PING-FAIL.
+# and pings; its console says VM-PING-OK or VM-PING-FAIL, then the SHA-256
+# of the random file it sends (VM-SHA ...).
 #
 # Usage: scripts/test-vhost-user-vm.sh   (as root; about 30 s)
 # Env: VRHOST=path (default target/release/vrhost); KERNEL=/boot/vmlinuz-…
-#      (default: the newest *cloud-amd64 one); KEEP=1 keeps the work dir.
-# Needs: qemu-system-x86, linux-image-cloud-amd64, busybox-static, iproute2.
-# Exit 0 when both guests' pings pass. Traffic stays inside the namespace
+#      (default: the newest *cloud-amd64 one); KEEP=1 keeps the work dir;
+#      QEMU_ARGS adds QEMU options (e.g. "-trace vhost_user_*"), QEMU_WRAP
+#      runs QEMU under a command (e.g. "gdb -batch -ex run -ex bt --args").
+# Needs: qemu-system-x86, linux-image-cloud-amd64, busybox-static, cpio,
+# iproute2, python3 (BUSYBOX=path: a static busybox elsewhere).
+# Exit 0 when both guests' pings and transfers pass. Traffic stays inside the namespace
 # and the VM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,9 +30,13 @@ VRHOST=${VRHOST:-target/release/vrhost}
 KERNEL=${KERNEL:-$(ls /boot/vmlinuz-*cloud-amd64 2>/dev/null | sort -V | tail -1)}
 [ -n "$KERNEL" ] && [ -r "$KERNEL" ] || { echo "no cloud kernel in /boot (apt-get install linux-image-cloud-amd64)" >&2; exit 1; }
 KVER=${KERNEL#/boot/vmlinuz-}
-for t in qemu-system-x86_64 busybox cpio ip; do
+for t in qemu-system-x86_64 cpio ip; do
   command -v $t >/dev/null || { echo "missing $t" >&2; exit 1; }
 done
+# The guest's busybox: a static one (Debian's busybox-static).
+BUSYBOX=${BUSYBOX:-$(command -v busybox || true)}
+[ -n "$BUSYBOX" ] && ldd "$BUSYBOX" 2>&1 | grep -q 'not a dynamic' ||
+  { echo "no static busybox (apt-get install busybox-static, or BUSYBOX=path)" >&2; exit 1; }
 [ -x "$VRHOST" ] || { echo "no $VRHOST (cargo build --release -p vrhost)" >&2; exit 1; }
 WORK=$(mktemp -d)
 nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
@@ -47,7 +56,7 @@ trap cleanup EXIT
 
 # The initramfs: busybox, the virtio modules (uncompressed), /init.
 mkdir -p "$WORK/root"/{bin,lib,proc,sys,dev}
-cp "$(command -v busybox)" "$WORK/root/bin/busybox"
+cp "$BUSYBOX" "$WORK/root/bin/busybox"
 MODS="virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci failover net_failover virtio_net"
 for m in $MODS; do
   f=$(find "/lib/modules/$KVER" -name "$m.ko*" | head -1)
@@ -63,11 +72,15 @@ cat >"$WORK/root/init" <<EOF
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
 for m in $MODS; do insmod /lib/\$m.ko 2>/dev/null; done
 ip link set eth0 up
 ip addr add 10.3.0.2/24 dev eth0
 ip route add default via 10.3.0.1
 if ping -c 5 -W 3 10.2.0.2; then echo VM-PING-OK; else echo VM-PING-FAIL; fi
+dd if=/dev/urandom of=/f bs=64k count=32 2>/dev/null
+echo "VM-SHA \$(sha256sum /f)"
+nc 10.2.0.2 5001 </f && echo VM-SENT
 poweroff -f
 EOF
 chmod +x "$WORK/root/init"
@@ -109,21 +122,40 @@ for _ in $(seq 100); do [ -S "$WORK/vm.sock" ] && break; sleep 0.1; done
 [ -S "$WORK/vm.sock" ] || { cat "$WORK/vrhost.log" >&2; echo "no vhost-user socket" >&2; exit 1; }
 
 boot() { # $1: run number
-  timeout 120 qemu-system-x86_64 -accel tcg -m 512 -smp 1 \
+  # The host's end of the transfer: what it receives, and its SHA-256.
+  rm -f "$WORK/recv-$1"
+  nsx vu-h timeout 120 python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.2.0.2", 5001)); s.listen(1); c, _ = s.accept()
+with open(sys.argv[1], "wb") as f:
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        f.write(b)
+' "$WORK/recv-$1" &
+  local rx=$!
+  timeout 120 ${QEMU_WRAP:-} qemu-system-x86_64 ${QEMU_ARGS:-} -accel tcg -m 512 -smp 1 \
     -object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem \
     -kernel "$KERNEL" -initrd "$WORK/initrd.gz" \
     -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot \
     -chardev socket,id=c0,path="$WORK/vm.sock" \
     -netdev vhost-user,id=n0,chardev=c0 \
-    -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02,romfile= \
+    -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02,romfile=,vectors=0 \
     >"$WORK/console-$1.log" 2>&1 || true
-  grep -a -E "VM-PING|bytes from|packets transmitted" "$WORK/console-$1.log" | sed "s/^/guest $1: /"
-  grep -aq VM-PING-OK "$WORK/console-$1.log"
+  wait $rx || true
+  grep -a -E "VM-PING|VM-SHA|VM-SENT|bytes from|packets transmitted" "$WORK/console-$1.log" | sed "s/^/guest $1: /"
+  grep -aq VM-PING-OK "$WORK/console-$1.log" || return 1
+  local sent got
+  sent=$(grep -a -o 'VM-SHA [0-9a-f]\{64\}' "$WORK/console-$1.log" | cut -d' ' -f2)
+  got=$(sha256sum <"$WORK/recv-$1" 2>/dev/null | cut -d' ' -f1)
+  echo "guest $1: host received $(stat -c %s "$WORK/recv-$1" 2>/dev/null || echo 0) bytes, SHA-256 $got"
+  [ -n "$sent" ] && [ "$sent" = "$got" ]
 }
 
 rc=0
 for run in 1 2; do
-  if boot $run; then echo "boot $run: ping through the VR passed"; else echo "boot $run: FAILED"; rc=1; fi
+  if boot $run; then echo "boot $run: ping and TCP transfer through the VR passed"; else echo "boot $run: FAILED"; rc=1; fi
 done
 kill -0 "$(cat "$WORK/vrhost.pid")" 2>/dev/null || { echo "vrhost died" >&2; rc=1; }
 if [ $rc -ne 0 ]; then

@@ -274,15 +274,16 @@ impl VhostUserBackend for Backend {
     }
 
     fn features(&self) -> u64 {
-        // VHOST_USER_F_PROTOCOL_FEATURES only with several queue pairs (MQ
-        // needs it): QEMU 7.2's vhost-user-net sends SET_VRING_ENABLE
-        // before it acks the bit, which the vhost crate refuses (and the
-        // connection ends); without the bit, the rings are enabled at
-        // SET_FEATURES.
+        // VHOST_USER_F_PROTOCOL_FEATURES always: QEMU's virtio-net cannot
+        // start vhost without it (it falls back to its own virtio, which
+        // drops every frame). QEMU 7.2 enables the rings before it acks the
+        // bit, which the patched vhost crates accept once the bit is offered
+        // (third_party/README.md). MQ only with several queue pairs.
+        let f = FEATURES | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
         if self.pairs > 1 {
-            FEATURES | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits()
+            f
         } else {
-            FEATURES & !bit(VIRTIO_NET_F_MQ)
+            f & !bit(VIRTIO_NET_F_MQ)
         }
     }
 
