@@ -17,7 +17,7 @@
 //!   `GUEST_TSO4/6`, and finished in software otherwise.
 //! - Reconnection: when QEMU goes (a restart, a guest power-off), the
 //!   port drops what it sends until the next QEMU connects
-//!   ([`backend`]'s control thread serves one connection after another).
+//!   (the `backend` module's control thread serves one connection after another).
 //!
 //! No `unsafe` here: guest memory is reached through `vm-memory`, the
 //! rings through `virtio-queue`.
