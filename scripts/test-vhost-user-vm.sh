@@ -35,7 +35,8 @@ for t in qemu-system-x86_64 cpio ip; do
 done
 # The guest's busybox: a static one (Debian's busybox-static).
 BUSYBOX=${BUSYBOX:-$(command -v busybox || true)}
-[ -n "$BUSYBOX" ] && ldd "$BUSYBOX" 2>&1 | grep -q 'not a dynamic' ||
+static() { { ldd "$1" 2>&1 || true; } | grep -q 'not a dynamic'; }
+[ -n "$BUSYBOX" ] && static "$BUSYBOX" ||
   { echo "no static busybox (apt-get install busybox-static, or BUSYBOX=path)" >&2; exit 1; }
 [ -x "$VRHOST" ] || { echo "no $VRHOST (cargo build --release -p vrhost)" >&2; exit 1; }
 WORK=$(mktemp -d)
