@@ -756,9 +756,9 @@ impl Slices {
         )
     }
 
-    /// The class of `key` in the field `d` gives (whose slices these are,
-    /// asked only for a search): the
-    /// slice's class, or a search among the slice's boundaries.
+    /// The class of `key` in the field `d` gives (whose slices these are;
+    /// asked only for a search): the slice's class, or a search among the
+    /// slice's boundaries.
     #[inline(always)]
     fn class<'d, V: Field + 'd>(&self, d: impl FnOnce() -> Option<&'d Dim<V>>, key: V) -> u16 {
         let t = key.top(self.shift);
@@ -804,10 +804,9 @@ impl Plan {
         ]
         .iter()
         .fold(0, |m, &(on, bit)| if on { m | bit } else { m });
-        let fields = [dst, src].map(|d| d.map_or(0, |d| d.bits));
         let fields = [
-            fields[0],
-            fields[1],
+            dst.map_or(0, |d| d.bits),
+            src.map_or(0, |d| d.bits),
             dst_port.map_or(0, |d| d.bits),
             src_port.map_or(0, |d| d.bits),
         ];
@@ -1138,16 +1137,6 @@ trait Header<K> {
     /// Source and destination port, or ICMP type and code where `icmp`
     /// ([`LIVE_ICMP`]).
     fn ports(&self, icmp: bool) -> (u32, u32);
-
-    /// All of them, for a memo miss.
-    #[inline(always)]
-    fn fields(&self) -> Fields<K> {
-        let protocol = self.protocol();
-        let icmp = matches!(protocol, 1 | 58);
-        let (sp, dp) = self.ports(icmp);
-        let l4 = matches!(protocol, 6 | 17 | 132 | 1 | 58).then_some((sp as u16, dp as u16));
-        Fields::of((self.src(), self.dst()), protocol, l4, self.pcp())
-    }
 }
 
 /// Fields already read ([`PacketKey`]'s), ports as [`l4_of`] gives them.
@@ -1241,6 +1230,20 @@ impl InPlace<'_, 44> {
             h,
             pcp: pcp_of(frame, L2),
         })
+    }
+}
+
+impl<const N: usize> InPlace<'_, N> {
+    /// All of its fields, for a memo miss: the transport header's as
+    /// [`l4_of`] reads them.
+    #[inline(always)]
+    fn fields<K: Field>(&self) -> Fields<K>
+    where
+        Self: Header<K>,
+    {
+        let protocol = self.h[K::PROTOCOL_AT];
+        let l4 = l4_of(protocol, self.h.get(Self::L3..)).unwrap_or(None);
+        Fields::of((self.src(), self.dst()), protocol, l4, self.pcp)
     }
 }
 
@@ -1632,11 +1635,11 @@ impl Filter {
     /// and so their key: the last key's verdict is kept at hand (no key is
     /// all ones). Returns how many frames come before the first denied.
     #[inline(always)]
-    fn judge_each<'m, K: Field, H: Header<K>>(
+    fn judge_each<'m, K: Field, const N: usize>(
         &self,
         (c, memo, worker): (&Classifier<K>, &[AtomicU64], usize),
         (rx, out): (&'m [Mbuf], &mut [Verdict]),
-        read: impl Fn(&'m [u8]) -> Option<H>,
+        read: impl Fn(&'m [u8]) -> Option<InPlace<'m, N>>,
         general: impl Fn(&[u8]) -> Verdict,
     ) -> usize {
         // Whether a frame was denied: only then are the verdicts searched
