@@ -15,10 +15,8 @@
 # of the random file it sends (VM-SHA ...).
 #
 # Usage: scripts/test-vhost-user-vm.sh   (as root; about 30 s)
-# Env: VRHOST=path (default target/release/vrhost); KERNEL=/boot/vmlinuz-…
-#      (default: the newest *cloud-amd64 one); KEEP=1 keeps the work dir;
-#      QEMU_ARGS adds QEMU options (e.g. "-trace vhost_user_*"), QEMU_WRAP
-#      runs QEMU under a command (e.g. "gdb -batch -ex run -ex bt --args").
+# Env: VRHOST=path (default target/release/vrhost); KEEP=1 keeps the work
+#      dir; KERNEL, BUSYBOX, QEMU_ARGS, QEMU_WRAP as in scripts/vm-lib.sh.
 # Needs: qemu-system-x86, linux-image-cloud-amd64, busybox-static, cpio,
 # iproute2, python3 (BUSYBOX=path: a static busybox elsewhere).
 # Exit 0 when both guests' pings and transfers pass. Traffic stays inside the namespace
@@ -27,17 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VRHOST=${VRHOST:-target/release/vrhost}
-KERNEL=${KERNEL:-$(ls /boot/vmlinuz-*cloud-amd64 2>/dev/null | sort -V | tail -1)}
-[ -n "$KERNEL" ] && [ -r "$KERNEL" ] || { echo "no cloud kernel in /boot (apt-get install linux-image-cloud-amd64)" >&2; exit 1; }
-KVER=${KERNEL#/boot/vmlinuz-}
-for t in qemu-system-x86_64 cpio ip; do
-  command -v $t >/dev/null || { echo "missing $t" >&2; exit 1; }
-done
-# The guest's busybox: a static one (Debian's busybox-static).
-BUSYBOX=${BUSYBOX:-$(command -v busybox || true)}
-static() { { ldd "$1" 2>&1 || true; } | grep -q 'not a dynamic'; }
-[ -n "$BUSYBOX" ] && static "$BUSYBOX" ||
-  { echo "no static busybox (apt-get install busybox-static, or BUSYBOX=path)" >&2; exit 1; }
+. scripts/vm-lib.sh
 [ -x "$VRHOST" ] || { echo "no $VRHOST (cargo build --release -p vrhost)" >&2; exit 1; }
 WORK=$(mktemp -d)
 nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
@@ -55,26 +43,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The initramfs: busybox, the virtio modules (uncompressed), /init.
-mkdir -p "$WORK/root"/{bin,lib,proc,sys,dev}
-cp "$BUSYBOX" "$WORK/root/bin/busybox"
-MODS="virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci failover net_failover virtio_net"
-for m in $MODS; do
-  f=$(find "/lib/modules/$KVER" -name "$m.ko*" | head -1)
-  [ -n "$f" ] || { echo "module $m missing for $KVER" >&2; exit 1; }
-  case $f in
-    *.xz) xz -dc "$f" >"$WORK/root/lib/$m.ko" ;;
-    *.zst) zstd -qdc "$f" >"$WORK/root/lib/$m.ko" ;;
-    *) cp "$f" "$WORK/root/lib/$m.ko" ;;
-  esac
-done
+# The initramfs: busybox, the virtio modules, /init.
+vm_root "$WORK/root"
 cat >"$WORK/root/init" <<EOF
-#!/bin/busybox sh
-/bin/busybox --install -s /bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-for m in $MODS; do insmod /lib/\$m.ko 2>/dev/null; done
+$VM_INIT_HEAD
 ip link set eth0 up
 ip addr add 10.3.0.2/24 dev eth0
 ip route add default via 10.3.0.1
@@ -85,7 +57,7 @@ nc 10.2.0.2 5001 </f && echo VM-SENT
 poweroff -f
 EOF
 chmod +x "$WORK/root/init"
-(cd "$WORK/root" && find . | cpio -o -H newc --quiet | gzip -1 >"$WORK/initrd.gz")
+vm_initrd "$WORK/root" "$WORK/initrd.gz"
 
 for ns in vu-rtr vu-h; do ip netns add $ns; nsx $ns ip link set lo up; done
 ip link add vuh0 netns vu-h type veth peer name vur0 netns vu-rtr
@@ -136,14 +108,7 @@ with open(sys.argv[1], "wb") as f:
         f.write(b)
 ' "$WORK/recv-$1" &
   local rx=$!
-  timeout 120 ${QEMU_WRAP:-} qemu-system-x86_64 ${QEMU_ARGS:-} -accel tcg -m 512 -smp 1 \
-    -object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem \
-    -kernel "$KERNEL" -initrd "$WORK/initrd.gz" \
-    -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot \
-    -chardev socket,id=c0,path="$WORK/vm.sock" \
-    -netdev vhost-user,id=n0,chardev=c0 \
-    -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02,romfile=,vectors=0 \
-    >"$WORK/console-$1.log" 2>&1 || true
+  vm_qemu "$WORK/initrd.gz" "$WORK/vm.sock" 52:54:00:00:03:02 512 "$WORK/console-$1.log" || true
   wait $rx || true
   grep -a -E "VM-PING|VM-SHA|VM-SENT|bytes from|packets transmitted" "$WORK/console-$1.log" | sed "s/^/guest $1: /"
   grep -aq VM-PING-OK "$WORK/console-$1.log" || return 1

@@ -4,19 +4,51 @@
 //! TCP, checked by SHA-256 on both ends; then QEMU is restarted and the new
 //! guest does it again through the same `vrhost run` (reconnection).
 //!
-//! The test runs `scripts/test-vhost-user-vm.sh` (see it for the topology)
-//! with this build's `vrhost`. Requirements: root (namespaces, veth), and
+//! And the paper's set-up: a tenant's control plane (FRR) in such a guest
+//! peers over the data plane with BIRD in a host namespace, and the routes
+//! it learns drive the VR's FIB through FPM.
+//!
+//! The tests run `scripts/test-vhost-user-vm.sh` and
+//! `scripts/test-vm-control-plane.sh` (see them for the topologies) with
+//! this build's `vrhost`, one at a time. Requirements: root (namespaces, veth), and
 //! `qemu-system-x86_64`, a static `busybox`, `cpio`, `ip` and a Debian cloud
 //! kernel in /boot (`qemu-system-x86 busybox-static cpio iproute2
-//! linux-image-cloud-amd64`). Without them the test fails, it never skips.
+//! linux-image-cloud-amd64`); for the control plane, `frr` and `bird2`. Without them the test fails, it never skips.
 
 mod common;
 
 use common::{require_root, require_tools};
 use std::path::Path;
 use std::process::Command;
+use std::sync::Mutex;
 
 const VRHOST: &str = env!("CARGO_BIN_EXE_vrhost");
+
+/// One guest at a time: two TCG guests at once would starve each other
+/// on a small machine.
+static ONE_VM: Mutex<()> = Mutex::new(());
+
+/// Runs `scripts/NAME` with this build's `vrhost`; its stdout, once it
+/// exited 0.
+fn script(name: &str) -> String {
+    let _one = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts")
+        .join(name);
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("VRHOST", VRHOST)
+        .output()
+        .unwrap_or_else(|e| panic!("running scripts/{name}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "scripts/{name} failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    stdout
+}
 
 #[test]
 fn a_qemu_guest_on_vhost_user_pings_and_sends_through_a_vr_twice() {
@@ -25,19 +57,7 @@ fn a_qemu_guest_on_vhost_user_pings_and_sends_through_a_vr_twice() {
         &["qemu-system-x86_64", "cpio", "ip", "sha256sum", "python3"],
         "qemu-system-x86 busybox-static cpio iproute2 coreutils",
     );
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/test-vhost-user-vm.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .env("VRHOST", VRHOST)
-        .output()
-        .expect("running scripts/test-vhost-user-vm.sh");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the vhost-user VM test failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
+    let stdout = script("test-vhost-user-vm.sh");
     for boot in 1..=2 {
         assert!(
             stdout.contains(&format!(
@@ -45,5 +65,32 @@ fn a_qemu_guest_on_vhost_user_pings_and_sends_through_a_vr_twice() {
             )),
             "boot {boot} did not report its ping and transfer:\n{stdout}"
         );
+    }
+}
+
+#[test]
+fn a_control_plane_in_a_vm_drives_its_vr_through_fpm() {
+    require_root("e2e_vm", "network namespaces and veth");
+    require_tools(
+        &[
+            "qemu-system-x86_64",
+            "cpio",
+            "ip",
+            "bird",
+            "birdc",
+            "/usr/lib/frr/zebra",
+        ],
+        "qemu-system-x86 busybox-static cpio iproute2 frr bird2",
+    );
+    let stdout = script("test-vm-control-plane.sh");
+    for step in [
+        "before the VM: cp-h cannot reach 203.0.113.1",
+        "203.0.113.0/24  via 10.2.0.2",
+        "cp-h pings 203.0.113.1 through the VR: 3 packets transmitted, 3 received",
+        "BIRD learned the guest's prefix: 198.51.100.0/24",
+        "BIRD withdrew 203.0.113.0/24: gone from the VR",
+        "cp-h cannot reach 203.0.113.1 any more",
+    ] {
+        assert!(stdout.contains(step), "no \"{step}\" in:\n{stdout}");
     }
 }
