@@ -5,6 +5,13 @@
 # SHA-256 on both ends; then QEMU is restarted and the new guest does the
 # same through the same vrhost (reconnection).
 #
+# With QUEUES=2 the device has two queue pairs, one per worker, and the
+# guest two vCPUs: the guest pings and sends from its second vCPU, so its
+# frames leave on its second queue (XPS), and the test checks with the
+# guest's own per-queue counters (ethtool -S) that they did: the transfer
+# passing then shows vrhost served that queue. BOOTS (2) sets how many
+# guests boot in turn.
+#
 #   QEMU guest                 netns vu-rtr: vrhost run           netns vu-h
 #   eth0 10.3.0.2 ═ vhost-user ═ p0 10.3.0.1 │ p1 10.2.0.1 ── veth ── vuh0 10.2.0.2
 #   (virtio-net, socket)        vhost_user       af_packet (vur0)
@@ -27,6 +34,8 @@ cd "$(dirname "$0")/.."
 VRHOST=${VRHOST:-target/release/vrhost}
 . scripts/vm-lib.sh
 [ -x "$VRHOST" ] || { echo "no $VRHOST (cargo build --release -p vrhost)" >&2; exit 1; }
+QUEUES=${QUEUES:-1}
+BOOTS=${BOOTS:-2}
 WORK=$(mktemp -d)
 nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
@@ -45,15 +54,20 @@ trap cleanup EXIT
 
 # The initramfs: busybox, the virtio modules, /init.
 vm_root "$WORK/root"
+vm_copy_bin "$WORK/root" "$(command -v ethtool)"
 cat >"$WORK/root/init" <<EOF
 $VM_INIT_HEAD
 ip link set eth0 up
 ip addr add 10.3.0.2/24 dev eth0
 ip route add default via 10.3.0.1
-if ping -c 5 -W 3 10.2.0.2; then echo VM-PING-OK; else echo VM-PING-FAIL; fi
+# The last vCPU sends, on the last queue (XPS: one queue a vCPU).
+cpu=$((1 << (QUEUES - 1)))
+if taskset \$cpu ping -c 5 -W 3 10.2.0.2; then echo VM-PING-OK; else echo VM-PING-FAIL; fi
 dd if=/dev/urandom of=/f bs=64k count=32 2>/dev/null
 echo "VM-SHA \$(sha256sum /f)"
-nc 10.2.0.2 5001 </f && echo VM-SENT
+taskset \$cpu nc 10.2.0.2 5001 </f && echo VM-SENT
+ethtool -S eth0 | grep -E '[rt]x_queue_[0-9]+_packets' | sed 's/^ */VM-QUEUE /'
+
 poweroff -f
 EOF
 chmod +x "$WORK/root/init"
@@ -66,15 +80,20 @@ nsx vu-h ip addr add 10.2.0.2/24 dev vuh0
 nsx vu-h ip link set vuh0 up
 nsx vu-h ip route add default via 10.2.0.1
 cat >"$WORK/router.toml" <<EOF
+[dataplane]
+workers = [$(seq -s ', ' 0 $((QUEUES - 1)))]
+
 [[port]]
 name = "p0"
 driver = "vhost_user"
 socket = "$WORK/vm.sock"
+queues = $QUEUES
 
 [[port]]
 name = "p1"
 driver = "af_packet"
 interface = "vur0"
+queues = $QUEUES
 
 [[router]]
 name = "red"
@@ -108,9 +127,9 @@ with open(sys.argv[1], "wb") as f:
         f.write(b)
 ' "$WORK/recv-$1" &
   local rx=$!
-  vm_qemu "$WORK/initrd.gz" "$WORK/vm.sock" 52:54:00:00:03:02 512 "$WORK/console-$1.log" || true
+  VM_QUEUES=$QUEUES vm_qemu "$WORK/initrd.gz" "$WORK/vm.sock" 52:54:00:00:03:02 512 "$WORK/console-$1.log" || true
   wait $rx || true
-  grep -a -E "VM-PING|VM-SHA|VM-SENT|bytes from|packets transmitted" "$WORK/console-$1.log" | sed "s/^/guest $1: /"
+  grep -a -E "VM-PING|VM-SHA|VM-SENT|VM-QUEUE|bytes from|packets transmitted" "$WORK/console-$1.log" | sed "s/^/guest $1: /"
   grep -aq VM-PING-OK "$WORK/console-$1.log" || return 1
   local sent got
   sent=$(grep -a -o 'VM-SHA [0-9a-f]\{64\}' "$WORK/console-$1.log" | cut -d' ' -f2)
@@ -120,9 +139,19 @@ with open(sys.argv[1], "wb") as f:
 }
 
 rc=0
-for run in 1 2; do
+for run in $(seq "$BOOTS"); do
   if boot $run; then echo "boot $run: ping and TCP transfer through the VR passed"; else echo "boot $run: FAILED"; rc=1; fi
 done
+# The last queue pair carried the guest's frames: its transmit counter
+# (the transfer above passed through it).
+if [ "$QUEUES" -gt 1 ]; then
+  last=$(grep -a -o "VM-QUEUE tx_queue_$((QUEUES - 1))_packets: [0-9]*" "$WORK/console-1.log" | grep -o '[0-9]*$' || echo 0)
+  if [ "${last:-0}" -gt 0 ]; then
+    echo "queue pair $((QUEUES - 1)): the guest sent $last frames on it, and vrhost forwarded them"
+  else
+    echo "queue pair $((QUEUES - 1)): the guest sent nothing on it"; rc=1
+  fi
+fi
 kill -0 "$(cat "$WORK/vrhost.pid")" 2>/dev/null || { echo "vrhost died" >&2; rc=1; }
 if [ $rc -ne 0 ]; then
   tail -30 "$WORK/vrhost.log" >&2

@@ -64,16 +64,9 @@ trap cleanup EXIT
 # the FPM module and every library they load.
 vm_root "$WORK/root"
 R=$WORK/root
-mkdir -p "$R/etc/frr" "$R/var/run/frr" "$R/var/tmp/frr" "$R/usr/lib/frr"
+mkdir -p "$R/etc/frr" "$R/var/run/frr" "$R/var/tmp/frr"
 FPM_MOD=$(ls /usr/lib/*/frr/modules/dplane_fpm_nl.so)
-for f in /usr/lib/frr/zebra /usr/lib/frr/bgpd "$FPM_MOD"; do
-  mkdir -p "$R$(dirname "$f")"
-  cp "$f" "$R$f"
-  for lib in $(ldd "$f" | grep -o '/[^ ]*'); do
-    mkdir -p "$R$(dirname "$lib")"
-    cp -L "$lib" "$R$lib"
-  done
-done
+vm_copy_bin "$R" /usr/lib/frr/zebra /usr/lib/frr/bgpd "$FPM_MOD"
 echo "root:x:0:0:root:/:/bin/sh" >"$R/etc/passwd"
 printf "root:x:0:\nfrrvty:x:85:root\n" >"$R/etc/group"
 cat >"$R/etc/frr/zebra.conf" <<EOF

@@ -37,6 +37,21 @@ vm_root() {
   done
 }
 
+# vm_copy_bin DIR FILE...: each FILE, and every library it loads (ldd), at
+# the same path under DIR.
+vm_copy_bin() {
+  local root=$1 f lib
+  shift
+  for f in "$@"; do
+    mkdir -p "$root$(dirname "$f")"
+    cp "$f" "$root$f"
+    for lib in $(ldd "$f" | grep -o '/[^ ]*'); do
+      mkdir -p "$root$(dirname "$lib")"
+      cp -L "$lib" "$root$lib"
+    done
+  done
+}
+
 # The start of a guest's /init: busybox's applets, the pseudo file systems
 # and the virtio modules.
 VM_INIT_HEAD="#!/bin/busybox sh
@@ -51,17 +66,20 @@ vm_initrd() { (cd "$1" && find . | cpio -o -H newc --quiet | gzip -1 >"$2"); }
 
 # vm_qemu INITRD SOCKET MAC MEM LOG [QEMU options...]: boots the guest (TCG)
 # with one virtio-net device on the vhost-user SOCKET, its console into
-# LOG, until it powers off or 120 s pass. The device uses legacy interrupts
+# LOG, until it powers off or VM_TIMEOUT (120) seconds pass. With
+# VM_QUEUES=N (1), the device has N queue pairs and the guest N vCPUs, so
+# that its driver turns them all on. The device uses legacy interrupts
 # (vectors=0): QEMU 7.2 crashes starting vhost-user with MSI-X (docs/vm.md).
 vm_qemu() {
-  local initrd=$1 sock=$2 mac=$3 mem=$4 log=$5
+  local initrd=$1 sock=$2 mac=$3 mem=$4 log=$5 q=${VM_QUEUES:-1} mq=""
   shift 5
-  timeout "${VM_TIMEOUT:-120}" ${QEMU_WRAP:-} qemu-system-x86_64 ${QEMU_ARGS:-} -accel tcg -m "$mem" -smp 1 \
+  [ "$q" -gt 1 ] && mq=",mq=on"
+  timeout "${VM_TIMEOUT:-120}" ${QEMU_WRAP:-} qemu-system-x86_64 ${QEMU_ARGS:-} -accel tcg -m "$mem" -smp "$q" \
     -object memory-backend-memfd,id=mem,size="$mem"M,share=on -numa node,memdev=mem \
     -kernel "$KERNEL" -initrd "$initrd" \
     -append "console=ttyS0 quiet panic=-1" -nographic -no-reboot \
     -chardev socket,id=c0,path="$sock" \
-    -netdev vhost-user,id=n0,chardev=c0 \
-    -device virtio-net-pci,netdev=n0,mac="$mac",romfile=,vectors=0 \
+    -netdev vhost-user,id=n0,chardev=c0,queues="$q" \
+    -device virtio-net-pci,netdev=n0,mac="$mac",romfile=,vectors=0"$mq" \
     "$@" >"$log" 2>&1
 }

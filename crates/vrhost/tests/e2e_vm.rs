@@ -4,7 +4,8 @@
 //! TCP, checked by SHA-256 on both ends; then QEMU is restarted and the new
 //! guest does it again through the same `vrhost run` (reconnection).
 //!
-//! And the paper's set-up: a tenant's control plane (FRR) in such a guest
+//! The same with two queue pairs, one per worker, the guest sending
+//! through its second. And the paper's set-up: a tenant's control plane (FRR) in such a guest
 //! peers over the data plane with BIRD in a host namespace, and the routes
 //! it learns drive the VR's FIB through FPM.
 //!
@@ -28,9 +29,9 @@ const VRHOST: &str = env!("CARGO_BIN_EXE_vrhost");
 /// on a small machine.
 static ONE_VM: Mutex<()> = Mutex::new(());
 
-/// Runs `scripts/NAME` with this build's `vrhost`; its stdout, once it
-/// exited 0.
-fn script(name: &str) -> String {
+/// Runs `scripts/NAME` with this build's `vrhost` and `env`; its stdout,
+/// once it exited 0.
+fn script(name: &str, env: &[(&str, &str)]) -> String {
     let _one = ONE_VM.lock().unwrap_or_else(|e| e.into_inner());
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../scripts")
@@ -38,6 +39,7 @@ fn script(name: &str) -> String {
     let out = Command::new("bash")
         .arg(&script)
         .env("VRHOST", VRHOST)
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("running scripts/{name}: {e}"));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -57,7 +59,7 @@ fn a_qemu_guest_on_vhost_user_pings_and_sends_through_a_vr_twice() {
         &["qemu-system-x86_64", "cpio", "ip", "sha256sum", "python3"],
         "qemu-system-x86 busybox-static cpio iproute2 coreutils",
     );
-    let stdout = script("test-vhost-user-vm.sh");
+    let stdout = script("test-vhost-user-vm.sh", &[]);
     for boot in 1..=2 {
         assert!(
             stdout.contains(&format!(
@@ -66,6 +68,25 @@ fn a_qemu_guest_on_vhost_user_pings_and_sends_through_a_vr_twice() {
             "boot {boot} did not report its ping and transfer:\n{stdout}"
         );
     }
+}
+
+#[test]
+fn a_guest_with_two_queue_pairs_sends_through_the_second() {
+    require_root("e2e_vm", "network namespaces and veth");
+    require_tools(
+        &["qemu-system-x86_64", "cpio", "ip", "ethtool", "python3"],
+        "qemu-system-x86 busybox-static cpio iproute2 ethtool",
+    );
+    // Two workers, a queue pair each; the guest sends from its second vCPU.
+    let stdout = script("test-vhost-user-vm.sh", &[("QUEUES", "2"), ("BOOTS", "1")]);
+    assert!(
+        stdout.contains("boot 1: ping and TCP transfer through the VR passed"),
+        "the two-queue guest did not report its ping and transfer:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("queue pair 1: the guest sent"),
+        "the guest's second queue carried nothing:\n{stdout}"
+    );
 }
 
 #[test]
@@ -82,7 +103,7 @@ fn a_control_plane_in_a_vm_drives_its_vr_through_fpm() {
         ],
         "qemu-system-x86 busybox-static cpio iproute2 frr bird2",
     );
-    let stdout = script("test-vm-control-plane.sh");
+    let stdout = script("test-vm-control-plane.sh", &[]);
     for step in [
         "before the VM: cp-h cannot reach 203.0.113.1",
         "203.0.113.0/24  via 10.2.0.2",
