@@ -40,7 +40,7 @@ WORK=$(mktemp -d)
 nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
 cleanup() {
-  [ -f "$WORK/qemu.pid" ] && kill "$(cat "$WORK/qemu.pid")" 2>/dev/null || true
+  pkill -f "$WORK/initrd.gz" 2>/dev/null || true
   if [ -f "$WORK/vrhost.pid" ]; then
     local pid
     pid=$(cat "$WORK/vrhost.pid")

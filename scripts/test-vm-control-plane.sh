@@ -47,13 +47,16 @@ nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 VR_MAC=02:00:00:09:00:01
 
 cleanup() {
-  [ -f "$WORK/qemu.pid" ] && kill "$(cat "$WORK/qemu.pid")" 2>/dev/null || true
+  # QEMU and its timeout (a function's children: no pid of theirs here);
+  # their command lines name this run's initrd.
+  pkill -f "$WORK/initrd.gz" 2>/dev/null || true
   [ -f "$WORK/bird.pid" ] && kill "$(cat "$WORK/bird.pid")" 2>/dev/null || true
   if [ -f "$WORK/vrhost.pid" ]; then
     local pid
     pid=$(cat "$WORK/vrhost.pid")
     kill "$pid" 2>/dev/null || true
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$pid" 2>/dev/null || true
   fi
   for ns in cp-rtr cp-up cp-h cp-vr; do ip netns del $ns 2>/dev/null || true; done
   if [ -n "${KEEP:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
@@ -173,7 +176,8 @@ name = "red"
   port = "p2"
   addresses = ["10.4.0.1/24"]
 EOF
-nsx cp-rtr "$VRHOST" run --config "$WORK/router.toml" >"$WORK/vrhost.log" 2>&1 &
+# Not through nsx: $! must be vrhost's own pid (ip netns exec execs it).
+ip netns exec cp-rtr "$VRHOST" run --config "$WORK/router.toml" >"$WORK/vrhost.log" 2>&1 &
 echo $! >"$WORK/vrhost.pid"
 for _ in $(seq 100); do [ -S "$WORK/vm.sock" ] && [ -S "$WORK/api.sock" ] && break; sleep 0.1; done
 [ -S "$WORK/vm.sock" ] || { cat "$WORK/vrhost.log" >&2; echo "no vhost-user socket" >&2; exit 1; }
@@ -219,7 +223,6 @@ if reach >/dev/null 2>&1; then fail "cp-h reached 203.0.113.1 before any route w
 echo "before the VM: cp-h cannot reach 203.0.113.1 (no route in the VR)"
 
 VM_TIMEOUT=300 vm_qemu "$WORK/initrd.gz" "$WORK/vm.sock" 52:54:00:00:09:02 512 "$WORK/console.log" &
-echo $! >"$WORK/qemu.pid"
 wait_for 150 has_route || fail "the VR never got 203.0.113.0/24 from the guest's zebra"
 echo "the VR's FIB, from the guest's zebra over FPM:"
 routes | grep -E 'PREFIX|203\.0\.113' | sed 's/^/  /'
