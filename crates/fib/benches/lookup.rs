@@ -701,6 +701,17 @@ fn small_tables(c: &mut Criterion) {
             })
         });
     }
+    // The baseline of the target: one table holding every VR's
+    // routes, the same addresses looked up in it.
+    let mut union = PoptrieLpm::new();
+    for r in &vr_routes {
+        for &(p, nh) in r {
+            union.insert(p, nh);
+        }
+    }
+    group.bench_function("one_table_same_routes", |b| {
+        b.iter(|| bursts(&addrs, |a, o| union.as_snapshot().lookup_batch(a, o)))
+    });
     group.finish();
     let v6 = v6_routes();
     small_table(c, "small_v6_16", &v6, 16);
