@@ -701,6 +701,23 @@ fn small_tables(c: &mut Criterion) {
             })
         });
     }
+    // The same snapshots by value, side by side: the flat header of every
+    // VR in one dense array, so a lookup's first cold line is its index.
+    let dense: Vec<FibSnapshot<Ipv4Addr>> = flats.iter().map(|s| (**s).clone()).collect();
+    group.bench_function("flat_dense_headers", |b| {
+        b.iter(|| {
+            let mut out = vec![None; BURST];
+            let mut sum = 0u32;
+            for (k, a) in addrs.chunks(BURST).enumerate() {
+                let at = k * BURST;
+                lookup_batch_each(|i| &dense[lanes[at + i].0], a, &mut out[..a.len()], None);
+                sum = out[..a.len()]
+                    .iter()
+                    .fold(sum, |s, n| s.wrapping_add(n.map_or(0, |n| n.0)));
+            }
+            black_box(sum)
+        })
+    });
     // The baseline of the target: one table holding every VR's
     // routes, the same addresses looked up in it.
     let mut union = PoptrieLpm::new();
