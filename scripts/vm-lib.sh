@@ -7,10 +7,10 @@
 #      QEMU_ARGS adds QEMU options (e.g. "-trace vhost_user_*"), QEMU_WRAP
 #      runs QEMU under a command (e.g. "gdb -batch -ex run -ex bt --args").
 
-KERNEL=${KERNEL:-$(ls /boot/vmlinuz-*cloud-amd64 2>/dev/null | sort -V | tail -1)}
+KERNEL=${KERNEL:-$( (ls /boot/vmlinuz-*cloud-amd64 2>/dev/null || true) | sort -V | tail -1)}
 [ -n "$KERNEL" ] && [ -r "$KERNEL" ] || { echo "no cloud kernel in /boot (apt-get install linux-image-cloud-amd64)" >&2; exit 1; }
 KVER=${KERNEL#/boot/vmlinuz-}
-for t in qemu-system-x86_64 cpio ip; do
+for t in qemu-system-x86_64 cpio ip pkill; do
   command -v $t >/dev/null || { echo "missing $t" >&2; exit 1; }
 done
 BUSYBOX=${BUSYBOX:-$(command -v busybox || true)}
@@ -27,7 +27,7 @@ vm_root() {
   cp "$BUSYBOX" "$1/bin/busybox"
   local m f
   for m in $VM_MODS; do
-    f=$(find "/lib/modules/$KVER" -name "$m.ko*" | head -1)
+    f=$( (find "/lib/modules/$KVER" -name "$m.ko*" 2>/dev/null || true) | head -1)
     [ -n "$f" ] || { echo "module $m missing for $KVER" >&2; exit 1; }
     case $f in
       *.xz) xz -dc "$f" >"$1/lib/$m.ko" ;;
