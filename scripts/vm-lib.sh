@@ -69,7 +69,8 @@ vm_initrd() { (cd "$1" && find . | cpio -o -H newc --quiet | gzip -1 >"$2"); }
 # LOG, until it powers off or VM_TIMEOUT (120) seconds pass. With
 # VM_QUEUES=N (1), the device has N queue pairs and the guest N vCPUs, so
 # that its driver turns them all on. The device uses legacy interrupts
-# (vectors=0): QEMU 7.2 crashes starting vhost-user with MSI-X (docs/vm.md).
+# (vectors=0): QEMU 7.2 under TCG crashes starting vhost-user with MSI-X
+# (its bug, not KVM's path; docs/vm.md).
 vm_qemu() {
   local initrd=$1 sock=$2 mac=$3 mem=$4 log=$5 q=${VM_QUEUES:-1} mq=""
   shift 5
