@@ -298,9 +298,10 @@ impl Port for VhostUserPort {
 
 /// Writes `parts` (header, frame) into the guest's receive buffers: one
 /// chain, or with `mergeable` as many as it takes, `num_buffers` (bytes
-/// 10–11 of the header) set to their count. False when the guest has not
-/// posted enough buffers (the frame is dropped; the chains taken are
-/// returned empty).
+/// 10–11 of the header) set to their count. False when the frame is
+/// dropped: the guest has not posted enough buffers (the chains taken go
+/// back on the available ring, for the next frame), or a buffer is not in
+/// guest memory (the chains taken are returned empty).
 fn write_frame<M>(
     st: &mut vhost_user_backend::VringState<backend::Mem>,
     mem: &M,
@@ -317,11 +318,14 @@ where
     let mut used = 0usize;
     let mut at = 0usize;
     let mut first: Option<vm_memory::GuestAddress> = None;
+    let mut ran_out = false;
     while at < total {
         if used == chains.len() || (used == 1 && !mergeable) {
+            ran_out = true;
             break;
         }
         let Some(chain) = st.get_queue_mut().pop_descriptor_chain(mem.clone()) else {
+            ran_out = true;
             break;
         };
         let head = chain.head_index();
@@ -354,6 +358,12 @@ where
         chains[used] = (head, at.min(total).saturating_sub(start) as u32);
         used += 1;
     }
+    if ran_out {
+        // Not taken after all: the guest's buffers stay available.
+        let q = st.get_queue_mut();
+        q.set_next_avail(q.next_avail().wrapping_sub(used as u16));
+        return false;
+    }
     let ok = at == total;
     if ok && mergeable {
         // num_buffers, little-endian, in the first buffer's header.
@@ -366,4 +376,83 @@ where
         let _ = st.add_used(head, if ok { len } else { 0 });
     }
     ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vhost_user_backend::{VringMutex, VringT};
+    use virtio_bindings::bindings::virtio_ring::VRING_DESC_F_WRITE;
+    use virtio_queue::desc::{split::Descriptor, RawDescriptor};
+    use virtio_queue::mock::MockSplitQueue;
+    use vm_memory::{GuestAddress, GuestMemoryAtomic, GuestMemoryMmap};
+
+    /// A receive queue of 16 entries at address 0 whose driver posted
+    /// `buffers` one-descriptor chains of 64 bytes each, at 1 MiB up.
+    fn rx_queue(buffers: u16) -> (backend::Mem, VringMutex<backend::Mem>) {
+        let gm = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x20_0000)])
+            .expect("guest memory");
+        let mock = MockSplitQueue::new(&gm, 16);
+        let descs: Vec<RawDescriptor> = (0..buffers)
+            .map(|i| {
+                let addr = 0x10_0000 + u64::from(i) * 0x100;
+                RawDescriptor::from(Descriptor::new(addr, 64, VRING_DESC_F_WRITE as u16, 0))
+            })
+            .collect();
+        mock.add_desc_chains(&descs, 0).expect("chains");
+        let (desc, avail, used) = (mock.desc_table_addr(), mock.avail_addr(), mock.used_addr());
+        let mem = GuestMemoryAtomic::new(gm);
+        let vring = VringMutex::new(mem.clone(), 16).expect("vring");
+        {
+            let mut st = vring.get_mut();
+            st.set_queue_info(desc.0, avail.0, used.0)
+                .expect("addresses");
+            st.get_queue_mut().set_size(16);
+            st.get_queue_mut().set_ready(true);
+        }
+        (mem, vring)
+    }
+
+    /// The used ring's index: chains handed back to the guest.
+    fn used_idx(mem: &backend::Mem, vring: &VringMutex<backend::Mem>) -> u16 {
+        let used = vring.get_mut().get_queue().used_ring();
+        mem.memory()
+            .read_obj::<u16>(GuestAddress(used + 2))
+            .expect("used idx")
+    }
+
+    #[test]
+    fn a_frame_the_posted_buffers_cannot_hold_leaves_them_for_the_next() {
+        let (mem, vring) = rx_queue(2);
+        let hdr = [0u8; HDR_LEN];
+        // 12 + 188 bytes: four 64-byte buffers, and the guest posted two.
+        let big = [0xabu8; 188];
+        {
+            let mut st = vring.get_mut();
+            assert!(!write_frame(&mut st, &mem.memory(), &[&hdr, &big], true));
+            assert_eq!(st.get_queue().next_avail(), 0, "both chains given back");
+        }
+        assert_eq!(
+            used_idx(&mem, &vring),
+            0,
+            "no empty frame handed to the guest"
+        );
+        // 12 + 100 bytes fit the two buffers the guest still has.
+        let small = [0xcdu8; 100];
+        {
+            let mut st = vring.get_mut();
+            assert!(write_frame(&mut st, &mem.memory(), &[&hdr, &small], true));
+            assert_eq!(st.get_queue().next_avail(), 2);
+        }
+        assert_eq!(used_idx(&mem, &vring), 2);
+        let m = mem.memory();
+        let num_buffers = m
+            .read_obj::<u16>(GuestAddress(0x10_0000 + 10))
+            .expect("header");
+        assert_eq!(num_buffers, 2, "num_buffers counts both buffers");
+        let last = m
+            .read_obj::<u8>(GuestAddress(0x10_0100 + 47))
+            .expect("tail");
+        assert_eq!(last, 0xcd, "the frame's last byte in the second buffer");
+    }
 }
