@@ -40,22 +40,7 @@ BOOTS=${BOOTS:-2}
 WORK=$(mktemp -d)
 nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
-cleanup() {
-  # QEMU, and the host's receiver of an interrupted boot: their command
-  # lines name this run's files.
-  pkill -f "$WORK/initrd.gz" 2>/dev/null || true
-  pkill -f "$WORK/recv-" 2>/dev/null || true
-  if [ -f "$WORK/vrhost.pid" ]; then
-    local pid
-    pid=$(cat "$WORK/vrhost.pid")
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  for ns in vu-rtr vu-h; do ip netns del $ns 2>/dev/null || true; done
-  if [ -n "${KEEP:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
+trap 'vm_cleanup "$WORK" vu-rtr vu-h' EXIT
 
 # The initramfs: busybox, the virtio modules, /init.
 vm_root "$WORK/root"
@@ -116,10 +101,7 @@ name = "red"
   port = "p1"
   addresses = ["10.2.0.1/24"]
 EOF
-ip netns exec vu-rtr "$VRHOST" run --config "$WORK/router.toml" >"$WORK/vrhost.log" 2>&1 &
-echo $! >"$WORK/vrhost.pid"
-for _ in $(seq 100); do [ -S "$WORK/vm.sock" ] && break; sleep 0.1; done
-[ -S "$WORK/vm.sock" ] || { cat "$WORK/vrhost.log" >&2; echo "no vhost-user socket" >&2; exit 1; }
+vm_vrhost_start vu-rtr "$WORK" "$WORK/vm.sock"
 
 boot() { # $1: run number
   # The host's end of the transfer: what it receives, and its SHA-256.

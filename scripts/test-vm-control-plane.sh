@@ -47,19 +47,8 @@ nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 VR_MAC=02:00:00:09:00:01
 
 cleanup() {
-  # QEMU and its timeout (a function's children: no pid of theirs here);
-  # their command lines name this run's initrd.
-  pkill -f "$WORK/initrd.gz" 2>/dev/null || true
   [ -f "$WORK/bird.pid" ] && kill "$(cat "$WORK/bird.pid")" 2>/dev/null || true
-  if [ -f "$WORK/vrhost.pid" ]; then
-    local pid
-    pid=$(cat "$WORK/vrhost.pid")
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  for ns in cp-rtr cp-up cp-h cp-vr; do ip netns del $ns 2>/dev/null || true; done
-  if [ -n "${KEEP:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
+  vm_cleanup "$WORK" cp-rtr cp-up cp-h cp-vr
 }
 trap cleanup EXIT
 
@@ -177,12 +166,7 @@ name = "red"
   port = "p2"
   addresses = ["10.4.0.1/24"]
 EOF
-# Not through nsx: $! must be vrhost's own pid (ip netns exec execs it).
-ip netns exec cp-rtr "$VRHOST" run --config "$WORK/router.toml" >"$WORK/vrhost.log" 2>&1 &
-echo $! >"$WORK/vrhost.pid"
-for _ in $(seq 100); do [ -S "$WORK/vm.sock" ] && [ -S "$WORK/api.sock" ] && break; sleep 0.1; done
-[ -S "$WORK/vm.sock" ] && [ -S "$WORK/api.sock" ] ||
-  { cat "$WORK/vrhost.log" >&2; echo "no vhost-user or API socket" >&2; exit 1; }
+vm_vrhost_start cp-rtr "$WORK" "$WORK/vm.sock" "$WORK/api.sock"
 routes() { "$VRHOST" ctl --socket "$WORK/api.sock" --token "$TOKEN" routes list red; }
 
 cat >"$WORK/bird.conf" <<EOF

@@ -84,3 +84,38 @@ vm_qemu() {
     -device virtio-net-pci,netdev=n0,mac="$mac",romfile=,vectors=0"$mq" \
     "$@" >"$log" 2>&1
 }
+
+# vm_vrhost_start NS WORK SOCKET...: runs `$VRHOST run --config
+# WORK/router.toml` in namespace NS (log WORK/vrhost.log, pid
+# WORK/vrhost.pid) and waits up to 10 s for each SOCKET; exits with the log
+# if one never appears. Not through a shell function with &: $! must be
+# vrhost's own pid (ip netns exec execs it).
+vm_vrhost_start() {
+  local ns=$1 work=$2 s
+  shift 2
+  ip netns exec "$ns" "$VRHOST" run --config "$work/router.toml" >"$work/vrhost.log" 2>&1 &
+  echo $! >"$work/vrhost.pid"
+  for s in "$@"; do
+    for _ in $(seq 100); do [ -S "$s" ] && break; sleep 0.1; done
+    [ -S "$s" ] || { cat "$work/vrhost.log" >&2; echo "vrhost made no $s" >&2; exit 1; }
+  done
+}
+
+# vm_cleanup WORK NS...: stops this run's QEMU (found by its initrd's path:
+# it runs under timeout inside a function, so no pid of it is kept), any
+# process whose command line names WORK/recv-, and vrhost (hard if it
+# lingers); deletes the namespaces, and WORK unless KEEP is set.
+vm_cleanup() {
+  local work=$1 ns pid
+  shift
+  pkill -f "$work/initrd.gz" 2>/dev/null || true
+  pkill -f "$work/recv-" 2>/dev/null || true
+  if [ -f "$work/vrhost.pid" ]; then
+    pid=$(cat "$work/vrhost.pid")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  for ns in "$@"; do ip netns del "$ns" 2>/dev/null || true; done
+  if [ -n "${KEEP:-}" ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
+}
