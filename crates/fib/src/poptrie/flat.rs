@@ -6,21 +6,32 @@
 //! ```text
 //!   address - base    [ k bits ][ the rest ]   (clamped to the last bucket)
 //!                         │
-//!   index[buckets + 1]    │  u16: the last interval starting at or before
-//!                         ▼       the bucket's first address ──┐
-//!   entries[n]   (start, value)                                ▼
-//!                [0, v0] [base, v1] [s2, v2] …  scan the bucket's few entries
-//!                                               for the last start ≤ address
+//!   words[bucket / 32]    ▼  32 bits: which buckets open a line; 32 bits:
+//!                            the lines opened before ──▶ line = before +
+//!                            popcount(bits up to the bucket) - 1
+//!   lines[line]   8 entries (start, value), sorted: the last one starting
+//!                 at or before the address is the answer (or, marked NEXT,
+//!                 the overflow line to read on in)
 //! ```
 //!
 //! A poptrie of 1,000 scattered IPv4 routes spreads over ~220 groups (a
 //! header, a direct array, nodes and leaf blocks each: ~83 bytes a route, and
 //! 4 to 6 dependent loads below the snapshot). The same routes as intervals
-//! are at most 2,001 entries of 8 bytes and an index of ~1,000 `u16`s: ~18
-//! bytes a route, and two dependent loads (the index entry, then one or two
-//! cache lines of entries). With a thousand VRs, that is what decides whether
-//! their tables stay in the caches. An IPv6 /48 in a sparse table sits six
-//! node steps below its group's direct entry; here it is the same two loads.
+//! are at most 2,001 entries, packed eight to a cache line, and a bitmap of
+//! one bit a bucket: about 20 bytes a route, and one cache line of entries a
+//! lookup. With a thousand VRs, that is what decides whether their tables
+//! stay in the caches: a thousand VRs' bitmaps (a quarter of a megabyte for
+//! 1,000 routes each) stay in L2, so a lookup misses on one line, where an
+//! index of a `u16` a bucket (two megabytes for the same VRs) and a window
+//! of entries that straddled lines missed on two or three.
+//!
+//! A line holds whole buckets: the interval in force at the first bucket's
+//! first address, then every interval starting in it and in the buckets
+//! after it that share the line, padded with copies of its last entry, so
+//! that a lookup counts the entries starting at or before its address
+//! (eight comparisons, no branch) and reads the last of them. A bucket with
+//! more than eight intervals goes on in overflow lines after the others: its
+//! line's last entry starts where the next line does and names it.
 //!
 //! The buckets cover the addresses from the second interval's start (`base`:
 //! everything before it is in the first interval) to the last interval's,
@@ -42,7 +53,10 @@
 //!
 //! Built whole from the route map at each snapshot (`PoptrieLpm::snapshot`),
 //! which costs O(routes): hence only for tables of at most
-//! [`FLAT_MAX_ROUTES`].
+//! [`FLAT_MAX_ROUTES`], and only where no bucket needs more than
+//! [`MAX_CHAIN`] lines even with the buckets made finer (a few thousand
+//! host routes inside one small range, far from the table's other routes):
+//! such a table is read through its Poptrie.
 
 use std::sync::Arc;
 
@@ -50,10 +64,22 @@ use std::sync::Arc;
 /// larger ones are read through the Poptrie alone.
 pub const FLAT_MAX_ROUTES: usize = 4_096;
 
-/// Above this many entries in one bucket, a lookup binary-searches the
-/// bucket instead of scanning it (a table with many routes inside one
-/// small range).
-const SCAN_MAX: usize = 8;
+/// Entries a line holds: one cache line of IPv4's 8-byte entries, two of
+/// IPv6's 16-byte ones.
+const LINE: usize = 8;
+
+/// A bucket's lines are kept to at most this many (its line and its
+/// overflow lines), or the buckets are made finer, up to
+/// [`FINER_MAX`] times; a table that still needs more has no flat form.
+const MAX_CHAIN: usize = 16;
+
+/// How many times the buckets may be halved (from about two intervals a
+/// bucket) to keep every bucket within two lines.
+const FINER_MAX: u32 = 3;
+
+/// A leaf value with this bit set is not an answer but the line where the
+/// bucket's intervals go on (see the module documentation).
+const NEXT: u32 = 1 << 30;
 
 /// An address the flat form is built over: `u32` (IPv4), or `u64` (either
 /// half of an IPv6 address).
@@ -61,19 +87,8 @@ pub(crate) trait FlatKey: Copy + Ord + Default + core::fmt::Debug {
     /// Whether an answer may be [`REFINE`]: an IPv6 table's top half, whose
     /// blocks with longer routes hold a table of the low 64 bits.
     const REFINES: bool;
-    /// A bucket with at most this many entries after its first is scanned
-    /// without a branch: a fixed window of this many entries, all compared.
-    /// Those past the bucket start after every address in it, so they
-    /// count only as the padding at the end of the entries, which the
-    /// bucket's length caps. A loop that stops at the first larger start
-    /// mispredicts its exit about once a lookup, the count varying from
-    /// lookup to lookup (callgrind's branch simulation: 0.7 a packet with
-    /// ten VRs' tables). A lookup's bucket holds more routes than the
-    /// average one (each route draws its own traffic): with two entries a
-    /// bucket, a window of 8 covers about 98% of lookups.
-    const WINDOW: usize;
     /// One interval: its start and leaf value.
-    type Entry: Copy + core::fmt::Debug;
+    type Entry: Copy + core::fmt::Debug + Default;
     /// The address of a value that fits the key.
     fn from_u128(v: u128) -> Self;
     fn entry(start: Self, value: u32) -> Self::Entry;
@@ -88,8 +103,6 @@ pub(crate) trait FlatKey: Copy + Ord + Default + core::fmt::Debug {
 
 impl FlatKey for u32 {
     const REFINES: bool = false;
-    /// One cache line of 8-byte entries.
-    const WINDOW: usize = 8;
     /// `start << 32 | value`.
     type Entry = u64;
 
@@ -130,10 +143,6 @@ impl FlatKey for u32 {
 
 impl FlatKey for u64 {
     const REFINES: bool = true;
-    /// As for IPv4: four left about 0.7 mispredicted scans a packet with
-    /// 16 IPv6 routes (callgrind's branch simulation), though eight 16-byte
-    /// entries span two or three lines.
-    const WINDOW: usize = 8;
     /// `(start, value)`.
     type Entry = (u64, u32);
 
@@ -179,20 +188,26 @@ pub(crate) struct Flat<K: FlatKey> {
     /// A bucket is `2^shift` addresses.
     shift: u32,
     /// The last bucket: addresses past it are in it.
-    last: usize,
-    /// Per bucket, and one past the last: the position in `entries` of the
-    /// last interval starting at or before the bucket's first address (0
-    /// for bucket 0, so that addresses before `base` find the first).
-    index: Arc<[u16]>,
-    /// Intervals in address order, each with its leaf value (next hop + 1;
-    /// 0: no route). `entries[0]` starts at 0; neighbours never share a
-    /// value.
-    entries: Arc<[K::Entry]>,
+    last: u32,
+    /// Per 32 buckets: in the low half, bit `j` set where bucket `32w + j`
+    /// opens a line (bucket 0 always does; the others share the line
+    /// before); in the high half, how many lines the buckets before opened.
+    words: Arc<[u64]>,
+    /// The buckets' lines, in address order, then the overflow lines.
+    lines: Arc<[Line<K::Entry>]>,
     /// An IPv6 table's blocks of 2^64 addresses that longer routes divide:
     /// the table of their low 64 bits, which a [`REFINE`] value names.
-    /// Empty for IPv4 and for the blocks' own tables.
-    refine: Arc<[Flat<u64>]>,
+    /// `None` for IPv4 and for the blocks' own tables. (One pointer, so
+    /// that the fields a lookup reads and the family's tag fit one cache
+    /// line of the snapshot.)
+    refine: Option<Arc<Vec<Flat<u64>>>>,
 }
+
+/// [`LINE`] entries, sorted by start, each with its leaf value (next hop
+/// + 1; 0: no route), aligned so that IPv4's are one cache line.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+pub(crate) struct Line<E>([E; LINE]);
 
 /// A leaf value with this bit set is not an answer but the block table
 /// (`Flat::refine`) to look the low 64 bits up in.
@@ -269,13 +284,125 @@ fn intervals(routes: impl Iterator<Item = (u128, u8, u32)>, bits: u32) -> Vec<(u
     out
 }
 
+/// A table's buckets packed into lines, before its entries take their
+/// family's form: [`pack`]'s result.
+struct Packed {
+    /// As [`Flat::words`].
+    words: Vec<u64>,
+    /// As [`Flat::lines`], entries as (start, value).
+    lines: Vec<[(u128, u32); LINE]>,
+}
+
+/// Packs the intervals `out` into lines, bucket by bucket (`buckets` of
+/// `2^shift` addresses from `base`): a bucket shares the line before while
+/// its intervals fit there, opens a line otherwise, and goes on in overflow
+/// lines past eight. Also returns the most lines a bucket reads.
+fn pack(out: &[(u128, u32)], base: u128, shift: u32, buckets: usize) -> Option<(Packed, usize)> {
+    let n = out.len();
+    // The first address of bucket `b`; `None` past the end of the space
+    // (`checked_shl` would drop the bits shifted out).
+    let first = |b: usize| {
+        1u128
+            .checked_shl(shift)
+            .and_then(|width| (b as u128).checked_mul(width))
+            .and_then(|o| base.checked_add(o))
+    };
+    let mut words = vec![0u64; buckets.div_ceil(32)];
+    let mut main: Vec<Vec<(u128, u32)>> = Vec::new();
+    let mut over: Vec<Vec<(u128, u32)>> = Vec::new();
+    // Whether the last main line takes more intervals.
+    let mut open = false;
+    // The first interval in no line yet; the bucket's first and its end.
+    let mut next = 0usize;
+    let mut lo = 0usize;
+    let mut hi = 0usize;
+    let mut longest = 1;
+    for b in 0..buckets {
+        // The interval in force at the bucket's first address (the first
+        // interval for bucket 0, which also takes the addresses before
+        // `base`), and the end of those starting before the next bucket's
+        // (all of them for the last bucket, which takes the rest).
+        if b > 0 {
+            let at = first(b);
+            while lo + 1 < n && at.is_none_or(|a| out[lo + 1].0 <= a) {
+                lo += 1;
+            }
+        }
+        let end = if b + 1 == buckets { None } else { first(b + 1) };
+        while hi < n && end.is_none_or(|e| out[hi].0 < e) {
+            hi += 1;
+        }
+        let hi = hi.max(lo + 1);
+        if open {
+            if let Some(line) = main.last_mut() {
+                if line.len() + (hi - next) <= LINE {
+                    line.extend_from_slice(&out[next..hi]);
+                    next = hi;
+                    continue;
+                }
+            }
+        }
+        // A line of its own: the bucket's intervals from the one in force,
+        // eight a line, the last entry of a full line starting where the
+        // next line does and naming it (its index among the overflow lines,
+        // placed after the main lines below).
+        words[b / 32] |= 1 << (b % 32);
+        let mut rest = &out[lo..hi];
+        let mut chain: Vec<Vec<(u128, u32)>> = Vec::new();
+        while rest.len() > LINE {
+            let (now, later) = rest.split_at(LINE - 1);
+            let mut line = now.to_vec();
+            line.push((
+                later[0].0,
+                NEXT | u32::try_from(over.len() + chain.len()).ok()?,
+            ));
+            chain.push(line);
+            rest = later;
+        }
+        chain.push(rest.to_vec());
+        longest = longest.max(chain.len());
+        open = chain.len() == 1;
+        let mut chain = chain.into_iter();
+        main.extend(chain.next());
+        over.extend(chain);
+        next = hi;
+    }
+    // The overflow lines follow the main ones.
+    let shift_by = u32::try_from(main.len()).ok()?;
+    for line in main.iter_mut().chain(over.iter_mut()) {
+        for e in line.iter_mut() {
+            if e.1 & NEXT != 0 {
+                e.1 = NEXT | ((e.1 & !NEXT).checked_add(shift_by)?);
+                if e.1 & !NEXT >= NEXT {
+                    return None;
+                }
+            }
+        }
+    }
+    let mut before = 0u64;
+    for w in &mut words {
+        let opened = u64::from((*w as u32).count_ones());
+        *w |= before << 32;
+        before += opened;
+    }
+    let lines = main
+        .into_iter()
+        .chain(over)
+        .map(|line| {
+            // Padded with copies of its last entry (every line has one).
+            let last = line.last().copied().unwrap_or_default();
+            core::array::from_fn(|i| line.get(i).copied().unwrap_or(last))
+        })
+        .collect();
+    Some((Packed { words, lines }, longest))
+}
+
 impl Flat<u32> {
     /// The flat form of an IPv4 table: `routes` as (address, length, next
-    /// hop + 1) in (address, length) order. `None` if it has more intervals
-    /// than a `u16` index can point at (never for [`FLAT_MAX_ROUTES`]
-    /// routes: at most 2 × routes + 1).
+    /// hop + 1) in (address, length) order. `None` where a bucket would
+    /// need more than [`MAX_CHAIN`] lines (see the module documentation).
     pub(crate) fn build(routes: impl Iterator<Item = (u128, u8, u32)>) -> Option<Flat<u32>> {
-        Flat::from_intervals(intervals(routes, 32), Arc::from([]))
+        Flat::from_intervals(intervals(routes, 32), None)
     }
 }
 
@@ -316,7 +443,7 @@ impl Flat<u64> {
                     .map(|&(p, v)| (p & u128::from(u64::MAX), v)),
             );
             let index = u32::try_from(blocks.len()).ok().filter(|&b| b < REFINE)?;
-            blocks.push(Flat::from_intervals(low, Arc::from([]))?);
+            blocks.push(Flat::from_intervals(low, None)?);
             top.push((block, REFINE | index));
             // What runs on past the block, unless the next interval starts
             // right at its end (or the block ends the space).
@@ -326,130 +453,130 @@ impl Flat<u64> {
             }
             i = j;
         }
-        Flat::from_intervals(top, blocks.into())
+        Flat::from_intervals(top, (!blocks.is_empty()).then(|| Arc::new(blocks)))
     }
 }
 
 impl<K: FlatKey> Flat<K> {
     /// The form of `out` (from [`intervals`], positions within `K`), with
-    /// `refine` as its block tables.
-    fn from_intervals(out: Vec<(u128, u32)>, refine: Arc<[Flat<u64>]>) -> Option<Flat<K>> {
-        let n = out.len();
-        if n > usize::from(u16::MAX) {
+    /// `refine` as its block tables: about two intervals a bucket, or finer
+    /// buckets where that leaves a bucket more than two lines. `None` where
+    /// a value is [`NEXT`]-marked or a bucket needs more than [`MAX_CHAIN`]
+    /// lines at the finest.
+    fn from_intervals(
+        out: Vec<(u128, u32)>,
+        refine: Option<Arc<Vec<Flat<u64>>>>,
+    ) -> Option<Flat<K>> {
+        if out.iter().any(|&(_, v)| v & NEXT != 0) {
             return None;
         }
-        // About two entries a bucket, over [base, last start].
-        let bits = usize::BITS - (n / 2).leading_zeros();
+        let n = out.len();
         let base = out.get(1).map_or(0, |e| e.0);
         // Sorted: `base` is at most the last start.
-        let span = out[n - 1].0 - base;
-        let shift = (u128::BITS - span.leading_zeros()).saturating_sub(bits);
-        let buckets = usize::try_from(span.checked_shr(shift).unwrap_or(0)).ok()? + 1;
-        let mut index = Vec::with_capacity(buckets + 1);
-        index.push(0u16);
-        let mut last = 0usize;
-        for b in 1..=buckets as u128 {
-            // `None` past the end of the space (`checked_shl` would drop
-            // the bits shifted out).
-            let first = 1u128
-                .checked_shl(shift)
-                .and_then(|width| b.checked_mul(width))
-                .and_then(|o| base.checked_add(o));
-            while last + 1 < n && first.is_none_or(|f| out[last + 1].0 <= f) {
-                last += 1;
+        let span = out.last()?.0 - base;
+        let bits = usize::BITS - (n / 2).leading_zeros();
+        let mut finest = None;
+        for finer in 0..=FINER_MAX {
+            let shift = (u128::BITS - span.leading_zeros()).saturating_sub(bits + finer);
+            let buckets = usize::try_from(span.checked_shr(shift).unwrap_or(0)).ok()? + 1;
+            let (packed, longest) = pack(&out, base, shift, buckets)?;
+            let flat = Flat {
+                base: K::from_u128(base),
+                shift,
+                last: u32::try_from(buckets - 1).ok()?,
+                words: packed.words.into(),
+                lines: packed
+                    .lines
+                    .iter()
+                    .map(|l| Line(l.map(|(pos, v)| K::entry(K::from_u128(pos), v))))
+                    .collect(),
+                refine: refine.clone(),
+            };
+            if longest <= 2 || shift == 0 {
+                return Some(flat);
             }
-            index.push(u16::try_from(last).ok()?);
+            finest = (longest <= MAX_CHAIN).then_some(flat);
         }
-        Some(Flat {
-            base: K::from_u128(base),
-            shift,
-            last: buckets - 1,
-            index: index.into(),
-            // The window of the last bucket reads past the last entry:
-            // padding at the last address, which only that address counts,
-            // and the bucket's length caps.
-            entries: out
-                .into_iter()
-                .chain(std::iter::repeat_n((u128::MAX, 0), K::WINDOW))
-                .map(|(pos, value)| K::entry(K::from_u128(pos), value))
-                .collect(),
-            refine,
-        })
+        finest
     }
 
     /// The bucket of `addr`.
     #[inline(always)]
     pub(crate) fn bucket(&self, addr: K) -> usize {
-        addr.bucket(self.base, self.shift, self.last)
+        addr.bucket(self.base, self.shift, self.last as usize)
     }
 
-    /// Where the index entry of bucket `b` lies: a cache line to prefetch.
+    /// Where the bitmap word of bucket `b` lies: a cache line to prefetch.
     #[inline(always)]
     pub(crate) fn index_line(&self, b: usize) -> *const u8 {
-        self.index.as_ptr().wrapping_add(b).cast()
+        self.words.as_ptr().wrapping_add(b / 32).cast()
     }
 
-    /// The first entry bucket `b` can answer with.
+    /// The line of bucket `b`.
     #[inline(always)]
     pub(crate) fn first(&self, b: usize) -> usize {
-        usize::from(self.index[b])
+        let word = self.words.get(b / 32).copied().unwrap_or(0);
+        let opened = (word as u32) & (u32::MAX >> (31 - b % 32));
+        ((word >> 32) as usize + opened.count_ones() as usize).saturating_sub(1)
     }
 
-    /// Where entry `i` lies: a cache line to prefetch.
+    /// Where line `i` starts: a cache line to prefetch.
     #[inline(always)]
     pub(crate) fn entry_line(&self, i: usize) -> *const u8 {
-        self.entries.as_ptr().wrapping_add(i).cast()
+        self.lines.as_ptr().wrapping_add(i).cast()
+    }
+
+    /// Where line `i` ends: its last cache line (the same one for IPv4, the
+    /// second for IPv6), to prefetch with [`Flat::entry_line`]'s, since the
+    /// line is read whole.
+    #[inline(always)]
+    pub(crate) fn window_line(&self, i: usize) -> *const u8 {
+        self.entry_line(i)
+            .wrapping_add(size_of::<Line<K::Entry>>() - 64)
     }
 
     /// The leaf value (next hop + 1, 0 for none) of `addr`, in bucket `b`
-    /// whose first candidate is `lo` ([`Flat::first`]); `low` is the
-    /// address's low 64 bits, looked up in its block when `addr` falls in
-    /// a divided one (IPv6; IPv4 passes 0).
+    /// whose line is `line` ([`Flat::first`]); `low` is the address's low
+    /// 64 bits, looked up in its block when `addr` falls in a divided one
+    /// (IPv6; IPv4 passes 0).
     #[inline(always)]
-    pub(crate) fn finish(&self, addr: K, low: u64, b: usize, lo: usize) -> u32 {
-        self.scan(addr, low, lo, usize::from(self.index[b + 1]))
-    }
-
-    /// Where the window of a bucket whose first entry is `i` ends: its
-    /// last cache line, to prefetch with [`Flat::entry_line`]'s, since
-    /// the window is read whole.
-    #[inline(always)]
-    pub(crate) fn window_line(&self, i: usize) -> *const u8 {
-        self.entry_line(i + K::WINDOW)
-    }
-
-    /// The first and last candidates of bucket `b`: its entry of the index
-    /// and the next, read together.
-    #[inline(always)]
-    pub(crate) fn span(&self, b: usize) -> (usize, usize) {
-        match self.index.get(b..b + 2) {
-            Some(&[lo, hi]) => (usize::from(lo), usize::from(hi)),
-            _ => (0, 0),
+    pub(crate) fn finish(&self, addr: K, low: u64, _b: usize, line: usize) -> u32 {
+        let mut value = self.scan(addr, line);
+        if value & NEXT != 0 {
+            value = self.overflow(addr, line, value);
         }
-    }
-
-    /// [`Flat::finish`] with the bucket's candidates `lo..=hi` at hand
-    /// ([`Flat::span`]).
-    #[inline(always)]
-    pub(crate) fn scan(&self, addr: K, low: u64, lo: usize, hi: usize) -> u32 {
-        // The bucket's entries after the first: those starting at or
-        // before `addr` come first (the entries are sorted), so their count
-        // is the answer's offset from `lo`.
-        let len = hi.saturating_sub(lo);
-        let window = self.entries.get(lo + 1..lo + 1 + K::WINDOW);
-        let found = match (window, self.entries.get(lo + 1..=hi)) {
-            (Some(w), _) if len <= K::WINDOW => {
-                lo + w.iter().filter(|e| addr.after(e)).count().min(len)
-            }
-            (_, Some(s)) if s.len() <= SCAN_MAX => {
-                lo + s.iter().take_while(|e| addr.after(e)).count()
-            }
-            (_, Some(s)) => lo + s.partition_point(|e| addr.after(e)),
-            (_, None) => lo,
-        };
-        let value = self.entries.get(found).map_or(0, |&e| K::value(e));
         if K::REFINES && value & REFINE != 0 {
             return self.in_block(value, low);
+        }
+        value
+    }
+
+    /// The value of the last entry of line `i` starting at or before
+    /// `addr`: the count of those entries (at least one: a line's first
+    /// entry starts at or before every address that reads it) is its
+    /// position plus one.
+    #[inline(always)]
+    fn scan(&self, addr: K, i: usize) -> u32 {
+        let Some(line) = self.lines.get(i) else {
+            return 0;
+        };
+        let n = line.0.iter().filter(|e| addr.after(e)).count();
+        K::value(line.0[n.wrapping_sub(1) % LINE])
+    }
+
+    /// [`Flat::finish`]'s rare case, out of the lookups' loops: `value`
+    /// from line `i` names the overflow line where the bucket goes on.
+    /// Overflow lines follow the line that names them, so the walk ends.
+    #[cold]
+    #[inline(never)]
+    fn overflow(&self, addr: K, mut i: usize, mut value: u32) -> u32 {
+        while value & NEXT != 0 {
+            let next = (value & !NEXT) as usize;
+            if next <= i {
+                return 0;
+            }
+            i = next;
+            value = self.scan(addr, i);
         }
         value
     }
@@ -469,15 +596,21 @@ impl<K: FlatKey> Flat<K> {
     #[inline(never)]
     fn in_block(&self, value: u32, low: u64) -> u32 {
         self.refine
-            .get((value & !REFINE) as usize)
+            .as_ref()
+            .and_then(|r| r.get((value & !REFINE) as usize))
             .map_or(0, |b| b.lookup(low, 0))
     }
 
-    /// Heap bytes of the index, the entries and the block tables.
+    /// Heap bytes of the bitmap, the lines and the block tables.
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.index.len() * 2
-            + self.entries.len() * size_of::<K::Entry>()
-            + self.refine.iter().map(Flat::memory_bytes).sum::<usize>()
+        self.words.len() * 8
+            + self.lines.len() * size_of::<Line<K::Entry>>()
+            + self
+                .refine
+                .iter()
+                .flat_map(|r| r.iter())
+                .map(Flat::memory_bytes)
+                .sum::<usize>()
     }
 }
 
@@ -513,7 +646,7 @@ mod tests {
             assert_eq!(flat.lookup(addr, 0), want, "{addr:#x}");
         }
         // 0/0, 10/8, 10.1/16, 10.1.2/24, back to 10.1/16, 10/8, 0/0.
-        assert_eq!(flat.entries.len() - u32::WINDOW, 7);
+        assert_eq!(intervals_of(&flat), 7);
     }
 
     #[test]
@@ -526,7 +659,66 @@ mod tests {
         assert_eq!(flat.lookup(u32::MAX, 0), 2);
         assert_eq!(flat.lookup(0x09ff_ffff, 0), 0);
         // [0, none) [10/8, 1) [11/8, none) [255.255.255.255, 2)
-        assert_eq!(flat.entries.len() - u32::WINDOW, 4);
+        assert_eq!(intervals_of(&flat), 4);
+    }
+
+    /// The distinct intervals in `flat`'s lines (overflow markers aside).
+    fn intervals_of(flat: &Flat<u32>) -> usize {
+        let mut starts: Vec<u64> = flat
+            .lines
+            .iter()
+            .flat_map(|l| l.0)
+            .filter(|&e| u32::value(e) & NEXT == 0)
+            .collect();
+        starts.sort_unstable();
+        starts.dedup();
+        starts.len()
+    }
+
+    #[test]
+    fn lines_are_cache_lines() {
+        assert_eq!(size_of::<Line<u64>>(), 64);
+        assert_eq!(align_of::<Line<u64>>(), 64);
+        assert_eq!(size_of::<Line<(u64, u32)>>(), 128);
+        let flat = flat4(&[(0x0a00_0000, 8, 1)]);
+        assert_eq!(flat.entry_line(0) as usize % 64, 0);
+        assert_eq!(flat.window_line(0), flat.entry_line(0));
+    }
+
+    #[test]
+    fn a_bucket_of_many_intervals_goes_on_in_overflow_lines() {
+        // 40 host routes in one /26, and two far-off /8s that stretch the
+        // span: the /26 is one bucket at every bucket size tried, its 81
+        // intervals eleven lines, the first naming the next.
+        let mut routes: Vec<_> = (0..40u32).map(|i| (0xc000_0200 + i, 32, i + 1)).collect();
+        routes.insert(0, (0x0100_0000, 8, 100));
+        routes.push((0xdf00_0000, 8, 101));
+        let flat = flat4(&routes);
+        let b = flat.bucket(0xc000_0200);
+        assert_eq!(flat.bucket(0xc000_0227), b);
+        assert!(
+            flat.lines.len() > flat.first(flat.last as usize) + 1,
+            "overflow lines"
+        );
+        for i in 0..40u32 {
+            assert_eq!(flat.lookup(0xc000_0200 + i, 0), i + 1);
+        }
+        assert_eq!(flat.lookup(0xc000_0228, 0), 0);
+        assert_eq!(flat.lookup(0xc000_01ff, 0), 0);
+        assert_eq!(flat.lookup(0x0123_4567, 0), 100);
+        assert_eq!(flat.lookup(0xdfff_ffff, 0), 101);
+        assert_eq!(flat.lookup(0xe000_0000, 0), 0);
+    }
+
+    #[test]
+    fn a_bucket_too_crowded_even_when_finer_has_no_flat_form() {
+        // 200 host routes in one /24 and two far-off /8s: 401 intervals in
+        // one bucket at every size tried (the /8s leave buckets of 2^21
+        // addresses at the finest), 58 lines, past MAX_CHAIN.
+        let mut routes: Vec<_> = (0..200u32).map(|i| (0xc000_0200 + i, 32, i + 1)).collect();
+        routes.insert(0, (0x0100_0000, 8, 100));
+        routes.push((0xdf00_0000, 8, 101));
+        assert!(Flat::build(routes.iter().map(|&(a, l, v)| (u128::from(a), l, v))).is_none());
     }
 
     #[test]
@@ -544,12 +736,63 @@ mod tests {
         assert_eq!(flat.lookup(u32::MAX, 0), 0);
     }
 
+    /// The longest of `routes` (address, length, value) containing `addr`:
+    /// the definition, route by route.
+    fn longest_match(routes: &[(u32, u8, u32)], addr: u32) -> u32 {
+        routes
+            .iter()
+            .filter(|&&(a, l, _)| l == 0 || (a ^ addr) >> (32 - u32::from(l)) == 0)
+            .max_by_key(|&&(_, l, _)| l)
+            .map_or(0, |&(_, _, v)| v)
+    }
+
+    proptest::proptest! {
+        /// Crowded clusters (host routes and long prefixes inside a few
+        /// /20s) beside scattered short routes: buckets that share lines,
+        /// fill them and go on in overflow lines, at every bucket size the
+        /// build tries. Every route's edges and neighbours answer as the
+        /// definition does, or the table has no flat form.
+        #[test]
+        fn lines_answer_as_longest_match(
+            clusters in proptest::collection::vec(
+                (proptest::prelude::any::<u32>(),
+                 proptest::collection::vec((0u32..4096, 20u8..=32, 1u32..50), 0..120)),
+                1..4),
+            wide in proptest::collection::vec((proptest::prelude::any::<u32>(), 0u8..20, 1u32..50), 0..30),
+            probes in proptest::collection::vec(proptest::prelude::any::<u32>(), 64),
+        ) {
+            let mut routes: Vec<(u32, u8, u32)> = Vec::new();
+            for (at, members) in &clusters {
+                for &(off, len, v) in members {
+                    routes.push(((at & !0xfff) | off, len, v));
+                }
+            }
+            routes.extend(wide);
+            for r in &mut routes {
+                r.0 &= u32::MAX.checked_shl(32 - u32::from(r.1)).unwrap_or(0);
+            }
+            routes.sort_unstable_by_key(|&(a, l, _)| (a, l));
+            routes.dedup_by_key(|r| (r.0, r.1));
+            let Some(flat) = Flat::build(routes.iter().map(|&(a, l, v)| (u128::from(a), l, v))) else {
+                return Ok(());
+            };
+            let edges = routes.iter().flat_map(|&(a, l, _)| {
+                let end = a.wrapping_add(u32::MAX.checked_shr(u32::from(l)).unwrap_or(0));
+                [a, a.wrapping_sub(1), end, end.wrapping_add(1)]
+            });
+            for addr in edges.chain(probes).chain([0, u32::MAX]) {
+                proptest::prop_assert_eq!(flat.lookup(addr, 0), longest_match(&routes, addr), "{:#x}", addr);
+            }
+        }
+    }
+
     #[test]
     fn an_empty_table_has_one_interval() {
         let flat = flat4(&[]);
         assert_eq!(flat.lookup(0, 0), 0);
         assert_eq!(flat.lookup(u32::MAX, 0), 0);
-        assert_eq!(flat.memory_bytes(), 2 * 2 + 8 * (1 + u32::WINDOW));
+        // One bucket, one word, one line.
+        assert_eq!(flat.memory_bytes(), 8 + 64);
     }
 
     /// The answer of `flat` (an IPv6 table) for `addr`.
@@ -581,7 +824,7 @@ mod tests {
         assert_eq!(flat.base, (p(0x2001_0db8_0001) >> 64) as u64);
         // The /128 divides the last block of 2^64 addresses; nothing else
         // is longer than /64.
-        assert_eq!(flat.refine.len(), 1);
+        assert_eq!(flat.refine.as_ref().map(|r| r.len()), Some(1));
     }
 
     #[test]
@@ -619,6 +862,6 @@ mod tests {
             assert_eq!(lookup6(&flat, a(addr)), want, "{addr}");
         }
         // Two divided blocks: 2001:db8::/64 and 2001:db8:0:1::/64.
-        assert_eq!(flat.refine.len(), 2);
+        assert_eq!(flat.refine.as_ref().map(|r| r.len()), Some(2));
     }
 }
