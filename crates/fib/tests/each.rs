@@ -107,8 +107,8 @@ fn check<A: FibAddr>(
         }
         // Every level prefetched for every address when asked, none when
         // not: five for a Poptrie (table, slot, group, direct entry, block),
-        // four for a flat table (table, index, entries and the last line of
-        // the window the lookup reads), two for an empty
+        // four for a flat table (table, bitmap word, line and the line's last
+        // cache line, the same one for IPv4), two for an empty
         // one (table, and where its top slot would be).
         let levels = |t: usize| {
             if fibs[t].is_empty() {

@@ -18,12 +18,12 @@
 //! header, a direct array, nodes and leaf blocks each: ~83 bytes a route, and
 //! 4 to 6 dependent loads below the snapshot). The same routes as intervals
 //! are at most 2,001 entries, packed eight to a cache line, and a bitmap of
-//! one bit a bucket: about 20 bytes a route, and one cache line of entries a
+//! one bit a bucket: about 25 bytes a route, and one cache line of entries a
 //! lookup. With a thousand VRs, that is what decides whether their tables
-//! stay in the caches: a thousand VRs' bitmaps (a quarter of a megabyte for
-//! 1,000 routes each) stay in L2, so a lookup misses on one line, where an
-//! index of a `u16` a bucket (two megabytes for the same VRs) and a window
-//! of entries that straddled lines missed on two or three.
+//! stay in the caches: a thousand VRs' bitmaps are a quarter of a megabyte
+//! (1,000 routes each), where an index of a `u16` a bucket was two
+//! megabytes, and a lookup reads one line of entries, where the index's
+//! window of entries straddled two lines seven times in eight.
 //!
 //! A line holds whole buckets: the interval in force at the first bucket's
 //! first address, then every interval starting in it and in the buckets

@@ -184,7 +184,7 @@ pub fn lookup_batch_each<'t, A: FibAddr>(
 
 /// One pass of [`lookup_batch_each`]: `keys` yields `out.len()` ≤
 /// [`PREFETCH_BATCH`] keys, key `i` for `table(i)`. Lanes whose table has a
-/// flat form ([`Flat`]) are answered from it (two levels: index, entries);
+/// flat form ([`Flat`]) are answered from it (two levels: bitmap word, line);
 /// the others walk their Poptrie (top slot, group, direct entry, block).
 #[inline(always)]
 fn each_pass<'t, A: FibAddr, K: Key>(
@@ -290,7 +290,8 @@ fn each_pass<'t, A: FibAddr, K: Key>(
             }
         }
     };
-    // Flat lanes read their window whole: its last line too.
+    // Flat lanes read their line whole: its last cache line too (IPv6's
+    // lines are two).
     let window_lines = |line: &mut [*const u8]| {
         let mut lines = 0;
         for i in 0..m {

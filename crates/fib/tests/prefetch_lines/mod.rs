@@ -1,8 +1,8 @@
 //! `FibSnapshot::lookup_batch_prefetch` under test, with a stand-in for the
 //! CPU's prefetch that counts the cache lines it is asked for (this
 //! thread's), so that every address can be checked to be prefetched at
-//! each level: its direct entry, then its leaf block (a Poptrie); its index
-//! entry, then the first and last line of the window of entries it reads
+//! each level: its direct entry, then its leaf block (a Poptrie); its bitmap
+//! word, then the first and last cache line of the line of entries it reads
 //! (a flat table).
 
 use std::cell::Cell;
