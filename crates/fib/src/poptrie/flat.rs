@@ -30,8 +30,11 @@
 //! after it that share the line, padded with copies of its last entry, so
 //! that a lookup counts the entries starting at or before its address
 //! (eight comparisons, no branch) and reads the last of them. A bucket with
-//! more than eight intervals goes on in overflow lines after the others: its
-//! line's last entry starts where the next line does and names it.
+//! more than eight intervals goes on in a run of overflow lines after the
+//! others: its line's last entry starts where the run does and names it,
+//! and a lookup past it binary-searches the run's lines by their first
+//! entries (a crowded range: many long routes inside one bucket), then
+//! reads the line it lands on as any other.
 //!
 //! The buckets cover the addresses from the second interval's start (`base`:
 //! everything before it is in the first interval) to the last interval's,
@@ -53,10 +56,7 @@
 //!
 //! Built whole from the route map at each snapshot (`PoptrieLpm::snapshot`),
 //! which costs O(routes): hence only for tables of at most
-//! [`FLAT_MAX_ROUTES`], and only where no bucket needs more than
-//! [`MAX_CHAIN`] lines even with the buckets made finer (a few thousand
-//! host routes inside one small range, far from the table's other routes):
-//! such a table is read through its Poptrie.
+//! [`FLAT_MAX_ROUTES`].
 
 use std::sync::Arc;
 
@@ -68,17 +68,22 @@ pub const FLAT_MAX_ROUTES: usize = 4_096;
 /// IPv6's 16-byte ones.
 const LINE: usize = 8;
 
-/// A bucket's lines are kept to at most this many (its line and its
-/// overflow lines), or the buckets are made finer, up to
-/// [`FINER_MAX`] times; a table that still needs more has no flat form.
-const MAX_CHAIN: usize = 16;
+/// The buckets are halved, up to this many times, while more than one
+/// interval in [`OVERFLOW_SHARE`] would be in an overflow line: a crowded
+/// range (IPv6's routes inside a few /12s of 2000::/3) would otherwise send
+/// most lookups to the overflow path (62% of them with 1,000 IPv6 routes).
+const FINER_MAX: u32 = 4;
 
-/// How many times the buckets may be halved (from about two intervals a
-/// bucket) to keep every bucket within two lines.
-const FINER_MAX: u32 = 3;
+/// See [`FINER_MAX`].
+const OVERFLOW_SHARE: usize = 16;
 
-/// A leaf value with this bit set is not an answer but the line where the
-/// bucket's intervals go on (see the module documentation).
+/// Most lines a table may have: a [`NEXT`] value names a run of overflow
+/// lines by its first line and its length, 15 bits each.
+const RUN_MAX: usize = 1 << 15;
+
+/// A leaf value with this bit set is not an answer but the run of overflow
+/// lines where the bucket's intervals go on: its first line in bits 0-14,
+/// how many lines in bits 15-29 (see the module documentation).
 const NEXT: u32 = 1 << 30;
 
 /// An address the flat form is built over: `u32` (IPv4), or `u64` (either
@@ -284,100 +289,164 @@ fn intervals(routes: impl Iterator<Item = (u128, u8, u32)>, bits: u32) -> Vec<(u
     out
 }
 
-/// A table's buckets packed into lines, before its entries take their
-/// family's form: [`pack`]'s result.
-struct Packed {
+/// How many of the intervals `out` buckets of `2^shift` addresses from
+/// `base` would put in overflow lines: past the first seven of each bucket
+/// (its line's eighth entry names the run), the interval in force at its
+/// first address counted as one. The intervals after the first all start
+/// at or after `base`; a bucket's are consecutive.
+fn overflowing(out: &[(u128, u32)], base: u128, shift: u32) -> usize {
+    let bucket = |start: u128| (start - base).checked_shr(shift).unwrap_or(0);
+    let mut over = 0;
+    let mut i = 1;
+    while let Some(&(start, _)) = out.get(i) {
+        let b = bucket(start);
+        let k = out[i..].iter().take_while(|e| bucket(e.0) == b).count();
+        over += (k + 1).saturating_sub(LINE - 1);
+        i += k;
+    }
+    over
+}
+
+/// A table's buckets packed into lines: [`pack`]'s result.
+struct Packed<E> {
     /// As [`Flat::words`].
     words: Vec<u64>,
-    /// As [`Flat::lines`], entries as (start, value).
-    lines: Vec<[(u128, u32); LINE]>,
+    /// As [`Flat::lines`].
+    lines: Vec<Line<E>>,
+}
+
+/// Fills the unused end of a line with copies of its last entry.
+fn pad<E: Copy>(line: &mut Line<E>, used: usize) {
+    if let Some(&last) = line.0.get(used.max(1) - 1) {
+        line.0[used..].fill(last);
+    }
 }
 
 /// Packs the intervals `out` into lines, bucket by bucket (`buckets` of
 /// `2^shift` addresses from `base`): a bucket shares the line before while
-/// its intervals fit there, opens a line otherwise, and goes on in overflow
-/// lines past eight. Also returns the most lines a bucket reads.
-fn pack(out: &[(u128, u32)], base: u128, shift: u32, buckets: usize) -> Option<(Packed, usize)> {
-    let n = out.len();
-    // The first address of bucket `b`; `None` past the end of the space
-    // (`checked_shl` would drop the bits shifted out).
-    let first = |b: usize| {
-        1u128
-            .checked_shl(shift)
-            .and_then(|width| (b as u128).checked_mul(width))
-            .and_then(|o| base.checked_add(o))
+/// its intervals fit there and opens a line otherwise; past eight, its line
+/// ends with a [`NEXT`] entry naming the run of overflow lines that holds
+/// the rest, eight to a line. `None` if the lines are too many to name
+/// (2^15).
+fn pack<K: FlatKey>(
+    out: &[(u128, u32)],
+    base: u128,
+    shift: u32,
+    buckets: usize,
+) -> Option<Packed<K::Entry>> {
+    let entry = |&(pos, v): &(u128, u32)| K::entry(K::from_u128(pos), v);
+    let last = buckets - 1;
+    // The bucket of an interval after the first (which start at or after
+    // `base`), and a bucket's first address.
+    let bucket_of = |start: u128| {
+        usize::try_from((start - base).checked_shr(shift).unwrap_or(0))
+            .map_or(last, |b| b.min(last))
     };
+    let first_of = |b: usize| base + (b as u128).checked_shl(shift).unwrap_or(0);
     let mut words = vec![0u64; buckets.div_ceil(32)];
-    let mut main: Vec<Vec<(u128, u32)>> = Vec::new();
-    let mut over: Vec<Vec<(u128, u32)>> = Vec::new();
-    // Whether the last main line takes more intervals.
-    let mut open = false;
-    // The first interval in no line yet; the bucket's first and its end.
+    let mut main: Vec<Line<K::Entry>> = Vec::new();
+    let mut over: Vec<Line<K::Entry>> = Vec::new();
+    // Main lines ending in a NEXT entry: (line, its start, first overflow
+    // line, lines).
+    let mut runs: Vec<(usize, u128, usize, usize)> = Vec::new();
+    // Entries in the last main line while it takes more; `None` once closed.
+    let mut open: Option<usize> = None;
+    // The first interval in no line yet, and the first bucket not placed.
     let mut next = 0usize;
-    let mut lo = 0usize;
-    let mut hi = 0usize;
-    let mut longest = 1;
-    for b in 0..buckets {
-        // The interval in force at the bucket's first address (the first
-        // interval for bucket 0, which also takes the addresses before
-        // `base`), and the end of those starting before the next bucket's
-        // (all of them for the last bucket, which takes the rest).
-        if b > 0 {
-            let at = first(b);
-            while lo + 1 < n && at.is_none_or(|a| out[lo + 1].0 <= a) {
-                lo += 1;
-            }
+    let mut b0 = 0usize;
+    // Bucket by bucket, skipping those no interval starts in: they share
+    // the line before when it is open; after a closed line, the first of
+    // them opens one with the interval in force, which the rest share.
+    while b0 < buckets {
+        // The next bucket an interval starts in (bucket 0 takes the first
+        // interval and the addresses before `base`), or past the last.
+        let b = match out.get(next) {
+            Some(_) if next == 0 => 0,
+            Some(e) => bucket_of(e.0),
+            None => buckets,
+        };
+        if b > b0 && open.is_none() {
+            // An empty bucket after a closed line: the interval in force.
+            words[b0 / 32] |= 1 << (b0 % 32);
+            let mut line = Line([K::Entry::default(); LINE]);
+            line.0[0] = entry(&out[next - 1]);
+            main.push(line);
+            open = Some(1);
         }
-        let end = if b + 1 == buckets { None } else { first(b + 1) };
-        while hi < n && end.is_none_or(|e| out[hi].0 < e) {
-            hi += 1;
+        if b >= buckets {
+            break;
         }
-        let hi = hi.max(lo + 1);
-        if open {
-            if let Some(line) = main.last_mut() {
-                if line.len() + (hi - next) <= LINE {
-                    line.extend_from_slice(&out[next..hi]);
-                    next = hi;
-                    continue;
+        // The bucket's intervals: the one in force at its first address
+        // (one that starts right there is the bucket's own), then those
+        // starting in it.
+        let lo = if b > 0 && out[next].0 > first_of(b) {
+            next - 1
+        } else {
+            next
+        };
+        let from = next.max(1);
+        let hi = from
+            + out[from..]
+                .iter()
+                .take_while(|e| b == last || bucket_of(e.0) == b)
+                .count();
+        b0 = b + 1;
+        if let (Some(used), Some(line)) = (open, main.last_mut()) {
+            if used + (hi - next) <= LINE {
+                for (slot, e) in line.0[used..].iter_mut().zip(&out[next..hi]) {
+                    *slot = entry(e);
                 }
+                open = Some(used + hi - next);
+                next = hi;
+                continue;
             }
+            pad(line, used);
         }
-        // A line of its own: the bucket's intervals from the one in force,
-        // eight a line, the last entry of a full line starting where the
-        // next line does and naming it (its index among the overflow lines,
-        // placed after the main lines below).
+        // A line of its own, from the interval in force.
         words[b / 32] |= 1 << (b % 32);
-        let mut rest = &out[lo..hi];
-        let mut chain: Vec<Vec<(u128, u32)>> = Vec::new();
-        while rest.len() > LINE {
+        let rest = &out[lo..hi];
+        let mut line = Line([K::Entry::default(); LINE]);
+        if rest.len() <= LINE {
+            for (slot, e) in line.0.iter_mut().zip(rest) {
+                *slot = entry(e);
+            }
+            open = Some(rest.len());
+        } else {
             let (now, later) = rest.split_at(LINE - 1);
-            let mut line = now.to_vec();
-            line.push((
+            for (slot, e) in line.0.iter_mut().zip(now) {
+                *slot = entry(e);
+            }
+            runs.push((
+                main.len(),
                 later[0].0,
-                NEXT | u32::try_from(over.len() + chain.len()).ok()?,
+                over.len(),
+                later.len().div_ceil(LINE),
             ));
-            chain.push(line);
-            rest = later;
+            for chunk in later.chunks(LINE) {
+                let mut o = Line([K::Entry::default(); LINE]);
+                for (slot, e) in o.0.iter_mut().zip(chunk) {
+                    *slot = entry(e);
+                }
+                pad(&mut o, chunk.len());
+                over.push(o);
+            }
+            open = None;
         }
-        chain.push(rest.to_vec());
-        longest = longest.max(chain.len());
-        open = chain.len() == 1;
-        let mut chain = chain.into_iter();
-        main.extend(chain.next());
-        over.extend(chain);
+        main.push(line);
         next = hi;
     }
-    // The overflow lines follow the main ones.
-    let shift_by = u32::try_from(main.len()).ok()?;
-    for line in main.iter_mut().chain(over.iter_mut()) {
-        for e in line.iter_mut() {
-            if e.1 & NEXT != 0 {
-                e.1 = NEXT | ((e.1 & !NEXT).checked_add(shift_by)?);
-                if e.1 & !NEXT >= NEXT {
-                    return None;
-                }
-            }
-        }
+    if let (Some(used), Some(line)) = (open, main.last_mut()) {
+        pad(line, used);
+    }
+    // The overflow lines follow the main ones; a NEXT value holds the run's
+    // first line and its length, 15 bits each.
+    if main.len() + over.len() > RUN_MAX {
+        return None;
+    }
+    let lines = main.len();
+    for (line, start, first, count) in runs {
+        let value = NEXT | ((count as u32) << 15) | (lines + first) as u32;
+        main[line].0[LINE - 1] = K::entry(K::from_u128(start), value);
     }
     let mut before = 0u64;
     for w in &mut words {
@@ -385,22 +454,16 @@ fn pack(out: &[(u128, u32)], base: u128, shift: u32, buckets: usize) -> Option<(
         *w |= before << 32;
         before += opened;
     }
-    let lines = main
-        .into_iter()
-        .chain(over)
-        .map(|line| {
-            // Padded with copies of its last entry (every line has one).
-            let last = line.last().copied().unwrap_or_default();
-            core::array::from_fn(|i| line.get(i).copied().unwrap_or(last))
-        })
-        .collect();
-    Some((Packed { words, lines }, longest))
+    main.extend(over);
+    Some(Packed { words, lines: main })
 }
 
 impl Flat<u32> {
     /// The flat form of an IPv4 table: `routes` as (address, length, next
-    /// hop + 1) in (address, length) order. `None` where a bucket would
-    /// need more than [`MAX_CHAIN`] lines (see the module documentation).
+    /// hop + 1) in (address, length) order. `None` where a next hop is
+    /// too large to be a leaf value (2^30 or more) or the lines too many to
+    /// name (never for [`FLAT_MAX_ROUTES`] routes: at most 2 × routes + 1
+    /// intervals).
     pub(crate) fn build(routes: impl Iterator<Item = (u128, u8, u32)>) -> Option<Flat<u32>> {
         Flat::from_intervals(intervals(routes, 32), None)
     }
@@ -459,10 +522,9 @@ impl Flat<u64> {
 
 impl<K: FlatKey> Flat<K> {
     /// The form of `out` (from [`intervals`], positions within `K`), with
-    /// `refine` as its block tables: about two intervals a bucket, or finer
-    /// buckets where that leaves a bucket more than two lines. `None` where
-    /// a value is [`NEXT`]-marked or a bucket needs more than [`MAX_CHAIN`]
-    /// lines at the finest.
+    /// `refine` as its block tables: about two intervals a bucket. `None`
+    /// where a value is [`NEXT`]-marked or the lines are more than
+    /// [`RUN_MAX`].
     fn from_intervals(
         out: Vec<(u128, u32)>,
         refine: Option<Arc<Vec<Flat<u64>>>>,
@@ -475,29 +537,32 @@ impl<K: FlatKey> Flat<K> {
         // Sorted: `base` is at most the last start.
         let span = out.last()?.0 - base;
         let bits = usize::BITS - (n / 2).leading_zeros();
-        let mut finest = None;
+        // The coarsest buckets (from about two intervals a bucket) that
+        // leave at most one interval in OVERFLOW_SHARE to overflow lines,
+        // or the finest tried that leaves the fewest.
+        let top = u128::BITS - span.leading_zeros();
+        let mut best = (u128::BITS, usize::MAX);
         for finer in 0..=FINER_MAX {
-            let shift = (u128::BITS - span.leading_zeros()).saturating_sub(bits + finer);
-            let buckets = usize::try_from(span.checked_shr(shift).unwrap_or(0)).ok()? + 1;
-            let (packed, longest) = pack(&out, base, shift, buckets)?;
-            let flat = Flat {
-                base: K::from_u128(base),
-                shift,
-                last: u32::try_from(buckets - 1).ok()?,
-                words: packed.words.into(),
-                lines: packed
-                    .lines
-                    .iter()
-                    .map(|l| Line(l.map(|(pos, v)| K::entry(K::from_u128(pos), v))))
-                    .collect(),
-                refine: refine.clone(),
-            };
-            if longest <= 2 || shift == 0 {
-                return Some(flat);
+            let shift = top.saturating_sub(bits + finer);
+            let over = overflowing(&out, base, shift);
+            if over < best.1 {
+                best = (shift, over);
             }
-            finest = (longest <= MAX_CHAIN).then_some(flat);
+            if over * OVERFLOW_SHARE <= n || shift == 0 {
+                break;
+            }
         }
-        finest
+        let shift = best.0;
+        let buckets = usize::try_from(span.checked_shr(shift).unwrap_or(0)).ok()? + 1;
+        let packed = pack::<K>(&out, base, shift, buckets)?;
+        Some(Flat {
+            base: K::from_u128(base),
+            shift,
+            last: u32::try_from(buckets - 1).ok()?,
+            words: packed.words.into(),
+            lines: packed.lines.into(),
+            refine,
+        })
     }
 
     /// The bucket of `addr`.
@@ -543,7 +608,7 @@ impl<K: FlatKey> Flat<K> {
     pub(crate) fn finish(&self, addr: K, low: u64, _b: usize, line: usize) -> u32 {
         let mut value = self.scan(addr, line);
         if value & NEXT != 0 {
-            value = self.overflow(addr, line, value);
+            value = self.overflow(addr, value);
         }
         if K::REFINES && value & REFINE != 0 {
             return self.in_block(value, low);
@@ -565,20 +630,19 @@ impl<K: FlatKey> Flat<K> {
     }
 
     /// [`Flat::finish`]'s rare case, out of the lookups' loops: `value`
-    /// from line `i` names the overflow line where the bucket goes on.
-    /// Overflow lines follow the line that names them, so the walk ends.
+    /// names the run of overflow lines where the bucket goes on. The run is
+    /// sorted, so the line to read is the last whose first entry starts at
+    /// or before `addr` (binary search over the lines' first entries).
     #[cold]
     #[inline(never)]
-    fn overflow(&self, addr: K, mut i: usize, mut value: u32) -> u32 {
-        while value & NEXT != 0 {
-            let next = (value & !NEXT) as usize;
-            if next <= i {
-                return 0;
-            }
-            i = next;
-            value = self.scan(addr, i);
-        }
-        value
+    fn overflow(&self, addr: K, value: u32) -> u32 {
+        let first = (value & 0x7fff) as usize;
+        let count = ((value >> 15) & 0x7fff) as usize;
+        let Some(run) = self.lines.get(first..first + count) else {
+            return 0;
+        };
+        let at = run.partition_point(|l| addr.after(&l.0[0]));
+        self.scan(addr, first + at.saturating_sub(1))
     }
 
     /// The leaf value of the address `addr` (then `low`, as for
@@ -688,8 +752,8 @@ mod tests {
     #[test]
     fn a_bucket_of_many_intervals_goes_on_in_overflow_lines() {
         // 40 host routes in one /26, and two far-off /8s that stretch the
-        // span: the /26 is one bucket at every bucket size tried, its 81
-        // intervals eleven lines, the first naming the next.
+        // span: the /26 is one bucket, its 81 intervals a line and a run of
+        // ten overflow lines.
         let mut routes: Vec<_> = (0..40u32).map(|i| (0xc000_0200 + i, 32, i + 1)).collect();
         routes.insert(0, (0x0100_0000, 8, 100));
         routes.push((0xdf00_0000, 8, 101));
@@ -711,14 +775,23 @@ mod tests {
     }
 
     #[test]
-    fn a_bucket_too_crowded_even_when_finer_has_no_flat_form() {
-        // 200 host routes in one /24 and two far-off /8s: 401 intervals in
-        // one bucket at every size tried (the /8s leave buckets of 2^21
-        // addresses at the finest), 58 lines, past MAX_CHAIN.
-        let mut routes: Vec<_> = (0..200u32).map(|i| (0xc000_0200 + i, 32, i + 1)).collect();
-        routes.insert(0, (0x0100_0000, 8, 100));
-        routes.push((0xdf00_0000, 8, 101));
-        assert!(Flat::build(routes.iter().map(|&(a, l, v)| (u128::from(a), l, v))).is_none());
+    fn a_long_run_of_overflow_lines_is_searched() {
+        // 2,000 host routes in one /20 and two far-off /8s: the /20 is one
+        // bucket, its 4,001 intervals a run of 500 overflow lines.
+        let mut routes: Vec<_> = (0..2000u32)
+            .map(|i| (0xc000_0000 + 2 * i, 32, i + 1))
+            .collect();
+        routes.insert(0, (0x0100_0000, 8, 3000));
+        routes.push((0xdf00_0000, 8, 3001));
+        let flat = flat4(&routes);
+        assert!(flat.lines.len() > 500);
+        for i in 0..2000u32 {
+            assert_eq!(flat.lookup(0xc000_0000 + 2 * i, 0), i + 1);
+            assert_eq!(flat.lookup(0xc000_0000 + 2 * i + 1, 0), 0);
+        }
+        assert_eq!(flat.lookup(0xbfff_ffff, 0), 0);
+        assert_eq!(flat.lookup(0x01ff_ffff, 0), 3000);
+        assert_eq!(flat.lookup(0xdf00_0000, 0), 3001);
     }
 
     #[test]
