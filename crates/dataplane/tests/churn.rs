@@ -225,8 +225,8 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
     );
     assert_eq!(total.stable_in, 2 * 20_000 * 32);
     // Three lines per looked-up destination: the table of a few hundred
-    // routes is flat (index entry, then the first and last line of the
-    // window of entries the lookup reads).
+    // routes is flat (bitmap word, then the first and last cache line of
+    // the line of entries the lookup reads, the same one for IPv4).
     assert_eq!(PREFETCHED.load(Ordering::Relaxed), 3 * 20_000 * 64);
     assert!(
         commits >= 50 && changes >= 800,

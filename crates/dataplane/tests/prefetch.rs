@@ -72,7 +72,8 @@ fn prefetch_follows_the_routes_of_all_tables_together() {
     low.set_prefetch(count_lines, 4000);
     high.set_prefetch(count_lines, 10_000);
     // Red's ~3000 routes are a flat table: three lines per lookup (its
-    // index entry, the first and the last line of the window of entries).
+    // bitmap word, the first and the last cache line of its line of
+    // entries, the same one for IPv4).
     assert_eq!(
         lines_for_a_burst(&mut always),
         3 * 8,
@@ -138,8 +139,8 @@ fn bursts_of_many_vrs_prefetch_each_frames_gateway_and_neighbor() {
         }
         LINES.with(Cell::get) - before
     };
-    // Each lookup: its table, index entry, and the window's first and last
-    // lines. The first burst resolves the gateway slots as it goes: their
+    // Each lookup: its table, bitmap word, and its line's first and last
+    // cache lines. The first burst resolves the gateway slots as it goes: their
     // lines are prefetched, the neighbors they will name are not yet.
     assert_eq!(burst(&mut w), 8 * 4 + 8);
     assert_eq!(burst(&mut w), 8 * 4 + 8 + 8);

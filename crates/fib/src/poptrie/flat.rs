@@ -19,7 +19,8 @@
 //! 4 to 6 dependent loads below the snapshot). The same routes as intervals
 //! are at most 2,001 entries, packed eight to a cache line, and a bitmap of
 //! one bit a bucket: about 25 bytes a route, and one cache line of entries a
-//! lookup. With a thousand VRs, that is what decides whether their tables
+//! lookup (IPv4; two adjacent ones for IPv6; more for the few lookups that
+//! land in a crowded bucket's overflow lines). With a thousand VRs, that is what decides whether their tables
 //! stay in the caches: a thousand VRs' bitmaps are a quarter of a megabyte
 //! (1,000 routes each), where an index of a `u16` a bucket was two
 //! megabytes, and a lookup reads one line of entries, where the index's
@@ -226,7 +227,7 @@ pub(crate) enum FlatAny {
 }
 
 impl FlatAny {
-    /// Heap bytes of the index and the entries.
+    /// Heap bytes of the bitmap, the lines and the block tables.
     pub(crate) fn memory_bytes(&self) -> usize {
         match self {
             FlatAny::V4(f) => f.memory_bytes(),
@@ -290,10 +291,11 @@ fn intervals(routes: impl Iterator<Item = (u128, u8, u32)>, bits: u32) -> Vec<(u
 }
 
 /// How many of the intervals `out` buckets of `2^shift` addresses from
-/// `base` would put in overflow lines: past the first seven of each bucket
-/// (its line's eighth entry names the run), the interval in force at its
-/// first address counted as one. The intervals after the first all start
-/// at or after `base`; a bucket's are consecutive.
+/// `base` would put in overflow lines, at most: those past the first seven
+/// of each bucket of more than eight (its line's eighth entry names the
+/// run), the interval in force at its first address counted as one. The
+/// intervals after the first all start at or after `base`; a bucket's are
+/// consecutive.
 fn overflowing(out: &[(u128, u32)], base: u128, shift: u32) -> usize {
     let bucket = |start: u128| (start - base).checked_shr(shift).unwrap_or(0);
     let mut over = 0;
@@ -301,7 +303,9 @@ fn overflowing(out: &[(u128, u32)], base: u128, shift: u32) -> usize {
     while let Some(&(start, _)) = out.get(i) {
         let b = bucket(start);
         let k = out[i..].iter().take_while(|e| bucket(e.0) == b).count();
-        over += (k + 1).saturating_sub(LINE - 1);
+        if k + 1 > LINE {
+            over += k + 1 - (LINE - 1);
+        }
         i += k;
     }
     over
@@ -522,7 +526,8 @@ impl Flat<u64> {
 
 impl<K: FlatKey> Flat<K> {
     /// The form of `out` (from [`intervals`], positions within `K`), with
-    /// `refine` as its block tables: about two intervals a bucket. `None`
+    /// `refine` as its block tables: about two intervals a bucket, or up to
+    /// 16 times finer buckets where a range is crowded ([`FINER_MAX`]). `None`
     /// where a value is [`NEXT`]-marked or the lines are more than
     /// [`RUN_MAX`].
     fn from_intervals(
@@ -626,6 +631,7 @@ impl<K: FlatKey> Flat<K> {
             return 0;
         };
         let n = line.0.iter().filter(|e| addr.after(e)).count();
+        debug_assert!(n > 0, "a line's first entry starts after {addr:?}");
         K::value(line.0[n.wrapping_sub(1) % LINE])
     }
 
@@ -859,6 +865,59 @@ mod tests {
         }
     }
 
+    /// [`longest_match`] for IPv6.
+    fn longest_match6(routes: &[(u128, u8, u32)], addr: u128) -> u32 {
+        routes
+            .iter()
+            .filter(|&&(a, l, _)| l == 0 || (a ^ addr) >> (128 - u32::from(l)) == 0)
+            .max_by_key(|&&(_, l, _)| l)
+            .map_or(0, |&(_, _, v)| v)
+    }
+
+    proptest::proptest! {
+        /// [`lines_answer_as_longest_match`] for IPv6: /40–/64s crowded
+        /// inside a few /32s, some /65–/128s inside them (blocks divided by
+        /// longer routes, whose values are REFINE), and scattered short
+        /// routes.
+        #[test]
+        fn ipv6_lines_answer_as_longest_match(
+            clusters in proptest::collection::vec(
+                (proptest::prelude::any::<u64>(),
+                 proptest::collection::vec(
+                     (proptest::prelude::any::<u64>(), proptest::prelude::any::<u64>(), 40u8..=128, 1u32..50),
+                     0..100)),
+                1..4),
+            wide in proptest::collection::vec((proptest::prelude::any::<u128>(), 0u8..32, 1u32..50), 0..20),
+            probes in proptest::collection::vec(proptest::prelude::any::<u128>(), 64),
+        ) {
+            let mut routes: Vec<(u128, u8, u32)> = Vec::new();
+            for (at, members) in &clusters {
+                for &(hi, lo, len, v) in members {
+                    // Inside the cluster's /32; mostly /64 and shorter.
+                    let len = if lo % 4 == 0 { len } else { len.min(64) };
+                    let top = (at & !0xffff_ffff) | (hi & 0xffff_ffff);
+                    routes.push(((u128::from(top) << 64) | u128::from(lo), len, v));
+                }
+            }
+            routes.extend(wide);
+            for r in &mut routes {
+                r.0 &= u128::MAX.checked_shl(128 - u32::from(r.1)).unwrap_or(0);
+            }
+            routes.sort_unstable_by_key(|&(a, l, _)| (a, l));
+            routes.dedup_by_key(|r| (r.0, r.1));
+            let Some(flat) = Flat::build6(routes.iter().copied()) else {
+                return Ok(());
+            };
+            let edges = routes.iter().flat_map(|&(a, l, _)| {
+                let end = a.wrapping_add(u128::MAX.checked_shr(u32::from(l)).unwrap_or(0));
+                [a, a.wrapping_sub(1), end, end.wrapping_add(1)]
+            });
+            for addr in edges.chain(probes).chain([0, u128::MAX]) {
+                proptest::prop_assert_eq!(lookup6(&flat, addr), longest_match6(&routes, addr), "{:#x}", addr);
+            }
+        }
+    }
+
     #[test]
     fn an_empty_table_has_one_interval() {
         let flat = flat4(&[]);
@@ -898,6 +957,47 @@ mod tests {
         // The /128 divides the last block of 2^64 addresses; nothing else
         // is longer than /64.
         assert_eq!(flat.refine.as_ref().map(|r| r.len()), Some(1));
+    }
+
+    #[test]
+    fn ipv6_crowded_range_goes_on_in_overflow_lines() {
+        // 60 /64s side by side in 2001:db8::/48, every third with a /128 of
+        // its own (a REFINE value, some of them in overflow lines), and
+        // two far-off /16s that stretch the span: at the finest buckets the
+        // /48 is still one bucket, so its intervals need a run of overflow
+        // lines.
+        let a = |hi: u128| hi << 64;
+        let db8 = 0x2001_0db8_0000_0000u128;
+        let mut routes = vec![
+            (0x2400u128 << 112, 16u8, 900u32),
+            (0x2c00u128 << 112, 16, 901),
+        ];
+        for i in 0..60u32 {
+            routes.push((a(db8 + u128::from(i)), 64, i + 1));
+            if i % 3 == 0 {
+                routes.push((a(db8 + u128::from(i)) | 1, 128, 100 + i));
+            }
+        }
+        routes.sort_unstable_by_key(|&(p, l, _)| (p, l));
+        let flat = Flat::build6(routes.into_iter()).expect("small");
+        let b = flat.bucket((db8) as u64);
+        assert_eq!(flat.bucket((db8 + 59) as u64), b);
+        assert!(
+            flat.lines.len() > flat.first(flat.last as usize) + 1,
+            "overflow lines"
+        );
+        for i in 0..60u32 {
+            let block = a(db8 + u128::from(i));
+            assert_eq!(lookup6(&flat, block), i + 1);
+            assert_eq!(lookup6(&flat, block | 2), i + 1);
+            let host = if i % 3 == 0 { 100 + i } else { i + 1 };
+            assert_eq!(lookup6(&flat, block | 1), host);
+        }
+        assert_eq!(lookup6(&flat, a(db8 + 60)), 0);
+        assert_eq!(lookup6(&flat, a(db8) - 1), 0);
+        assert_eq!(lookup6(&flat, 0x2400u128 << 112), 900);
+        assert_eq!(lookup6(&flat, (0x2c00u128 << 112) | 5), 901);
+        assert_eq!(lookup6(&flat, u128::MAX), 0);
     }
 
     #[test]

@@ -432,8 +432,8 @@ fn each_lanes<K: Key>(key: &[K], slot: &[Option<&Slot>], out: &mut [Option<NextH
     }
 }
 
-/// Up to `N` lookups in a flat table: every key's bucket,
-/// then its first interval, then the answer, each step over the whole pass
+/// Up to `N` lookups in a flat table: every key's bucket (its bitmap word),
+/// then its line, then the answer, each step over the whole pass
 /// (with `prefetch`, each step's cache lines prefetched before the next
 /// reads them).
 #[inline(always)]
