@@ -297,7 +297,7 @@ fn intervals(routes: impl Iterator<Item = (u128, u8, u32)>, bits: u32) -> Vec<(u
 /// intervals after the first all start at or after `base`; a bucket's are
 /// consecutive.
 fn overflowing(out: &[(u128, u32)], base: u128, shift: u32) -> usize {
-    let bucket = |start: u128| (start - base).checked_shr(shift).unwrap_or(0);
+    let bucket = |start| bucket_at(start, base, shift);
     let mut over = 0;
     let mut i = 1;
     while let Some(&(start, _)) = out.get(i) {
@@ -311,6 +311,12 @@ fn overflowing(out: &[(u128, u32)], base: u128, shift: u32) -> usize {
     over
 }
 
+/// The bucket of an interval starting at `start` (at or after `base`, at
+/// most the last interval's start, so never past the last bucket).
+fn bucket_at(start: u128, base: u128, shift: u32) -> usize {
+    (start - base).checked_shr(shift).unwrap_or(0) as usize
+}
+
 /// A table's buckets packed into lines: [`pack`]'s result.
 struct Packed<E> {
     /// As [`Flat::words`].
@@ -319,10 +325,15 @@ struct Packed<E> {
     lines: Vec<Line<E>>,
 }
 
-/// Fills the unused end of a line with copies of its last entry.
-fn pad<E: Copy>(line: &mut Line<E>, used: usize) {
+/// Writes `from` into `line` at `at` (in the family's form), and fills the
+/// rest of the line with copies of its last entry.
+fn write<K: FlatKey>(line: &mut Line<K::Entry>, at: usize, from: &[(u128, u32)]) {
+    for (slot, &(pos, v)) in line.0[at..].iter_mut().zip(from) {
+        *slot = K::entry(K::from_u128(pos), v);
+    }
+    let used = at + from.len();
     if let Some(&last) = line.0.get(used.max(1) - 1) {
-        line.0[used..].fill(last);
+        line.0[used.min(LINE)..].fill(last);
     }
 }
 
@@ -338,14 +349,10 @@ fn pack<K: FlatKey>(
     shift: u32,
     buckets: usize,
 ) -> Option<Packed<K::Entry>> {
-    let entry = |&(pos, v): &(u128, u32)| K::entry(K::from_u128(pos), v);
-    let last = buckets - 1;
-    // The bucket of an interval after the first (which start at or after
-    // `base`), and a bucket's first address.
-    let bucket_of = |start: u128| {
-        usize::try_from((start - base).checked_shr(shift).unwrap_or(0))
-            .map_or(last, |b| b.min(last))
-    };
+    let empty = || Line([K::Entry::default(); LINE]);
+    // The bucket of an interval after the first, and a bucket's first
+    // address.
+    let bucket_of = |start| bucket_at(start, base, shift);
     let first_of = |b: usize| base + (b as u128).checked_shl(shift).unwrap_or(0);
     let mut words = vec![0u64; buckets.div_ceil(32)];
     let mut main: Vec<Line<K::Entry>> = Vec::new();
@@ -372,8 +379,8 @@ fn pack<K: FlatKey>(
         if b > b0 && open.is_none() {
             // An empty bucket after a closed line: the interval in force.
             words[b0 / 32] |= 1 << (b0 % 32);
-            let mut line = Line([K::Entry::default(); LINE]);
-            line.0[0] = entry(&out[next - 1]);
+            let mut line = empty();
+            write::<K>(&mut line, 0, &out[next - 1..next]);
             main.push(line);
             open = Some(1);
         }
@@ -392,34 +399,27 @@ fn pack<K: FlatKey>(
         let hi = from
             + out[from..]
                 .iter()
-                .take_while(|e| b == last || bucket_of(e.0) == b)
+                .take_while(|e| bucket_of(e.0) == b)
                 .count();
         b0 = b + 1;
         if let (Some(used), Some(line)) = (open, main.last_mut()) {
             if used + (hi - next) <= LINE {
-                for (slot, e) in line.0[used..].iter_mut().zip(&out[next..hi]) {
-                    *slot = entry(e);
-                }
+                write::<K>(line, used, &out[next..hi]);
                 open = Some(used + hi - next);
                 next = hi;
                 continue;
             }
-            pad(line, used);
         }
         // A line of its own, from the interval in force.
         words[b / 32] |= 1 << (b % 32);
         let rest = &out[lo..hi];
-        let mut line = Line([K::Entry::default(); LINE]);
+        let mut line = empty();
         if rest.len() <= LINE {
-            for (slot, e) in line.0.iter_mut().zip(rest) {
-                *slot = entry(e);
-            }
+            write::<K>(&mut line, 0, rest);
             open = Some(rest.len());
         } else {
             let (now, later) = rest.split_at(LINE - 1);
-            for (slot, e) in line.0.iter_mut().zip(now) {
-                *slot = entry(e);
-            }
+            write::<K>(&mut line, 0, now);
             runs.push((
                 main.len(),
                 later[0].0,
@@ -427,20 +427,14 @@ fn pack<K: FlatKey>(
                 later.len().div_ceil(LINE),
             ));
             for chunk in later.chunks(LINE) {
-                let mut o = Line([K::Entry::default(); LINE]);
-                for (slot, e) in o.0.iter_mut().zip(chunk) {
-                    *slot = entry(e);
-                }
-                pad(&mut o, chunk.len());
+                let mut o = empty();
+                write::<K>(&mut o, 0, chunk);
                 over.push(o);
             }
             open = None;
         }
         main.push(line);
         next = hi;
-    }
-    if let (Some(used), Some(line)) = (open, main.last_mut()) {
-        pad(line, used);
     }
     // The overflow lines follow the main ones; a NEXT value holds the run's
     // first line and its length, 15 bits each.
@@ -605,12 +599,12 @@ impl<K: FlatKey> Flat<K> {
             .wrapping_add(size_of::<Line<K::Entry>>() - 64)
     }
 
-    /// The leaf value (next hop + 1, 0 for none) of `addr`, in bucket `b`
-    /// whose line is `line` ([`Flat::first`]); `low` is the address's low
+    /// The leaf value (next hop + 1, 0 for none) of `addr`, whose bucket's
+    /// line is `line` ([`Flat::first`]); `low` is the address's low
     /// 64 bits, looked up in its block when `addr` falls in a divided one
     /// (IPv6; IPv4 passes 0).
     #[inline(always)]
-    pub(crate) fn finish(&self, addr: K, low: u64, _b: usize, line: usize) -> u32 {
+    pub(crate) fn finish(&self, addr: K, low: u64, line: usize) -> u32 {
         let mut value = self.scan(addr, line);
         if value & NEXT != 0 {
             value = self.overflow(addr, value);
@@ -655,8 +649,7 @@ impl<K: FlatKey> Flat<K> {
     /// [`Flat::finish`]).
     #[inline(always)]
     pub(crate) fn lookup(&self, addr: K, low: u64) -> u32 {
-        let b = self.bucket(addr);
-        self.finish(addr, low, b, self.first(b))
+        self.finish(addr, low, self.first(self.bucket(addr)))
     }
 
     /// The leaf value of `low` in the divided block that the [`REFINE`]
@@ -815,14 +808,50 @@ mod tests {
         assert_eq!(flat.lookup(u32::MAX, 0), 0);
     }
 
-    /// The longest of `routes` (address, length, value) containing `addr`:
-    /// the definition, route by route.
-    fn longest_match(routes: &[(u32, u8, u32)], addr: u32) -> u32 {
+    /// The longest of `routes` (address, length, value, in a space of
+    /// `bits` bits) containing `addr`: the definition, route by route.
+    fn longest_match(routes: &[(u128, u8, u32)], bits: u32, addr: u128) -> u32 {
         routes
             .iter()
-            .filter(|&&(a, l, _)| l == 0 || (a ^ addr) >> (32 - u32::from(l)) == 0)
+            .filter(|&&(a, l, _)| l == 0 || (a ^ addr) >> (bits - u32::from(l)) == 0)
             .max_by_key(|&&(_, l, _)| l)
             .map_or(0, |&(_, _, v)| v)
+    }
+
+    /// `routes` as a table takes them: each address masked to its length,
+    /// sorted by (address, length), one route a prefix.
+    fn tidy(routes: &mut Vec<(u128, u8, u32)>, bits: u32) {
+        let max = u128::MAX >> (128 - bits);
+        for r in routes.iter_mut() {
+            r.0 &= max & !max.checked_shr(u32::from(r.1)).unwrap_or(0);
+        }
+        routes.sort_unstable_by_key(|&(a, l, _)| (a, l));
+        routes.dedup_by_key(|r| (r.0, r.1));
+    }
+
+    /// Checks `lookup` against [`longest_match`] at every route's first and
+    /// last address and their neighbours, at `probes`, and at both ends of
+    /// the space.
+    fn answers_as_defined(
+        routes: &[(u128, u8, u32)],
+        bits: u32,
+        probes: impl Iterator<Item = u128>,
+        lookup: impl Fn(u128) -> u32,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let max = u128::MAX >> (128 - bits);
+        let edges = routes.iter().flat_map(|&(a, l, _)| {
+            let end = a | max.checked_shr(u32::from(l)).unwrap_or(0);
+            [a, a.wrapping_sub(1) & max, end, end.wrapping_add(1) & max]
+        });
+        for addr in edges.chain(probes).chain([0, max]) {
+            proptest::prop_assert_eq!(
+                lookup(addr),
+                longest_match(routes, bits, addr),
+                "{:#x}",
+                addr
+            );
+        }
+        Ok(())
     }
 
     proptest::proptest! {
@@ -840,45 +869,25 @@ mod tests {
             wide in proptest::collection::vec((proptest::prelude::any::<u32>(), 0u8..20, 1u32..50), 0..30),
             probes in proptest::collection::vec(proptest::prelude::any::<u32>(), 64),
         ) {
-            let mut routes: Vec<(u32, u8, u32)> = Vec::new();
+            let mut routes: Vec<(u128, u8, u32)> = Vec::new();
             for (at, members) in &clusters {
                 for &(off, len, v) in members {
-                    routes.push(((at & !0xfff) | off, len, v));
+                    routes.push((u128::from((at & !0xfff) | off), len, v));
                 }
             }
-            routes.extend(wide);
-            for r in &mut routes {
-                r.0 &= u32::MAX.checked_shl(32 - u32::from(r.1)).unwrap_or(0);
-            }
-            routes.sort_unstable_by_key(|&(a, l, _)| (a, l));
-            routes.dedup_by_key(|r| (r.0, r.1));
-            let Some(flat) = Flat::build(routes.iter().map(|&(a, l, v)| (u128::from(a), l, v))) else {
+            routes.extend(wide.iter().map(|&(a, l, v)| (u128::from(a), l, v)));
+            tidy(&mut routes, 32);
+            let Some(flat) = Flat::build(routes.iter().copied()) else {
                 return Ok(());
             };
-            let edges = routes.iter().flat_map(|&(a, l, _)| {
-                let end = a.wrapping_add(u32::MAX.checked_shr(u32::from(l)).unwrap_or(0));
-                [a, a.wrapping_sub(1), end, end.wrapping_add(1)]
-            });
-            for addr in edges.chain(probes).chain([0, u32::MAX]) {
-                proptest::prop_assert_eq!(flat.lookup(addr, 0), longest_match(&routes, addr), "{:#x}", addr);
-            }
+            answers_as_defined(&routes, 32, probes.into_iter().map(u128::from), |a| {
+                flat.lookup(a as u32, 0)
+            })?;
         }
-    }
 
-    /// [`longest_match`] for IPv6.
-    fn longest_match6(routes: &[(u128, u8, u32)], addr: u128) -> u32 {
-        routes
-            .iter()
-            .filter(|&&(a, l, _)| l == 0 || (a ^ addr) >> (128 - u32::from(l)) == 0)
-            .max_by_key(|&&(_, l, _)| l)
-            .map_or(0, |&(_, _, v)| v)
-    }
-
-    proptest::proptest! {
-        /// [`lines_answer_as_longest_match`] for IPv6: /40–/64s crowded
-        /// inside a few /32s, some /65–/128s inside them (blocks divided by
-        /// longer routes, whose values are REFINE), and scattered short
-        /// routes.
+        /// The same for IPv6: /40–/64s crowded inside a few /32s, some
+        /// /65–/128s inside them (blocks divided by longer routes, whose
+        /// values are REFINE), and scattered short routes.
         #[test]
         fn ipv6_lines_answer_as_longest_match(
             clusters in proptest::collection::vec(
@@ -900,21 +909,11 @@ mod tests {
                 }
             }
             routes.extend(wide);
-            for r in &mut routes {
-                r.0 &= u128::MAX.checked_shl(128 - u32::from(r.1)).unwrap_or(0);
-            }
-            routes.sort_unstable_by_key(|&(a, l, _)| (a, l));
-            routes.dedup_by_key(|r| (r.0, r.1));
+            tidy(&mut routes, 128);
             let Some(flat) = Flat::build6(routes.iter().copied()) else {
                 return Ok(());
             };
-            let edges = routes.iter().flat_map(|&(a, l, _)| {
-                let end = a.wrapping_add(u128::MAX.checked_shr(u32::from(l)).unwrap_or(0));
-                [a, a.wrapping_sub(1), end, end.wrapping_add(1)]
-            });
-            for addr in edges.chain(probes).chain([0, u128::MAX]) {
-                proptest::prop_assert_eq!(lookup6(&flat, addr), longest_match6(&routes, addr), "{:#x}", addr);
-            }
+            answers_as_defined(&routes, 128, probes.into_iter(), |a| lookup6(&flat, a))?;
         }
     }
 

@@ -238,16 +238,17 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         }
     }
     let mut flat: [Option<&Flat<K::Flat>>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
-    let mut bucket = [0usize; PREFETCH_BATCH];
+    // Each flat lane's bucket, then its line.
+    let mut at = [0usize; PREFETCH_BATCH];
     // Lanes that walk a Poptrie (their tables are too big for a flat form).
     let mut walks = 0;
     for i in 0..m {
         let t = tables[i];
         line[lines] = match t.flat.as_ref().and_then(K::Flat::of) {
             Some(f) => {
-                bucket[i] = f.bucket(key[i].flat());
+                at[i] = f.bucket(key[i].flat());
                 flat[i] = Some(f);
-                f.index_line(bucket[i])
+                f.index_line(at[i])
             }
             None => {
                 walks += 1;
@@ -263,15 +264,14 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         hint(&line[..lines]);
     }
     lines = 0;
-    // Flat lanes: their first entry; Poptrie lanes: their slot (none for an
-    // empty table, answered in `each_lanes`).
-    let mut first = [0usize; PREFETCH_BATCH];
+    // Flat lanes: their line; Poptrie lanes: their slot (none for an empty
+    // table, answered in `each_lanes`).
     let mut slot: [Option<&Slot>; PREFETCH_BATCH] = [None; PREFETCH_BATCH];
     for i in 0..m {
         line[lines] = match flat[i] {
             Some(f) => {
-                first[i] = f.first(bucket[i]);
-                f.entry_line(first[i])
+                at[i] = f.first(at[i]);
+                f.entry_line(at[i])
             }
             None => match tables[i].slots.get(key[i].bits(0, TOP_BITS)) {
                 Some(s) => {
@@ -286,7 +286,7 @@ fn each_pass<'t, A: FibAddr, K: Key>(
     let finish_flat = |out: &mut [Option<NextHopId>]| {
         for i in 0..m {
             if let Some(f) = flat[i] {
-                out[i] = leaf(f.finish(key[i].flat(), key[i].low(), bucket[i], first[i]));
+                out[i] = leaf(f.finish(key[i].flat(), key[i].low(), at[i]));
             }
         }
     };
@@ -296,7 +296,7 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         let mut lines = 0;
         for i in 0..m {
             if let Some(f) = flat[i] {
-                line[lines] = f.window_line(first[i]);
+                line[lines] = f.window_line(at[i]);
                 lines += 1;
             }
         }
@@ -364,30 +364,29 @@ fn flat_lanes<K: Key>(
         .min(key.len())
         .min(out.len())
         .min(PREFETCH_BATCH);
-    let mut at = [(0usize, 0usize); PREFETCH_BATCH];
+    // Each lane's bucket, then its line.
+    let mut at = [0usize; PREFETCH_BATCH];
     let mut line = [core::ptr::null::<u8>(); PREFETCH_BATCH];
     for i in 0..m {
-        let b = flats[i].bucket(key[i].flat());
-        at[i].0 = b;
-        line[i] = flats[i].index_line(b);
+        at[i] = flats[i].bucket(key[i].flat());
+        line[i] = flats[i].index_line(at[i]);
     }
     if let Some(p) = prefetch {
         p(&line[..m]);
     }
     for i in 0..m {
-        at[i].1 = flats[i].first(at[i].0);
-        line[i] = flats[i].entry_line(at[i].1);
+        at[i] = flats[i].first(at[i]);
+        line[i] = flats[i].entry_line(at[i]);
     }
     if let Some(p) = prefetch {
         p(&line[..m]);
         for i in 0..m {
-            line[i] = flats[i].window_line(at[i].1);
+            line[i] = flats[i].window_line(at[i]);
         }
         p(&line[..m]);
     }
     for i in 0..m {
-        let (b, first) = at[i];
-        out[i] = leaf(flats[i].finish(key[i].flat(), key[i].low(), b, first));
+        out[i] = leaf(flats[i].finish(key[i].flat(), key[i].low(), at[i]));
     }
 }
 
@@ -446,32 +445,32 @@ fn flat_pass<K: Key, const N: usize>(
     let mut key = [<K::Flat>::default(); N];
     let mut low = [0u64; N];
     let mut line = [core::ptr::null::<u8>(); N];
-    let mut bucket = [0usize; N];
+    // Each key's bucket, then its line.
+    let mut at = [0usize; N];
     let mut m = 0;
     for (k, i) in keys.zip(0..N.min(out.len())) {
         key[i] = k.flat();
         low[i] = k.low();
-        bucket[i] = flat.bucket(key[i]);
-        line[i] = flat.index_line(bucket[i]);
+        at[i] = flat.bucket(key[i]);
+        line[i] = flat.index_line(at[i]);
         m = i + 1;
     }
     if let Some(p) = prefetch {
         p(&line[..m]);
     }
-    let mut first = [0usize; N];
     for i in 0..m {
-        first[i] = flat.first(bucket[i]);
-        line[i] = flat.entry_line(first[i]);
+        at[i] = flat.first(at[i]);
+        line[i] = flat.entry_line(at[i]);
     }
     if let Some(p) = prefetch {
         p(&line[..m]);
         for i in 0..m {
-            line[i] = flat.window_line(first[i]);
+            line[i] = flat.window_line(at[i]);
         }
         p(&line[..m]);
     }
     for i in 0..m {
-        out[i] = leaf(flat.finish(key[i], low[i], bucket[i], first[i]));
+        out[i] = leaf(flat.finish(key[i], low[i], at[i]));
     }
 }
 
