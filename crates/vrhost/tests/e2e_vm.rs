@@ -5,9 +5,9 @@
 //! guest does it again through the same `vrhost run` (reconnection).
 //!
 //! The same with two queue pairs, one per worker, the guest sending
-//! through its second. And the paper's set-up: a tenant's control plane (FRR) in such a guest
-//! peers over the data plane with BIRD in a host namespace, and the routes
-//! it learns drive the VR's FIB through FPM.
+//! through its second. And the paper's set-up: a tenant's control plane
+//! (FRR) in such a guest peers over the data plane with BIRD in a host
+//! namespace, and the routes it learns drive the VR's FIB through FPM.
 //!
 //! The tests run `scripts/test-vhost-user-vm.sh` and
 //! `scripts/test-vm-control-plane.sh` (see them for the topologies) with

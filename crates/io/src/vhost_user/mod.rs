@@ -318,14 +318,11 @@ where
     let mut used = 0usize;
     let mut at = 0usize;
     let mut first: Option<vm_memory::GuestAddress> = None;
-    let mut ran_out = false;
     while at < total {
         if used == chains.len() || (used == 1 && !mergeable) {
-            ran_out = true;
             break;
         }
         let Some(chain) = st.get_queue_mut().pop_descriptor_chain(mem.clone()) else {
-            ran_out = true;
             break;
         };
         let head = chain.head_index();
@@ -358,8 +355,9 @@ where
         chains[used] = (head, at.min(total).saturating_sub(start) as u32);
         used += 1;
     }
-    if ran_out {
-        // Not taken after all: the guest's buffers stay available.
+    if at < total {
+        // Out of buffers (a write error sets `at` past `total`): not taken
+        // after all, the guest's buffers stay available.
         let q = st.get_queue_mut();
         q.set_next_avail(q.next_avail().wrapping_sub(used as u16));
         return false;
