@@ -1022,21 +1022,12 @@ impl PortTally {
     }
 }
 
-/// The demux of a burst of many VRs ([`Worker::many_burst`]): checks that
-/// every frame of `rx` came on `port`, carries one 802.1Q tag (`L2` 18)
-/// and the family of `A`, and is addressed to the MAC of the interface on
-/// its VLAN that the pass takes (`vlans`, the port's [`VlanLane`]s: one
-/// read and one comparison a frame); writes each destination into `dsts`
-/// and each frame's VR and reverse-path check into `lanes`, and marks the
-/// frame demuxed to its interface. Returns the burst's bytes, or `None` at
-/// the first frame that differs (the full demux then sets the fields
-/// again).
-#[inline(always)]
 /// Prefetches, for the fast path of a burst of many VRs' frames, each
 /// lane's gateway slot, then its neighbor entry (the slot names it): per
 /// VR lines that a burst of a thousand VRs finds cold, read one dependent
 /// load after another frame by frame otherwise. Each pass issues every
 /// lane's line before any is read, so their misses overlap.
+#[inline(always)]
 fn prefetch_egress(prefetch: Prefetch, vrs: &[Vr], lanes: &[Lane], routes: &[Option<NextHopId>]) {
     const CHUNK: usize = 64;
     let mut line = [core::ptr::null::<u8>(); CHUNK];
@@ -1062,6 +1053,15 @@ fn prefetch_egress(prefetch: Prefetch, vrs: &[Vr], lanes: &[Lane], routes: &[Opt
     }
 }
 
+/// The demux of a burst of many VRs ([`Worker::many_burst`]): checks that
+/// every frame of `rx` came on `port`, carries one 802.1Q tag (`L2` 18)
+/// and the family of `A`, and is addressed to the MAC of the interface on
+/// its VLAN that the pass takes (`vlans`, the port's [`VlanLane`]s: one
+/// read and one comparison a frame); writes each destination into `dsts`
+/// and each frame's VR and reverse-path check into `lanes`, and marks the
+/// frame demuxed to its interface. Returns the burst's bytes, or `None` at
+/// the first frame that differs (the full demux then sets the fields
+/// again).
 fn many_demux<const L2: usize, A: Family>(
     rx: &mut [Mbuf],
     dsts: &mut [A],

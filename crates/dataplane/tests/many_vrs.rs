@@ -197,6 +197,13 @@ proptest! {
 fn counters(e: &Engine) -> Vec<vrhost_dataplane::Counters> {
     let mut c: Vec<_> = (0..VRS).map(|vr| e.vr_counters(VrId::new(vr))).collect();
     c.extend((0..2).map(|p| e.port_counters(vrhost_dataplane::PortId::new(p))));
+    // And each interface's own: what came in on one and left by the other
+    // is counted on the right one.
+    c.extend(
+        (0..VRS)
+            .flat_map(|vr| e.vr(VrId::new(vr)).ifaces)
+            .map(|i| e.iface_counters(i)),
+    );
     c
 }
 
