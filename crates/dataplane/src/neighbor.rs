@@ -513,6 +513,15 @@ mod tests {
         IpAddr::V4(Ipv4Addr::new(10, 0, 0, last))
     }
 
+    /// What the fast path reads of the table, its slots and reachable
+    /// time, is its first 32 bytes (the VR keeps them in its first line).
+    #[test]
+    fn the_fast_paths_fields_come_first() {
+        use std::mem::offset_of;
+        assert!(offset_of!(NeighborTable, slots) + size_of::<Vec<Neighbor>>() <= 32);
+        assert!(offset_of!(NeighborTable, reachable_ns) + size_of::<u64>() <= 32);
+    }
+
     #[test]
     fn holds_then_releases_on_reply() {
         let mut pool = MbufPool::new(8);

@@ -214,15 +214,20 @@ pub struct Vr {
     /// [`LISTS_OUT`]): the fast path looks for them only then.
     pub(crate) filtered: u8,
     pub(crate) fib4: Arc<FibSnapshot<Ipv4Addr>>,
-    pub(crate) nexthops: Arc<NextHops>,
     /// Each gateway next hop as this worker resolved it, by next-hop id
     /// ([`GatewaySlot`]): what the fast path reads instead of the shared
-    /// next hops and their address.
-    gateways: Vec<GatewaySlot>,
-    /// Rate ceilings, if the VR has any (boxed: one word in the hot line).
-    pub(crate) ceiling: Option<Box<Ceiling>>,
-    /// This worker's neighbor table for the VR.
+    /// next hops and their address. (A boxed slice, two words, so that the
+    /// neighbor table's hot half fits this line too.)
+    gateways: Box<[GatewaySlot]>,
+    /// This worker's neighbor table for the VR: its slots and reachable
+    /// time (its first 32 bytes) end the first line, so that a forwarded
+    /// packet reads one line of its VR's here.
     pub neighbors: NeighborTable,
+    pub(crate) nexthops: Arc<NextHops>,
+    /// Rate ceilings, if the VR has any (boxed: one word). Bursts of one
+    /// VR look once a burst; those of many VRs leave such a VR out when
+    /// their VLAN lanes are built.
+    pub(crate) ceiling: Option<Box<Ceiling>>,
     pub(crate) fib6: Arc<FibSnapshot<Ipv6Addr>>,
     pub(crate) limits: Limits,
     pub(crate) icmp_bucket: TokenBucket,
@@ -771,8 +776,7 @@ impl Worker {
                 vr.fib6 = s.fib6.load_full();
                 let nh = s.nexthops.load_full();
                 if !Arc::ptr_eq(&nh, &vr.nexthops) {
-                    vr.gateways.clear();
-                    vr.gateways.resize(nh.len(), GatewaySlot::NONE);
+                    vr.gateways = vec![GatewaySlot::NONE; nh.len()].into_boxed_slice();
                     vr.nexthops = nh;
                     self.solicit.push(i as u16);
                 }
@@ -953,7 +957,7 @@ fn vr_state(topo: &Shared, i: usize, n_workers: usize) -> Vr {
         id: i as u16,
         fib4: s.fib4.load_full(),
         fib6: s.fib6.load_full(),
-        gateways: vec![GatewaySlot::NONE; nexthops.len()],
+        gateways: vec![GatewaySlot::NONE; nexthops.len()].into_boxed_slice(),
         nexthops,
         neighbors: NeighborTable::new(
             l.max_neighbors as usize,
@@ -1023,9 +1027,10 @@ mod layout {
         assert_eq!(align_of::<Iface>(), 64);
         assert!(offset_of!(Iface, filter_out) + size_of::<usize>() <= 64);
         assert_eq!(align_of::<Vr>(), 64);
-        assert!(offset_of!(Vr, ceiling) + size_of::<usize>() <= 64);
-        // The neighbor table's slots (a `Vec`) and reachable time.
-        assert!(offset_of!(Vr, neighbors) + 32 <= 128);
+        assert!(offset_of!(Vr, gateways) + 2 * size_of::<usize>() <= 64);
+        // The neighbor table's slots (a `Vec`) and reachable time
+        // ([`NeighborTable`]'s first 32 bytes, its own test says).
+        assert!(offset_of!(Vr, neighbors) + 32 <= 64);
         assert_eq!(align_of::<Neighbor>(), 32);
         // A resolved gateway with its egress view: one 32-byte slot.
         assert_eq!(size_of::<super::GatewaySlot>(), 32);
