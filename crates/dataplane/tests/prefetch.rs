@@ -71,30 +71,29 @@ fn prefetch_follows_the_routes_of_all_tables_together() {
     // Red alone holds ~3000 routes; red and blue together ~6000.
     low.set_prefetch(count_lines, 4000);
     high.set_prefetch(count_lines, 10_000);
-    // Red's ~3000 routes are a flat table: three lines per lookup (its
-    // bitmap word, the first and the last cache line of its line of
-    // entries, the same one for IPv4).
+    // Red's ~3000 routes are a flat table: two lines per lookup (its
+    // bitmap word and its line of entries, one cache line for IPv4).
     assert_eq!(
         lines_for_a_burst(&mut always),
-        3 * 8,
-        "three lines per lookup"
+        2 * 8,
+        "two lines per lookup"
     );
     assert_eq!(
         lines_for_a_burst(&mut low),
-        3 * 8,
+        2 * 8,
         "red's table is under 4000 routes, the two together over"
     );
     assert_eq!(lines_for_a_burst(&mut high), 0, "under 10,000 in all");
     // Blue grows past the threshold: red's lookups prefetch from the next
     // burst on, as the worker picks the new tables up.
     add_routes(&mut writer, 1, 40, 5000);
-    assert_eq!(lines_for_a_burst(&mut high), 3 * 8, "over 10,000 in all");
+    assert_eq!(lines_for_a_burst(&mut high), 2 * 8, "over 10,000 in all");
     // Blue goes away: back under.
     writer.remove_vr(VrId::new(1)).unwrap();
     writer.commit();
     assert_eq!(lines_for_a_burst(&mut high), 0, "blue's routes are gone");
     assert_eq!(lines_for_a_burst(&mut low), 0, "red alone is under 4000");
-    assert_eq!(lines_for_a_burst(&mut always), 3 * 8);
+    assert_eq!(lines_for_a_burst(&mut always), 2 * 8);
 }
 
 /// A burst of frames of many VRs prefetches, besides each lookup's lines,
@@ -139,9 +138,9 @@ fn bursts_of_many_vrs_prefetch_each_frames_gateway_and_neighbor() {
         }
         LINES.with(Cell::get) - before
     };
-    // Each lookup: its table, bitmap word, and its line's first and last
-    // cache lines. The first burst resolves the gateway slots as it goes: their
+    // Each lookup: its table, bitmap word and line (one cache line for
+    // IPv4). The first burst resolves the gateway slots as it goes: their
     // lines are prefetched, the neighbors they will name are not yet.
-    assert_eq!(burst(&mut w), 8 * 4 + 8);
-    assert_eq!(burst(&mut w), 8 * 4 + 8 + 8);
+    assert_eq!(burst(&mut w), 8 * 3 + 8);
+    assert_eq!(burst(&mut w), 8 * 3 + 8 + 8);
 }

@@ -107,14 +107,18 @@ fn check<A: FibAddr>(
         }
         // Every level prefetched for every address when asked, none when
         // not: five for a Poptrie (table, slot, group, direct entry, block),
-        // four for a flat table (table, bitmap word, line and the line's last
-        // cache line, the same one for IPv4), two for an empty
-        // one (table, and where its top slot would be).
+        // three for a flat IPv4 table (table, bitmap word, line) and four
+        // for a flat IPv6 one (its line is two cache lines), two for an
+        // empty one (table, and where its top slot would be).
         let levels = |t: usize| {
             if fibs[t].is_empty() {
                 2
             } else if fibs[t].is_flat() {
-                4
+                if A::BITS == 32 {
+                    3
+                } else {
+                    4
+                }
             } else {
                 5
             }

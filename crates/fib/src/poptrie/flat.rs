@@ -590,9 +590,15 @@ impl<K: FlatKey> Flat<K> {
         self.lines.as_ptr().wrapping_add(i).cast()
     }
 
+    /// Whether a line spans two cache lines (IPv6's 16-byte entries; an
+    /// IPv4 line is one), so that its last one is prefetched as well
+    /// ([`Flat::window_line`]).
+    pub(crate) const TWO_LINES: bool = size_of::<Line<K::Entry>>() > 64;
+
     /// Where line `i` ends: its last cache line (the same one for IPv4, the
     /// second for IPv6), to prefetch with [`Flat::entry_line`]'s, since the
-    /// line is read whole.
+    /// line is read whole. The batch passes ask only where
+    /// [`Flat::TWO_LINES`].
     #[inline(always)]
     pub(crate) fn window_line(&self, i: usize) -> *const u8 {
         self.entry_line(i)

@@ -305,7 +305,7 @@ fn each_pass<'t, A: FibAddr, K: Key>(
     if walks == 0 {
         // Every lane's table is flat: no Poptrie level to walk.
         hint(&line[..lines]);
-        if prefetch.is_some() {
+        if prefetch.is_some() && Flat::<K::Flat>::TWO_LINES {
             let lines = window_lines(&mut line);
             hint(&line[..lines]);
         }
@@ -316,8 +316,10 @@ fn each_pass<'t, A: FibAddr, K: Key>(
         return finish_flat(out);
     }
     hint(&line[..lines]);
-    lines = window_lines(&mut line);
-    hint(&line[..lines]);
+    if Flat::<K::Flat>::TWO_LINES {
+        lines = window_lines(&mut line);
+        hint(&line[..lines]);
+    }
     lines = 0;
     let mut direct = [0usize; PREFETCH_BATCH];
     for i in 0..m {
@@ -380,10 +382,12 @@ fn flat_lanes<K: Key>(
     }
     if let Some(p) = prefetch {
         p(&line[..m]);
-        for i in 0..m {
-            line[i] = flats[i].window_line(at[i]);
+        if Flat::<K::Flat>::TWO_LINES {
+            for i in 0..m {
+                line[i] = flats[i].window_line(at[i]);
+            }
+            p(&line[..m]);
         }
-        p(&line[..m]);
     }
     for i in 0..m {
         out[i] = leaf(flats[i].finish(key[i].flat(), key[i].low(), at[i]));
@@ -464,10 +468,12 @@ fn flat_pass<K: Key, const N: usize>(
     }
     if let Some(p) = prefetch {
         p(&line[..m]);
-        for i in 0..m {
-            line[i] = flat.window_line(at[i]);
+        if Flat::<K::Flat>::TWO_LINES {
+            for i in 0..m {
+                line[i] = flat.window_line(at[i]);
+            }
+            p(&line[..m]);
         }
-        p(&line[..m]);
     }
     for i in 0..m {
         out[i] = leaf(flat.finish(key[i], low[i], at[i]));

@@ -20,7 +20,9 @@ fn record(lines: &[*const u8]) {
 
 /// `snapshot`'s answers for `probes` from `lookup_batch_prefetch` (into an
 /// output pre-filled with junk), after asserting the lines it prefetched:
-/// two per address for a Poptrie with routes, three for a flat table; for
+/// two per address for a Poptrie with routes, two for a flat IPv4 table
+/// (bitmap word, line) and three for a flat IPv6 one (its line's two cache
+/// lines); for
 /// an empty one, none if it never held a route (it has no top array yet)
 /// and two per address if it did.
 pub fn lookup_batch<A: FibAddr>(snapshot: &FibSnapshot<A>, probes: &[A]) -> Vec<Option<NextHopId>> {
@@ -35,7 +37,11 @@ pub fn lookup_batch<A: FibAddr>(snapshot: &FibSnapshot<A>, probes: &[A]) -> Vec<
             "{lines} lines for {addresses} addresses"
         );
     } else {
-        let levels = if snapshot.is_flat() { 3 } else { 2 };
+        let levels = match (snapshot.is_flat(), A::BITS) {
+            (true, 32) => 2,
+            (true, _) => 3,
+            (false, _) => 2,
+        };
         assert_eq!(
             lines,
             levels * addresses,
