@@ -171,20 +171,23 @@ impl Port for VhostUserPort {
         if !st.is_enabled() || !st.get_queue().ready() {
             return 0;
         }
-        let mem = conn.mem.memory();
+        // One guard for the burst; each chain borrows guest memory through
+        // it (no reference count taken a frame).
+        let guard = conn.mem.memory();
+        let mem = &*guard;
         let mut n = 0;
         let mut used = false;
         while n < max {
             let (len, head) = match self.pending.take() {
                 Some(p) => p,
                 None => {
-                    let Some(chain) = st.get_queue_mut().pop_descriptor_chain(mem.clone()) else {
+                    let Some(chain) = st.get_queue_mut().pop_descriptor_chain(mem) else {
                         break;
                     };
                     let head = chain.head_index();
                     // The frame is copied out: the guest may reuse the
                     // buffer at once.
-                    let len = read_chain(chain, &mem, &mut self.read);
+                    let len = read_chain(chain, mem, &mut self.read);
                     let _ = st.add_used(head, 0);
                     used = true;
                     match len {
@@ -263,7 +266,7 @@ impl Port for VhostUserPort {
                         let mut h = [0u8; HDR_LEN];
                         h[..vnet::LEN].copy_from_slice(&vh);
                         let bytes = [&h[..hdr], m.data()];
-                        match write_frame(&mut st, &mem, &bytes, mergeable) {
+                        match write_frame(&mut st, &*mem, &bytes, mergeable) {
                             true => {
                                 self.stats.tx_packets += 1;
                                 self.stats.tx_bytes += m.len() as u64;
@@ -302,16 +305,12 @@ impl Port for VhostUserPort {
 /// dropped: the guest has not posted enough buffers (the chains taken go
 /// back on the available ring, for the next frame), or a buffer is not in
 /// guest memory (the chains taken are returned empty).
-fn write_frame<M>(
+fn write_frame<M: GuestMemory>(
     st: &mut vhost_user_backend::VringState<backend::Mem>,
     mem: &M,
     parts: &[&[u8]; 2],
     mergeable: bool,
-) -> bool
-where
-    M: std::ops::Deref + Clone,
-    M::Target: GuestMemory,
-{
+) -> bool {
     let total = parts[0].len() + parts[1].len();
     // (head, bytes written) of each chain used, at most a frame's worth.
     let mut chains: [(u16, u32); 64] = [(0, 0); 64];
@@ -322,7 +321,7 @@ where
         if used == chains.len() || (used == 1 && !mergeable) {
             break;
         }
-        let Some(chain) = st.get_queue_mut().pop_descriptor_chain(mem.clone()) else {
+        let Some(chain) = st.get_queue_mut().pop_descriptor_chain(mem) else {
             break;
         };
         let head = chain.head_index();
@@ -427,7 +426,7 @@ mod tests {
         let big = [0xabu8; 188];
         {
             let mut st = vring.get_mut();
-            assert!(!write_frame(&mut st, &mem.memory(), &[&hdr, &big], true));
+            assert!(!write_frame(&mut st, &*mem.memory(), &[&hdr, &big], true));
             assert_eq!(st.get_queue().next_avail(), 0, "both chains given back");
         }
         assert_eq!(
@@ -439,7 +438,7 @@ mod tests {
         let small = [0xcdu8; 100];
         {
             let mut st = vring.get_mut();
-            assert!(write_frame(&mut st, &mem.memory(), &[&hdr, &small], true));
+            assert!(write_frame(&mut st, &*mem.memory(), &[&hdr, &small], true));
             assert_eq!(st.get_queue().next_avail(), 2);
         }
         assert_eq!(used_idx(&mem, &vring), 2);
