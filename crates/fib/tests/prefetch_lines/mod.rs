@@ -37,11 +37,7 @@ pub fn lookup_batch<A: FibAddr>(snapshot: &FibSnapshot<A>, probes: &[A]) -> Vec<
             "{lines} lines for {addresses} addresses"
         );
     } else {
-        let levels = match (snapshot.is_flat(), A::BITS) {
-            (true, 32) => 2,
-            (true, _) => 3,
-            (false, _) => 2,
-        };
+        let levels = 2 + usize::from(snapshot.is_flat() && A::BITS > 32);
         assert_eq!(
             lines,
             levels * addresses,
