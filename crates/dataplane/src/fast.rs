@@ -186,13 +186,14 @@ pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
             return None;
         }
     }
-    // A gateway this worker resolved before carries its egress view: the
-    // egress interface's line is not read.
+    // A gateway this worker resolved before carries its egress view, and
+    // its neighbor's MAC while that stays usable: neither the egress
+    // interface's line nor the neighbor entry is read.
     // A multipath route's group picks the gateway its flow hashes to
     // ([`crate::ecmp`]), which is resolved in turn (a member is never a
     // group).
-    let (egress, neigh, e) = match vr.gateway(id.0) {
-        Some(found) => found,
+    let (egress, neigh, e, cached, slot) = match vr.gateway(id.0, ctx.now) {
+        Some(g) => (g.iface, g.neigh, g.egress, g.mac, Some(g.slot)),
         None => 'slow: {
             let mut id = id.0;
             let mut hop = vr.resolve(id);
@@ -206,8 +207,8 @@ pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
                 };
                 let l4 = l4.get(..(total_len - 20).min(l4.len()))?;
                 id = vr.nexthops.pick(base, ecmp::flow4(ip, l4))?;
-                if let Some(found) = vr.gateway(id) {
-                    break 'slow found;
+                if let Some(g) = vr.gateway(id, ctx.now) {
+                    break 'slow (g.iface, g.neigh, g.egress, g.mac, Some(g.slot));
                 }
                 hop = vr.resolve(id);
             }
@@ -215,11 +216,12 @@ pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
                 Some(NextHop::Gateway { iface, neigh }) => {
                     let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
                     vr.keep_egress(id, e);
-                    (iface, neigh, e)
+                    (iface, neigh, e, None, Some(id))
                 }
                 Some(NextHop::Connected { iface }) => {
                     let n = vr.neighbors.find(iface, IpAddr::V4(dst))?;
-                    (iface, n, Egress::of(ctx.ifaces.get(usize::from(iface))?))
+                    let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
+                    (iface, n, e, None, None)
                 }
                 _ => return None,
             }
@@ -240,8 +242,10 @@ pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
         }
         vr.neighbors.mark_used(neigh, ctx.now);
         mac
+    } else if let Some(mac) = cached {
+        mac
     } else {
-        vr.neighbors.usable_mac(neigh, ctx.now)?
+        usable_mac(vr, neigh, slot, ctx.now)?
     };
     // The TTL and checksum are those read above (the TTL is > 1).
     ip[8] = ttl - 1;
@@ -253,6 +257,18 @@ pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
         retag(m, L2, e, mac);
     }
     Some(leave(m, egress, e, total_len))
+}
+
+/// The MAC of neighbor `neigh` if it is usable as it is (marked used),
+/// kept in the slot of gateway `slot`, if the next hop is one, for the
+/// packets after this one ([`Vr::keep_mac`]).
+#[inline(always)]
+fn usable_mac(vr: &mut Vr, neigh: u32, slot: Option<u32>, now: u64) -> Option<EthernetAddress> {
+    let (mac, until) = vr.neighbors.usable_mac_until(neigh, now)?;
+    if let Some(id) = slot {
+        vr.keep_mac(id, neigh, mac, until);
+    }
+    Some(mac)
 }
 
 /// The IPv6 fast path: [`v4`]'s twin for a frame demuxed as IPv6.
@@ -331,8 +347,8 @@ pub(crate) fn v6_at<const L2: usize, const LISTS: u8>(
             return None;
         }
     }
-    let (egress, neigh, e) = match vr.gateway(id.0) {
-        Some(found) => found,
+    let (egress, neigh, e, cached, slot) = match vr.gateway(id.0, ctx.now) {
+        Some(g) => (g.iface, g.neigh, g.egress, g.mac, Some(g.slot)),
         None => 'slow: {
             let mut id = id.0;
             let mut hop = vr.resolve(id);
@@ -344,8 +360,8 @@ pub(crate) fn v6_at<const L2: usize, const LISTS: u8>(
                 };
                 let l4 = l4.get(..(packet_len - 40).min(l4.len()))?;
                 id = vr.nexthops.pick(base, ecmp::flow6(ip, l4))?;
-                if let Some(found) = vr.gateway(id) {
-                    break 'slow found;
+                if let Some(g) = vr.gateway(id, ctx.now) {
+                    break 'slow (g.iface, g.neigh, g.egress, g.mac, Some(g.slot));
                 }
                 hop = vr.resolve(id);
             }
@@ -353,12 +369,13 @@ pub(crate) fn v6_at<const L2: usize, const LISTS: u8>(
                 Some(NextHop::Gateway { iface, neigh }) => {
                     let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
                     vr.keep_egress(id, e);
-                    (iface, neigh, e)
+                    (iface, neigh, e, None, Some(id))
                 }
                 Some(NextHop::Connected { iface }) => {
                     let dst: [u8; 16] = *ip[24..].first_chunk::<16>()?;
                     let n = vr.neighbors.find(iface, IpAddr::V6(Ipv6Addr::from(dst)))?;
-                    (iface, n, Egress::of(ctx.ifaces.get(usize::from(iface))?))
+                    let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
+                    (iface, n, e, None, None)
                 }
                 _ => return None,
             }
@@ -375,8 +392,10 @@ pub(crate) fn v6_at<const L2: usize, const LISTS: u8>(
         }
         vr.neighbors.mark_used(neigh, ctx.now);
         mac
+    } else if let Some(mac) = cached {
+        mac
     } else {
-        vr.neighbors.usable_mac(neigh, ctx.now)?
+        usable_mac(vr, neigh, slot, ctx.now)?
     };
     ip[7] = hop_limit - 1;
     if e.l2_len() == L2 {

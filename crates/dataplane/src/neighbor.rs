@@ -124,8 +124,13 @@ impl Neighbor {
 /// A neighbor table.
 #[repr(C)]
 pub struct NeighborTable {
-    // What the fast path reads, first (`repr(C)` keeps this order).
+    // What the fast path reads, first (`repr(C)` keeps this order): the
+    // generation alone while its gateway slots hold their MACs, the slots
+    // and reachable time when one does not.
     slots: Vec<Neighbor>,
+    /// Changes whenever an entry's MAC, state or place may have changed
+    /// in a way that ends its use ([`NeighborTable::generation`]).
+    generation: u32,
     reachable_ns: u64,
     free: Vec<u32>,
     index: HashMap<(u16, IpAddr), u32, BuildHasherDefault<FxHasher>>,
@@ -143,6 +148,7 @@ impl NeighborTable {
         index.reserve(max.min(8));
         NeighborTable {
             slots: Vec::with_capacity(max.min(8)),
+            generation: 0,
             free: Vec::new(),
             index,
             live: 0,
@@ -163,6 +169,23 @@ impl NeighborTable {
         self.free.clear();
         self.index.clear();
         self.live = 0;
+        self.changed();
+    }
+
+    /// The table's generation: it changes whenever an entry that was
+    /// usable may have stopped being so before its reachable time ran
+    /// out, or changed its MAC (learnt anew, made or unmade static, freed,
+    /// the table cleared). A copy of an entry's MAC taken from
+    /// [`NeighborTable::usable_mac_until`] stays true while the generation
+    /// is the one it was taken in and its deadline has not passed: what a
+    /// gateway slot keeps so that the fast path need not read the entry.
+    #[inline(always)]
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    fn changed(&mut self) {
+        self.generation = self.generation.wrapping_add(1);
     }
 
     /// Number of live entries.
@@ -229,6 +252,7 @@ impl NeighborTable {
         };
         self.index.insert((iface, addr), i);
         self.live += 1;
+        self.changed();
         Some(i)
     }
 
@@ -238,6 +262,7 @@ impl NeighborTable {
         let n = &mut self.slots[i as usize];
         n.state = State::Static;
         n.mac = mac;
+        self.changed();
         Some(i)
     }
 
@@ -255,6 +280,7 @@ impl NeighborTable {
         n.state = State::Unresolved;
         n.mac = EthernetAddress([0; 6]);
         n.probes = 0;
+        self.changed();
         true
     }
 
@@ -270,11 +296,25 @@ impl NeighborTable {
         usable.then_some(n.mac)
     }
 
-    /// Where entry `i` lies: a cache line to prefetch (past the end for an
-    /// entry that does not exist, which a prefetch ignores).
+    /// [`NeighborTable::usable_mac`], with the deadline before which it
+    /// stays usable unless the table's [`NeighborTable::generation`]
+    /// changes: `u64::MAX` for a static entry, the end of its reachable
+    /// time for a reachable one.
     #[inline(always)]
-    pub(crate) fn entry_line(&self, i: u32) -> *const u8 {
-        self.slots.as_ptr().wrapping_add(i as usize).cast()
+    pub fn usable_mac_until(&mut self, i: u32, now: u64) -> Option<(EthernetAddress, u64)> {
+        let reachable_ns = self.reachable_ns;
+        let n = self.slots.get_mut(i as usize)?;
+        n.used = now;
+        let until = match n.state {
+            State::Static => u64::MAX,
+            // Usable while `now - confirmed < reachable_ns`, that is (the
+            // clock being monotonic) while `now < confirmed + reachable_ns`.
+            State::Reachable if n.usable(now, reachable_ns) => {
+                n.confirmed.saturating_add(reachable_ns)
+            }
+            _ => return None,
+        };
+        Some((n.mac, until))
     }
 
     /// [`NeighborTable::usable_mac`] without marking the entry used: for a
@@ -364,6 +404,7 @@ impl NeighborTable {
         if n.state == State::Static {
             return;
         }
+        self.generation = self.generation.wrapping_add(1);
         let changed = n.mac != mac;
         n.mac = mac;
         // Learning counts as activity: the entry is not idle garbage yet.
@@ -445,6 +486,7 @@ impl NeighborTable {
                 self.slots[i].in_use = false;
                 self.free.push(i as u32);
                 self.live -= 1;
+                self.changed();
             }
         }
     }
@@ -519,7 +561,7 @@ mod tests {
     fn the_fast_paths_fields_come_first() {
         use std::mem::offset_of;
         assert!(offset_of!(NeighborTable, slots) + size_of::<Vec<Neighbor>>() <= 32);
-        assert!(offset_of!(NeighborTable, reachable_ns) + size_of::<u64>() <= 32);
+        assert!(offset_of!(NeighborTable, generation) + size_of::<u32>() <= 32);
     }
 
     #[test]
@@ -601,6 +643,54 @@ mod tests {
         let i = t.set_static(0, addr(1), MAC).unwrap();
         t.learn(i, EthernetAddress([2, 0, 0, 0, 0, 1]), true, 0, |_, _| {});
         assert_eq!(t.resolve(i, 100 * SEC), Resolve::Ready(MAC));
+    }
+
+    /// A MAC copied with its deadline stays true while the generation does
+    /// not change: anything that may end an entry's use or change its MAC
+    /// changes it; using an entry does not.
+    #[test]
+    fn usable_until_and_the_generation() {
+        let mut t = NeighborTable::new(4, 4, 30 * SEC);
+        let g = t.ensure(0, addr(1), true).unwrap();
+        assert_eq!(t.usable_mac_until(g, SEC), None, "unresolved");
+        let mut last = t.generation();
+        let changed = |t: &NeighborTable, last: &mut u32, what: &str| {
+            assert_ne!(t.generation(), *last, "{what}");
+            *last = t.generation();
+        };
+        t.learn(g, MAC, true, 2 * SEC, |_, _| {});
+        changed(&t, &mut last, "learnt");
+        // Reachable until confirmed + the reachable time, not a tick more.
+        assert_eq!(t.usable_mac_until(g, 3 * SEC), Some((MAC, 32 * SEC)));
+        assert_eq!(t.usable_mac_until(g, 32 * SEC - 1), Some((MAC, 32 * SEC)));
+        assert_eq!(t.usable_mac_until(g, 32 * SEC), None);
+        assert_eq!(t.usable_mac(g, 32 * SEC), None, "the same rule");
+        let other = EthernetAddress([2, 0, 0, 0, 0, 9]);
+        t.learn(g, other, false, 40 * SEC, |_, _| {});
+        changed(&t, &mut last, "a new MAC, unconfirmed");
+        assert_eq!(t.usable_mac_until(g, 40 * SEC), None, "stale");
+        // Using, resolving and holding change nothing a copy relies on.
+        t.resolve(g, 41 * SEC);
+        t.usable_mac(g, 41 * SEC);
+        assert_eq!(t.generation(), last);
+        let s = t.set_static(0, addr(2), MAC).unwrap();
+        changed(&t, &mut last, "made static");
+        assert_eq!(t.usable_mac_until(s, 1000 * SEC), Some((MAC, u64::MAX)));
+        assert!(t.unset_static(0, addr(2)));
+        changed(&t, &mut last, "unmade static");
+        assert_eq!(t.usable_mac_until(s, 1000 * SEC), None);
+        // A dynamic entry collected as idle.
+        let d = t.ensure(0, addr(3), false).unwrap();
+        changed(&t, &mut last, "created");
+        t.learn(d, MAC, true, 50 * SEC, |_, _| {});
+        changed(&t, &mut last, "learnt");
+        t.poll(50 * SEC + STALE_GC_NS, &mut Vec::new(), |_| {});
+        assert!(t.find(0, addr(3)).is_none(), "collected");
+        changed(&t, &mut last, "collected");
+        t.poll(50 * SEC + STALE_GC_NS, &mut Vec::new(), |_| {});
+        assert_eq!(t.generation(), last, "a poll that frees nothing");
+        t.clear(|_| {});
+        changed(&t, &mut last, "cleared");
     }
 }
 

@@ -1023,10 +1023,11 @@ impl PortTally {
 }
 
 /// Prefetches, for the fast path of a burst of many VRs' frames, each
-/// lane's gateway slot, then its neighbor entry (the slot names it): per
-/// VR lines that a burst of a thousand VRs finds cold, read one dependent
-/// load after another frame by frame otherwise. Each pass issues every
-/// lane's line before any is read, so their misses overlap.
+/// lane's gateway slot: a per-VR line that a burst of a thousand VRs finds
+/// cold. Every lane's line is issued before the fast path reads any, so
+/// their misses overlap. The slot holds the neighbor's MAC while it stays
+/// usable ([`crate::worker::Vr::gateway`]), so the neighbor entry is read
+/// only when it does not.
 #[inline(always)]
 fn prefetch_egress(prefetch: Prefetch, vrs: &[Vr], lanes: &[Lane], routes: &[Option<NextHopId>]) {
     const CHUNK: usize = 64;
@@ -1037,16 +1038,6 @@ fn prefetch_egress(prefetch: Prefetch, vrs: &[Vr], lanes: &[Lane], routes: &[Opt
             if let (Some(v), Some(id)) = (vrs.get(usize::from(lane.vr)), route) {
                 line[lines] = v.gateway_line(id.0);
                 lines += 1;
-            }
-        }
-        prefetch(&line[..lines]);
-        lines = 0;
-        for (lane, route) in lanes.iter().zip(routes) {
-            if let (Some(v), Some(id)) = (vrs.get(usize::from(lane.vr)), route) {
-                if let Some(l) = v.neighbor_line(id.0) {
-                    line[lines] = l;
-                    lines += 1;
-                }
             }
         }
         prefetch(&line[..lines]);

@@ -14,6 +14,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
 use vrhost_fib::{FibSnapshot, NextHopId, Prefetch};
+use vrhost_wire::ethernet::EthernetAddress;
 
 use crate::counters::CounterCells;
 use crate::fair::{Clock, Fair};
@@ -289,13 +290,22 @@ impl Vr {
         }
     }
 
-    /// Gateway `id` as the fast path last sent through it: its egress
-    /// interface, neighbor slot and egress view, if this worker has them.
+    /// Gateway `id` as the fast path last sent through it, if this worker
+    /// has its egress view: its egress interface, neighbor slot and egress
+    /// view, and the neighbor's MAC where the slot's copy of it is still
+    /// true at `now`.
     #[inline(always)]
-    pub(crate) fn gateway(&self, id: u32) -> Option<(u16, u32, Egress)> {
+    pub(crate) fn gateway(&self, id: u32, now: u64) -> Option<Gateway> {
         let g = self.gateways.get(id as usize)?;
         match (g.resolved, g.egress) {
-            (true, Some(e)) => Some((g.iface, g.neigh, e)),
+            (true, Some(egress)) => Some(Gateway {
+                iface: g.iface,
+                neigh: g.neigh,
+                egress,
+                mac: (g.generation == self.neighbors.generation() && now < g.until)
+                    .then_some(g.mac),
+                slot: id,
+            }),
             _ => None,
         }
     }
@@ -307,12 +317,19 @@ impl Vr {
         self.gateways.as_ptr().wrapping_add(id as usize).cast()
     }
 
-    /// Where the neighbor entry of gateway `id` lies, if its slot is
-    /// resolved: a cache line to prefetch before the fast path reads it.
-    #[inline(always)]
-    pub(crate) fn neighbor_line(&self, id: u32) -> Option<*const u8> {
-        let g = self.gateways.get(id as usize)?;
-        g.resolved.then(|| self.neighbors.entry_line(g.neigh))
+    /// Keeps in the slot of gateway `id`, resolved to neighbor slot
+    /// `neigh`, that neighbor's MAC until `until`
+    /// ([`NeighborTable::usable_mac_until`]), for [`Vr::gateway`].
+    #[inline]
+    pub(crate) fn keep_mac(&mut self, id: u32, neigh: u32, mac: EthernetAddress, until: u64) {
+        let generation = self.neighbors.generation();
+        if let Some(g) = self
+            .gateways
+            .get_mut(id as usize)
+            .filter(|g| g.resolved && g.neigh == neigh)
+        {
+            (g.mac, g.until, g.generation) = (mac, until, generation);
+        }
     }
 
     /// Keeps the egress view `e` of gateway `id`, resolved already
@@ -433,27 +450,38 @@ impl Vr {
 /// A gateway next hop as one worker resolved it: its egress interface
 /// and its neighbor slot in the worker's table, and, once the fast path
 /// has sent through it, what it writes for the egress interface
-/// ([`Egress`]); or nothing yet (any other next hop, or a gateway the
-/// table had no room for). 32 bytes: the one line per packet the fast path
-/// reads for its next hop instead of the shared next hops and the egress
-/// interface. Pinned neighbor slots never move, and every slot is cleared
-/// when the VR's next hops or the topology are republished, so what it
-/// holds stays true while it is held.
+/// ([`Egress`]) and the neighbor's MAC while that stays usable; or nothing
+/// yet (any other next hop, or a gateway the table had no room for). One
+/// 64-byte line: the one line per packet the fast path reads for its next
+/// hop instead of the shared next hops, the egress interface and the
+/// neighbor entry. Pinned neighbor slots never move, and every slot is
+/// cleared when the VR's next hops or the topology are republished, so
+/// what it holds stays true while it is held; the MAC, while the neighbor
+/// table's generation is the one it was copied in and its deadline has not
+/// passed ([`NeighborTable::usable_mac_until`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C, align(32))]
+#[repr(C, align(64))]
 pub(crate) struct GatewaySlot {
+    /// Until when `mac` may be used (ns; 0: no MAC kept).
+    until: u64,
     neigh: u32,
+    /// The neighbor table's generation `mac` was copied in.
+    generation: u32,
     iface: u16,
     resolved: bool,
+    mac: EthernetAddress,
     egress: Option<Egress>,
 }
 
 impl GatewaySlot {
     /// Not resolved.
     pub const NONE: GatewaySlot = GatewaySlot {
+        until: 0,
         neigh: u32::MAX,
+        generation: 0,
         iface: 0,
         resolved: false,
+        mac: EthernetAddress([0; 6]),
         egress: None,
     };
 
@@ -464,7 +492,7 @@ impl GatewaySlot {
             neigh,
             iface,
             resolved: neigh != u32::MAX,
-            egress: None,
+            ..GatewaySlot::NONE
         }
     }
 
@@ -473,6 +501,23 @@ impl GatewaySlot {
     fn get(&self) -> Option<(u16, u32)> {
         self.resolved.then_some((self.iface, self.neigh))
     }
+}
+
+/// A gateway as the fast path found it in its slot ([`Vr::gateway`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Gateway {
+    /// The egress interface.
+    pub iface: u16,
+    /// The neighbor slot.
+    pub neigh: u32,
+    /// What the fast path writes for the egress interface.
+    pub egress: Egress,
+    /// The neighbor's MAC, where the slot's copy is still true: then the
+    /// neighbor entry need not be read.
+    pub mac: Option<EthernetAddress>,
+    /// The next-hop id of the slot (a multipath group's member), for
+    /// [`Vr::keep_mac`].
+    pub slot: u32,
 }
 
 /// Per-worker counters: one set per port and per interface.
@@ -1032,8 +1077,10 @@ mod layout {
         // ([`NeighborTable`]'s first 32 bytes, its own test says).
         assert!(offset_of!(Vr, neighbors) + 32 <= 64);
         assert_eq!(align_of::<Neighbor>(), 32);
-        // A resolved gateway with its egress view: one 32-byte slot.
-        assert_eq!(size_of::<super::GatewaySlot>(), 32);
+        // A resolved gateway with its egress view and its neighbor's MAC:
+        // one 64-byte slot, one line.
+        assert_eq!(size_of::<super::GatewaySlot>(), 64);
+        assert_eq!(align_of::<super::GatewaySlot>(), 64);
         assert!(offset_of!(Neighbor, used) + size_of::<u64>() <= 32);
     }
 }

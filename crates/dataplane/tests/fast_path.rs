@@ -763,6 +763,60 @@ fn a_neighbor_past_its_reachable_time_goes_to_the_full_stages() {
     );
 }
 
+/// A gateway's slot keeps its neighbor's MAC for the fast path, which then
+/// does not read the neighbor entry: a new MAC learnt for the gateway is
+/// used from the next frame on, and past its reachable time the frames go
+/// to the full stages (which probe it), as they would without the copy.
+#[test]
+fn a_gateways_kept_mac_follows_what_arp_learns() {
+    let (mut fast, mut slow) = engines();
+    let mac_a = EthernetAddress([0x02, 0xee, 0, 0, 0, 0x0a]);
+    let mac_b = EthernetAddress([0x02, 0xee, 0, 0, 0, 0x0b]);
+    let reply = |mac| {
+        common::arp(
+            vrhost_wire::arp::Operation::Reply,
+            mac,
+            Ipv4Addr::new(10, 1, 0, 3),
+            Ipv4Addr::new(10, 1, 0, 1),
+            OUT_MAC,
+            None,
+        )
+    };
+    // 100.64.1.1, via 10.1.0.3: unresolved at first (held, ARP asked).
+    let to_gw = [plain(4)];
+    let fast_count = |e: &Engine| e.iface_counters(IfaceId::new(0)).fast_path;
+    both(&mut fast, &mut slow, &to_gw, SEC);
+    let released = both(&mut fast, &mut slow, &[(1, reply(mac_a))], SEC);
+    assert_eq!(released.len(), 1, "the held frame");
+    assert_eq!(&released[0].frame[0..6], &mac_a.0);
+    // The first frame through the slot keeps the MAC, the second uses it.
+    for k in 1..=2 {
+        let out = both(&mut fast, &mut slow, &to_gw, 2 * SEC);
+        assert_eq!(&out[0].frame[0..6], &mac_a.0);
+        assert_eq!(fast_count(&fast), k, "reachable: fast");
+    }
+    // The gateway answers from another MAC: used at once.
+    both(&mut fast, &mut slow, &[(1, reply(mac_b))], 3 * SEC);
+    for k in 3..=4 {
+        let out = both(&mut fast, &mut slow, &to_gw, 3 * SEC);
+        assert_eq!(&out[0].frame[0..6], &mac_b.0, "the new MAC");
+        assert_eq!(fast_count(&fast), k);
+    }
+    // Past its reachable time the kept MAC is not used: the full stages
+    // forward the frame, and probe once the first probe's delay is over.
+    let out = both(&mut fast, &mut slow, &to_gw, 600 * SEC);
+    assert_eq!(out.len(), 1);
+    assert_eq!(&out[0].frame[0..6], &mac_b.0);
+    assert_eq!(fast_count(&fast), 4, "stale: full stages");
+    let out = both(&mut fast, &mut slow, &to_gw, 606 * SEC);
+    assert_eq!(out.len(), 2, "the frame and a unicast ARP probe");
+    assert_eq!(fast_count(&fast), 4);
+    assert_eq!(
+        without_fast_count(all_counters(&fast)),
+        without_fast_count(all_counters(&slow))
+    );
+}
+
 /// A plain burst whose fourth frame the input list denies: the three
 /// before it leave by the fast path, judged with the whole burst before
 /// it; the denied one is dropped and counted as `filtered`; the two after
