@@ -336,9 +336,10 @@ impl Worker {
     /// in which each lane reads its own VR's table, then each frame to the
     /// fast path, whose frames up to the first refused one are queued
     /// together. Nothing is paid per VR or per run of one VR's frames: the
-    /// receive counters are written per frame, the fair share admits and
-    /// charges per frame (an equal share of the fast path's time, as
-    /// [`Worker::mixed_burst`] does).
+    /// receive counters are written per frame; the fair share admits each
+    /// VR as the burst found it and counts each fast frame in its VR's
+    /// tally after the loop (an equal share of the fast path's time, as
+    /// [`Worker::mixed_burst`] charges).
     ///
     /// Returns false for any other burst, untouched but for fields the
     /// full demux sets again.
@@ -412,7 +413,10 @@ impl Worker {
         let fair_share = fair.active();
         // While shares are not enforced (the worker is not saturated) every
         // frame is admitted; the fast path's frames are counted per VR
-        // (`Fair::count_fast`), and the burst timed once.
+        // (`Fair::count_fast`), and the burst timed once. A VR whose frames
+        // a burst holds several of may so pass its room by a burst's worth
+        // before its record is read: the excess is a deficit carried into
+        // its next refill, as for a plain burst's run.
         let police = fair_share && fair.enforcing();
         let full = self.full_burst > 0 && self.burst_len >= self.full_burst;
         let start = fair.now();
@@ -426,12 +430,19 @@ impl Worker {
         let mut out = PortTally::default();
         let mut refused_fast = false;
         if self.fast_path {
-            for ((m, &route), lane) in rx.iter_mut().zip(&self.routes[..n]).zip(lanes) {
-                let vr = usize::from(lane.vr);
-                if police && !fair.admit_fast(vr) {
-                    break;
-                }
-                let Some(v) = self.vrs.get_mut(vr) else {
+            // The frames before the first whose VR the fair share refuses:
+            // each VR admitted as the burst found it (as a plain burst's run
+            // is), and its fast frames counted after the loop.
+            let admitted = match police {
+                true => lanes
+                    .iter()
+                    .position(|l| !fair.admit_fast(usize::from(l.vr))),
+                false => None,
+            };
+            let admitted = admitted.unwrap_or(n);
+            let each = rx[..admitted].iter_mut().zip(&self.routes[..admitted]);
+            for ((m, &route), lane) in each.zip(&lanes[..admitted]) {
+                let Some(v) = self.vrs.get_mut(usize::from(lane.vr)) else {
                     break;
                 };
                 let len_in = m.len() as u64;
@@ -453,10 +464,12 @@ impl Worker {
                     c.tx_bytes.add(len_out);
                 }
                 out.add(counters, sent.port, len_out);
-                if fair_share {
-                    fair.count_fast(vr, full);
-                }
                 done += 1;
+            }
+            if fair_share {
+                for lane in &lanes[..done] {
+                    fair.count_fast(usize::from(lane.vr), full);
+                }
             }
         }
         out.flush(counters);
