@@ -669,7 +669,7 @@ mod tests {
         t.learn(g, other, false, 40 * SEC, |_, _| {});
         changed(&t, &mut last, "a new MAC, unconfirmed");
         assert_eq!(t.usable_mac_until(g, 40 * SEC), None, "stale");
-        // Using, resolving and holding change nothing a copy relies on.
+        // Using and resolving change nothing a copy relies on.
         t.resolve(g, 41 * SEC);
         t.usable_mac(g, 41 * SEC);
         assert_eq!(t.generation(), last);
