@@ -67,9 +67,17 @@ fn tap_mirror_has_name_mac_mtu_and_queues() {
         .unwrap()
         .stdout
         .is_empty());
-    // The device outlives its queues (persistent), with carrier off.
+    // The device outlives its queues (persistent), with carrier off. A
+    // process another test spawns at that moment holds copies of the
+    // queues' descriptors until it execs (they close on exec), so the
+    // last queue may detach a moment later: wait up to 2 s for it.
     drop(ports);
-    let show = ns.ip("-d link show red0");
+    let mut show = ns.ip("-d link show red0");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while !show.contains("NO-CARRIER") && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        show = ns.ip("-d link show red0");
+    }
     assert!(
         show.contains("persist on") && show.contains("NO-CARRIER"),
         "{show}"
