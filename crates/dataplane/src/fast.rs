@@ -37,7 +37,7 @@ use crate::mbuf::Mbuf;
 use crate::output::{Ctx, Sent};
 use crate::spec::Urpf;
 use crate::urpf;
-use crate::worker::{NextHop, Vr, LISTS_OUT};
+use crate::worker::{NextHop, Via, Vr, LISTS_OUT};
 
 /// Forwards `m` (demuxed as IPv4, `id` its FIB answer) if it qualifies:
 /// rewrites it in place and returns where it goes, for the caller to count
@@ -192,8 +192,8 @@ pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
     // A multipath route's group picks the gateway its flow hashes to
     // ([`crate::ecmp`]), which is resolved in turn (a member is never a
     // group).
-    let (egress, neigh, e, cached, slot) = match vr.gateway(id.0, ctx.now) {
-        Some(g) => (g.iface, g.neigh, g.egress, g.mac, Some(g.slot)),
+    let via = match vr.gateway(id.0, ctx.now) {
+        Some(via) => via,
         None => 'slow: {
             let mut id = id.0;
             let mut hop = vr.resolve(id);
@@ -207,26 +207,32 @@ pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
                 };
                 let l4 = l4.get(..(total_len - 20).min(l4.len()))?;
                 id = vr.nexthops.pick(base, ecmp::flow4(ip, l4))?;
-                if let Some(g) = vr.gateway(id, ctx.now) {
-                    break 'slow (g.iface, g.neigh, g.egress, g.mac, Some(g.slot));
+                if let Some(via) = vr.gateway(id, ctx.now) {
+                    break 'slow via;
                 }
                 hop = vr.resolve(id);
             }
             match hop {
                 Some(NextHop::Gateway { iface, neigh }) => {
-                    let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
-                    vr.keep_egress(id, e);
-                    (iface, neigh, e, None, Some(id))
+                    let egress = Egress::of(ctx.ifaces.get(usize::from(iface))?);
+                    vr.keep_egress(id, egress);
+                    Via::new(iface, neigh, egress, Some(id))
                 }
                 Some(NextHop::Connected { iface }) => {
                     let n = vr.neighbors.find(iface, IpAddr::V4(dst))?;
-                    let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
-                    (iface, n, e, None, None)
+                    let egress = Egress::of(ctx.ifaces.get(usize::from(iface))?);
+                    Via::new(iface, n, egress, None)
                 }
                 _ => return None,
             }
         }
     };
+    let Via {
+        iface: egress,
+        neigh,
+        egress: e,
+        ..
+    } = via;
     if total_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
@@ -242,10 +248,8 @@ pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
         }
         vr.neighbors.mark_used(neigh, ctx.now);
         mac
-    } else if let Some(mac) = cached {
-        mac
     } else {
-        usable_mac(vr, neigh, slot, ctx.now)?
+        vr.via_mac(&via, ctx.now)?
     };
     // The TTL and checksum are those read above (the TTL is > 1).
     ip[8] = ttl - 1;
@@ -257,18 +261,6 @@ pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
         retag(m, L2, e, mac);
     }
     Some(leave(m, egress, e, total_len))
-}
-
-/// The MAC of neighbor `neigh` if it is usable as it is (marked used),
-/// kept in the slot of gateway `slot`, if the next hop is one, for the
-/// packets after this one ([`Vr::keep_mac`]).
-#[inline(always)]
-fn usable_mac(vr: &mut Vr, neigh: u32, slot: Option<u32>, now: u64) -> Option<EthernetAddress> {
-    let (mac, until) = vr.neighbors.usable_mac_until(neigh, now)?;
-    if let Some(id) = slot {
-        vr.keep_mac(id, neigh, mac, until);
-    }
-    Some(mac)
 }
 
 /// The IPv6 fast path: [`v4`]'s twin for a frame demuxed as IPv6.
@@ -347,8 +339,8 @@ pub(crate) fn v6_at<const L2: usize, const LISTS: u8>(
             return None;
         }
     }
-    let (egress, neigh, e, cached, slot) = match vr.gateway(id.0, ctx.now) {
-        Some(g) => (g.iface, g.neigh, g.egress, g.mac, Some(g.slot)),
+    let via = match vr.gateway(id.0, ctx.now) {
+        Some(via) => via,
         None => 'slow: {
             let mut id = id.0;
             let mut hop = vr.resolve(id);
@@ -360,27 +352,33 @@ pub(crate) fn v6_at<const L2: usize, const LISTS: u8>(
                 };
                 let l4 = l4.get(..(packet_len - 40).min(l4.len()))?;
                 id = vr.nexthops.pick(base, ecmp::flow6(ip, l4))?;
-                if let Some(g) = vr.gateway(id, ctx.now) {
-                    break 'slow (g.iface, g.neigh, g.egress, g.mac, Some(g.slot));
+                if let Some(via) = vr.gateway(id, ctx.now) {
+                    break 'slow via;
                 }
                 hop = vr.resolve(id);
             }
             match hop {
                 Some(NextHop::Gateway { iface, neigh }) => {
-                    let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
-                    vr.keep_egress(id, e);
-                    (iface, neigh, e, None, Some(id))
+                    let egress = Egress::of(ctx.ifaces.get(usize::from(iface))?);
+                    vr.keep_egress(id, egress);
+                    Via::new(iface, neigh, egress, Some(id))
                 }
                 Some(NextHop::Connected { iface }) => {
                     let dst: [u8; 16] = *ip[24..].first_chunk::<16>()?;
                     let n = vr.neighbors.find(iface, IpAddr::V6(Ipv6Addr::from(dst)))?;
-                    let e = Egress::of(ctx.ifaces.get(usize::from(iface))?);
-                    (iface, n, e, None, None)
+                    let egress = Egress::of(ctx.ifaces.get(usize::from(iface))?);
+                    Via::new(iface, n, egress, None)
                 }
                 _ => return None,
             }
         }
     };
+    let Via {
+        iface: egress,
+        neigh,
+        egress: e,
+        ..
+    } = via;
     if packet_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
@@ -392,10 +390,8 @@ pub(crate) fn v6_at<const L2: usize, const LISTS: u8>(
         }
         vr.neighbors.mark_used(neigh, ctx.now);
         mac
-    } else if let Some(mac) = cached {
-        mac
     } else {
-        usable_mac(vr, neigh, slot, ctx.now)?
+        vr.via_mac(&via, ctx.now)?
     };
     ip[7] = hop_limit - 1;
     if e.l2_len() == L2 {

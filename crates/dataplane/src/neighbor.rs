@@ -126,7 +126,7 @@ impl Neighbor {
 pub struct NeighborTable {
     // What the fast path reads, first (`repr(C)` keeps this order): the
     // generation alone while its gateway slots hold their MACs, the slots
-    // and reachable time when one does not.
+    // too (and the reachable time, in the next line) when one does not.
     slots: Vec<Neighbor>,
     /// Changes whenever an entry's MAC, state or place may have changed
     /// in a way that ends its use ([`NeighborTable::generation`]).
@@ -400,11 +400,11 @@ impl NeighborTable {
         now: u64,
         mut release: impl FnMut(Mbuf, EthernetAddress),
     ) {
-        let n = &mut self.slots[i as usize];
-        if n.state == State::Static {
+        if self.slots[i as usize].state == State::Static {
             return;
         }
-        self.generation = self.generation.wrapping_add(1);
+        self.changed();
+        let n = &mut self.slots[i as usize];
         let changed = n.mac != mac;
         n.mac = mac;
         // Learning counts as activity: the entry is not idle garbage yet.
@@ -555,8 +555,8 @@ mod tests {
         IpAddr::V4(Ipv4Addr::new(10, 0, 0, last))
     }
 
-    /// What the fast path reads of the table, its slots and reachable
-    /// time, is its first 32 bytes (the VR keeps them in its first line).
+    /// What the fast path reads of the table, its generation and its
+    /// slots, is its first 32 bytes (the VR keeps them in its first line).
     #[test]
     fn the_fast_paths_fields_come_first() {
         use std::mem::offset_of;

@@ -433,13 +433,11 @@ impl Worker {
             // The frames before the first whose VR the fair share refuses:
             // each VR admitted as the burst found it (as a plain burst's run
             // is), and its fast frames counted after the loop.
+            let refused = |l: &Lane| !fair.admit_fast(usize::from(l.vr));
             let admitted = match police {
-                true => lanes
-                    .iter()
-                    .position(|l| !fair.admit_fast(usize::from(l.vr))),
-                false => None,
+                true => lanes.iter().position(refused).unwrap_or(n),
+                false => n,
             };
-            let admitted = admitted.unwrap_or(n);
             let each = rx[..admitted].iter_mut().zip(&self.routes[..admitted]);
             for ((m, &route), lane) in each.zip(&lanes[..admitted]) {
                 let Some(v) = self.vrs.get_mut(usize::from(lane.vr)) else {

@@ -220,8 +220,8 @@ pub struct Vr {
     /// next hops and their address. (A boxed slice, two words, so that the
     /// neighbor table's hot half fits this line too.)
     gateways: Box<[GatewaySlot]>,
-    /// This worker's neighbor table for the VR: its slots and reachable
-    /// time (its first 32 bytes) end the first line, so that a forwarded
+    /// This worker's neighbor table for the VR: its first 32 bytes (its
+    /// slots and generation) end the first line, so that a forwarded
     /// packet reads one line of its VR's here.
     pub neighbors: NeighborTable,
     pub(crate) nexthops: Arc<NextHops>,
@@ -295,16 +295,16 @@ impl Vr {
     /// view, and the neighbor's MAC where the slot's copy of it is still
     /// true at `now`.
     #[inline(always)]
-    pub(crate) fn gateway(&self, id: u32, now: u64) -> Option<Gateway> {
+    pub(crate) fn gateway(&self, id: u32, now: u64) -> Option<Via> {
         let g = self.gateways.get(id as usize)?;
         match (g.resolved, g.egress) {
-            (true, Some(egress)) => Some(Gateway {
+            (true, Some(egress)) => Some(Via {
                 iface: g.iface,
                 neigh: g.neigh,
                 egress,
                 mac: (g.generation == self.neighbors.generation() && now < g.until)
                     .then_some(g.mac),
-                slot: id,
+                slot: Some(id),
             }),
             _ => None,
         }
@@ -317,11 +317,26 @@ impl Vr {
         self.gateways.as_ptr().wrapping_add(id as usize).cast()
     }
 
+    /// The neighbor's MAC for `via` if it is usable as it is: the slot's
+    /// copy where that is still true, else the neighbor entry's (marked
+    /// used), which the slot then keeps for the frames after this one.
+    #[inline(always)]
+    pub(crate) fn via_mac(&mut self, via: &Via, now: u64) -> Option<EthernetAddress> {
+        if via.mac.is_some() {
+            return via.mac;
+        }
+        let (mac, until) = self.neighbors.usable_mac_until(via.neigh, now)?;
+        if let Some(id) = via.slot {
+            self.keep_mac(id, via.neigh, mac, until);
+        }
+        Some(mac)
+    }
+
     /// Keeps in the slot of gateway `id`, resolved to neighbor slot
     /// `neigh`, that neighbor's MAC until `until`
     /// ([`NeighborTable::usable_mac_until`]), for [`Vr::gateway`].
     #[inline]
-    pub(crate) fn keep_mac(&mut self, id: u32, neigh: u32, mac: EthernetAddress, until: u64) {
+    fn keep_mac(&mut self, id: u32, neigh: u32, mac: EthernetAddress, until: u64) {
         let generation = self.neighbors.generation();
         if let Some(g) = self
             .gateways
@@ -503,9 +518,10 @@ impl GatewaySlot {
     }
 }
 
-/// A gateway as the fast path found it in its slot ([`Vr::gateway`]).
+/// Where the fast path sends a frame: a gateway as it found it in its
+/// slot ([`Vr::gateway`]), or a next hop it resolved itself.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Gateway {
+pub(crate) struct Via {
     /// The egress interface.
     pub iface: u16,
     /// The neighbor slot.
@@ -515,9 +531,22 @@ pub(crate) struct Gateway {
     /// The neighbor's MAC, where the slot's copy is still true: then the
     /// neighbor entry need not be read.
     pub mac: Option<EthernetAddress>,
-    /// The next-hop id of the slot (a multipath group's member), for
-    /// [`Vr::keep_mac`].
-    pub slot: u32,
+    /// The next-hop id of the gateway slot (a multipath group's member)
+    /// that keeps the MAC once read; `None` for an attached host.
+    pub slot: Option<u32>,
+}
+
+impl Via {
+    /// A next hop the fast path resolved itself, no MAC kept yet.
+    pub fn new(iface: u16, neigh: u32, egress: Egress, slot: Option<u32>) -> Via {
+        Via {
+            iface,
+            neigh,
+            egress,
+            mac: None,
+            slot,
+        }
+    }
 }
 
 /// Per-worker counters: one set per port and per interface.
@@ -1073,7 +1102,7 @@ mod layout {
         assert!(offset_of!(Iface, filter_out) + size_of::<usize>() <= 64);
         assert_eq!(align_of::<Vr>(), 64);
         assert!(offset_of!(Vr, gateways) + 2 * size_of::<usize>() <= 64);
-        // The neighbor table's slots (a `Vec`) and reachable time
+        // The neighbor table's slots (a `Vec`) and generation
         // ([`NeighborTable`]'s first 32 bytes, its own test says).
         assert!(offset_of!(Vr, neighbors) + 32 <= 64);
         assert_eq!(align_of::<Neighbor>(), 32);
