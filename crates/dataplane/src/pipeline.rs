@@ -299,7 +299,7 @@ impl Worker {
         }
         if let Some((port, one_port)) = to {
             if one_port {
-                ctx.tx.ports[usize::from(port)].extend(rx.drain(..done));
+                queue_front(&mut ctx.tx.ports[usize::from(port)], rx, done);
             } else {
                 for m in rx.drain(..done) {
                     ctx.push_tx(m);
@@ -472,7 +472,7 @@ impl Worker {
         }
         out.flush(counters);
         if let Some(port) = out.one_port() {
-            ctx.tx.ports[usize::from(port)].extend(rx.drain(..done));
+            queue_front(&mut ctx.tx.ports[usize::from(port)], rx, done);
         } else {
             for m in rx.drain(..done) {
                 ctx.push_tx(m);
@@ -991,6 +991,18 @@ fn plain_demux<const L2: usize, A: Family>(
         m.set_received(iface, L2 as u16);
     }
     Some(bytes)
+}
+
+/// Moves the first `done` frames of `rx` to the end of `queue`: the
+/// whole burst in one copy of the buffer handles when it all goes
+/// (`append`), else a drain.
+#[inline(always)]
+fn queue_front(queue: &mut Vec<Mbuf>, rx: &mut Vec<Mbuf>, done: usize) {
+    if done == rx.len() {
+        queue.append(rx);
+    } else {
+        queue.extend(rx.drain(..done));
+    }
 }
 
 /// What the fast path's frames of a burst of many VRs sent, per port:

@@ -73,14 +73,18 @@
 //!
 //! # Super-frames
 //!
-//! A received super-frame of up to 64 KiB is longer than an [`Mbuf`]
-//! ([`MAX_FRAME`]): it is cut into super-frames that fit one buffer (six
-//! 1448-byte segments each), checksums left partial, so the pipeline
-//! looks each one up once and the sending kernel cuts it into segments.
-//! With the vnet header, tx frames are 16 KiB, so any [`Mbuf`] fits one.
-//! On the way out, the buffers of one cut super-frame are joined again
-//! ([`coalesce`]) and sent as one frame of up to 64 KiB through a second,
-//! ring-less socket (`sendmsg`, after the ring is kicked, so order holds):
+//! A received super-frame of up to 64 KiB is longer than an ordinary
+//! [`Mbuf`] ([`MAX_FRAME`]): `recv` reads it off the socket's queue
+//! straight into a large buffer ([`MbufPool::get_large`]; its vnet header
+//! into the end of the headroom), so the pipeline forwards it as one frame:
+//! one lookup, one TTL update. Where the pool has no large buffer left, or
+//! the device stripped a tag that goes back in front, it is copied and cut
+//! into super-frames that fit one ordinary buffer (six 1448-byte segments
+//! each), checksums left partial. With the vnet header, tx frames are 16
+//! KiB, so any ordinary [`Mbuf`] fits one. A large buffer's frame, and the
+//! buffers of one cut super-frame joined again ([`coalesce`]), leave as
+//! one frame of up to 64 KiB through a second, ring-less socket
+//! (`sendmsg`, after the ring is kicked, so order holds):
 //! the receiving kernel takes one skb where the sender made one. Both
 //! sockets get a 32 MiB send buffer (`SO_SNDBUFFORCE`): frames a veth
 //! peer's sockets still hold count against it; the ring socket a 32 MiB
@@ -100,7 +104,7 @@ use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use vrhost_dataplane::coalesce;
-use vrhost_dataplane::mbuf::MAX_FRAME;
+use vrhost_dataplane::mbuf::{HEADROOM, MAX_FRAME};
 use vrhost_dataplane::offload;
 use vrhost_dataplane::{Mbuf, MbufPool};
 
@@ -513,6 +517,42 @@ impl AfPacketPort {
         self.copied
     }
 
+    /// Reads the head slot's `TP_STATUS_COPY` frame off the socket's queue
+    /// straight into large buffer `m`: the vnet header into the end of its
+    /// headroom, the frame behind it.
+    fn read_large(
+        &mut self,
+        mut m: Mbuf,
+        pool: &mut MbufPool,
+        rx: &mut Vec<Mbuf>,
+        port_index: u16,
+    ) -> rx_frame::Received {
+        let at = HEADROOM - vnet::LEN;
+        let room = &mut m.raw_mut()[at..];
+        // SAFETY: `room` is a live, writable slice of `room.len()` bytes
+        // that recv() may write; MSG_TRUNC makes it return the frame's real
+        // length, so a frame that did not fit is seen as such.
+        let rc = unsafe {
+            libc::recv(
+                std::os::fd::AsRawFd::as_raw_fd(&self.fd),
+                room.as_mut_ptr().cast(),
+                room.len(),
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            )
+        };
+        let fits = usize::try_from(rc)
+            .ok()
+            .filter(|&len| len <= room.len() && len >= vnet::LEN);
+        let Some(len) = fits.filter(|&len| m.set_frame(HEADROOM, len - vnet::LEN)) else {
+            pool.put(m);
+            return rx_frame::Received::Dropped;
+        };
+        let mut vh = [0u8; vnet::LEN];
+        vh.copy_from_slice(&m.raw_mut()[at..HEADROOM]);
+        debug_assert_eq!(m.len(), len - vnet::LEN);
+        rx_frame::take(&mut self.stats, m, &vh, pool, rx, port_index)
+    }
+
     /// The address of tx frame `i`.
     #[inline]
     fn tx_frame(&self, i: usize) -> *mut u8 {
@@ -796,8 +836,18 @@ impl Port for AfPacketPort {
             };
             let tag = wire_tag(status, hdr.tp_vlan_tci, hdr.tp_vlan_tpid);
             let copied = status & libc::TP_STATUS_COPY != 0;
+            let direct = copied && self.vnet && tag.is_none() && self.copied.is_none();
+            let large = if direct && pkttype != libc::PACKET_OUTGOING {
+                pool.get_large()
+            } else {
+                None
+            };
             let got = if pkttype == libc::PACKET_OUTGOING {
                 rx_frame::Received::Frames(0)
+            } else if let Some(m) = large {
+                // Whole, from the socket's queue into a large buffer: no
+                // copy between.
+                self.read_large(m, pool, rx, port_index)
             } else {
                 let bytes = if copied {
                     // Truncated into the slot, whole on the socket's queue.
@@ -874,17 +924,21 @@ impl Port for AfPacketPort {
             // the second socket ([`coalesce`]), after what the ring holds.
             if self.join.is_some() {
                 let end = tx.len().min(i + vnet::MAX_JOIN);
-                let n = coalesce::run(&tx[i..end], 65_535);
-                if n > 1 {
-                    if let Some(off) = coalesce::merge_head(&mut tx[i..i + n]) {
-                        if queued > 0 {
-                            self.kick()?;
-                            queued = 0;
-                        }
-                        self.send_joined(&off, &tx[i..i + n]);
-                        i += n;
-                        continue;
+                let n = coalesce::run(&tx[i..end], 65_535).max(1);
+                let joined = match n {
+                    1 if tx[i].len() > max => Some(tx[i].offload),
+                    1 => None,
+                    _ => coalesce::merge_head(&mut tx[i..i + n]),
+                };
+                if let Some(off) = joined {
+                    // A large buffer's super-frame, or buffers cut from one.
+                    if queued > 0 {
+                        self.kick()?;
+                        queued = 0;
                     }
+                    self.send_joined(&off, &tx[i..i + n]);
+                    i += n;
+                    continue;
                 }
             }
             let m = &tx[i];

@@ -39,7 +39,9 @@
 //! ([`TapPort::create_multi`]) are made persistent ([`TapPort::set_persist`]),
 //! so that they outlive a restart of vrhost, and a [`TapHold`] keeps their
 //! carrier up meanwhile. One `read` or `write` per frame (a super-frame is
-//! one); the buffers of a super-frame cut on the way in are joined again
+//! one, read whole into a large buffer,
+//! [`vrhost_dataplane::MbufPool::get_large`], or cut into ordinary ones
+//! where none is left); the buffers of a super-frame cut on the way in are joined again
 //! on the way out ([`coalesce`]: one `writev`, one skb in the receiving
 //! kernel). The device appears in the calling thread's network namespace
 //! ([`crate::netns`]).
@@ -53,12 +55,12 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 
 use vrhost_dataplane::coalesce;
-use vrhost_dataplane::mbuf::MAX_FRAME;
+use vrhost_dataplane::mbuf::{MAX_FRAME, MAX_SUPER_FRAME};
 use vrhost_dataplane::offload::{self, l2_len};
 use vrhost_dataplane::{Gso, Mbuf, MbufPool};
 
 use crate::sys::{self, last_err, sys_err, zeroed};
-use crate::{netdev, vnet, IoError, Port, PortStats};
+use crate::{netdev, rx_frame, vnet, IoError, Port, PortStats};
 
 const TUN_PATH: &str = "/dev/net/tun";
 
@@ -439,16 +441,30 @@ impl Port for TapPort {
             };
             if len <= MAX_FRAME {
                 m.truncate(len);
-                m.offload = off;
-                m.port = port_index;
-                self.stats.rx_packets += 1;
-                self.stats.rx_bytes += len as u64;
-                rx.push(m);
+                rx_frame::deliver(&mut self.stats, m, off, rx, port_index);
                 n += 1;
                 continue;
             }
-            // A super-frame longer than a buffer: whole in `big` once its
-            // head is copied in front, then cut into buffers.
+            // A super-frame longer than a buffer: whole in a large buffer,
+            // else whole in `big` once its head is copied in front, then
+            // cut into buffers.
+            let large = match (&self.big, off.gso) {
+                (Some(big), Gso::Tcp4 | Gso::Tcp6 | Gso::Udp) if len <= MAX_SUPER_FRAME => {
+                    pool.get_large().map(|mut l| {
+                        let whole = l.set_len_from_start(len);
+                        whole[..MAX_FRAME].copy_from_slice(m.data());
+                        whole[MAX_FRAME..].copy_from_slice(&big[MAX_FRAME..len]);
+                        l
+                    })
+                }
+                _ => None,
+            };
+            if let Some(l) = large {
+                rx_frame::deliver(&mut self.stats, l, off, rx, port_index);
+                n += 1;
+                pool.put(m);
+                continue;
+            }
             let TapPort {
                 big,
                 pending,
