@@ -160,7 +160,9 @@ pub struct CpStats {
     pub to_tap: u64,
     /// Punted packets of VRs without a control plane, discarded.
     pub punt_discarded: u64,
-    /// Punted packets a TAP would not take (device down, queue full).
+    /// Punted packets a TAP would not take (device down, queue full), or
+    /// that no buffer was left to copy into (a super-frame, when every
+    /// large buffer is in use).
     pub tap_write_failed: u64,
     /// Frames the kernel sent on a TAP and the worker transmitted.
     pub injected: u64,
@@ -280,7 +282,11 @@ impl WorkerTaps {
                 stats.punt_discarded += 1;
                 return;
             }
-            let mut c = pool.get();
+            // A super-frame punted whole goes out whole, in a large buffer.
+            let Some(mut c) = pool.get_fitting(m.len()) else {
+                stats.tap_write_failed += 1;
+                return;
+            };
             tap::untagged_copy(m, &mut c);
             pending[t as usize].push(c);
         });

@@ -423,6 +423,17 @@ impl MbufPool {
         Some(m)
     }
 
+    /// A buffer that holds a frame of `len` bytes: an ordinary one, or a
+    /// large one for a longer frame; `None` when none is left
+    /// ([`MbufPool::get_large`]) or `len` is longer than any.
+    pub fn get_fitting(&mut self, len: usize) -> Option<Mbuf> {
+        match len {
+            0..=MAX_FRAME => Some(self.get()),
+            _ if len <= MAX_SUPER_FRAME => self.get_large(),
+            _ => None,
+        }
+    }
+
     /// Large buffers made over the pool's life.
     pub fn large_made(&self) -> usize {
         self.large_made
@@ -532,6 +543,14 @@ mod tests {
         assert!(pool.get_large().is_some());
         assert_eq!(pool.large_made(), MAX_LARGE);
         assert!(!pool.get().is_large());
+    }
+
+    #[test]
+    fn a_fitting_buffer_is_large_only_for_a_long_frame() {
+        let mut pool = MbufPool::new(1);
+        assert!(!pool.get_fitting(MAX_FRAME).expect("ordinary").is_large());
+        assert!(pool.get_fitting(MAX_FRAME + 1).expect("large").is_large());
+        assert!(pool.get_fitting(MAX_SUPER_FRAME + 1).is_none());
     }
 
     #[test]

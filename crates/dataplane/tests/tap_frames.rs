@@ -319,3 +319,32 @@ fn tap_frames_pass_the_vrs_rate_ceiling() {
         limited as u64
     );
 }
+
+/// A tagged super-frame longer than an ordinary buffer, punted to a TAP:
+/// copied untagged into a buffer that fits it (a large one), whole, its
+/// offload state kept.
+#[test]
+fn a_punted_super_frame_is_copied_whole() {
+    use vrhost_dataplane::mbuf::MAX_FRAME;
+    use vrhost_dataplane::{Gso, Offload};
+    let mut pool = MbufPool::new(4);
+    let mut m = pool.get_large().expect("a large buffer");
+    let mut frame: Vec<u8> = (0..60_000u32).map(|i| (i % 251) as u8).collect();
+    frame[12..18].copy_from_slice(&[0x81, 0x00, 0x00, 0x05, 0x08, 0x00]);
+    m.fill(&frame);
+    m.l3_off = 18;
+    m.offload = Offload {
+        partial: true,
+        gso: Gso::Tcp4,
+        gso_size: 1448,
+        csum_start: 20,
+        csum_offset: 16,
+    };
+    let mut back = pool.get_fitting(m.len() - 4).expect("a buffer that fits");
+    assert!(back.is_large() && m.len() > MAX_FRAME);
+    untagged_copy(&m, &mut back);
+    assert_eq!(back.len(), frame.len() - 4);
+    assert_eq!(&back.data()[..12], &frame[..12]);
+    assert_eq!(&back.data()[12..], &frame[16..]);
+    assert_eq!(back.offload, m.offload);
+}
