@@ -28,8 +28,13 @@ pub const MAX_SUPER_FRAME: usize = 65_536 + 64;
 const LARGE_CAPACITY: usize = HEADROOM + MAX_SUPER_FRAME;
 /// Large buffers one pool makes at most: enough for a few bursts of
 /// super-frames in flight on every port; past it, a super-frame is cut
-/// into ordinary buffers as before.
+/// into ordinary buffers as before. Counted over the pool's life: a large
+/// buffer that another pool keeps for good is not made again.
 pub const MAX_LARGE: usize = 256;
+/// How far back from its end [`MbufPool::get_large`] looks in the free
+/// list for a large buffer returned with [`MbufPool::put_all`], once all
+/// [`MAX_LARGE`] are made: a burst's worth and more, at a bounded cost.
+const LARGE_SCAN: usize = 64;
 
 /// One packet buffer: a pointer to its metadata and bytes and the bytes'
 /// length, so handing a frame from stage to stage, queue to queue and
@@ -413,10 +418,12 @@ impl MbufPool {
                 self.large_made += 1;
                 Mbuf::new_large()
             }
-            // Returned, but not yet set aside by `get`.
+            // Returned with `put_all`, not yet set aside by `get`: among
+            // the buffers returned last.
             None => {
-                let at = self.free.iter().rposition(Mbuf::is_large)?;
-                self.free.swap_remove(at)
+                let recent = self.free.len().saturating_sub(LARGE_SCAN);
+                let at = self.free[recent..].iter().rposition(Mbuf::is_large)?;
+                self.free.swap_remove(recent + at)
             }
         };
         m.reset();
@@ -439,10 +446,14 @@ impl MbufPool {
         self.large_made
     }
 
-    /// Returns a buffer.
+    /// Returns a buffer (a large one where [`MbufPool::get_large`] finds
+    /// it first).
     #[inline]
     pub fn put(&mut self, m: Mbuf) {
-        self.free.push(m);
+        match m.is_large() {
+            false => self.free.push(m),
+            true => self.large.push(m),
+        }
     }
 
     /// Returns every buffer of `v`, leaving it empty (one copy of the

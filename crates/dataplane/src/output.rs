@@ -500,7 +500,10 @@ impl Ctx<'_> {
         if !vr.limits.control_plane {
             return;
         }
-        let mut c = self.pool.get();
+        // A buffer that holds it whole, or no copy.
+        let Some(mut c) = self.pool.get_fitting(m.len()) else {
+            return;
+        };
         c.fill(m.data());
         c.port = m.port;
         c.iface = m.iface;

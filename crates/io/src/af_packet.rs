@@ -836,7 +836,9 @@ impl Port for AfPacketPort {
             };
             let tag = wire_tag(status, hdr.tp_vlan_tci, hdr.tp_vlan_tpid);
             let copied = status & libc::TP_STATUS_COPY != 0;
-            let direct = copied && self.vnet && tag.is_none() && self.copied.is_none();
+            // Longer than an ordinary buffer: straight into a large one.
+            let long = hdr.tp_len as usize > MAX_FRAME;
+            let direct = copied && long && self.vnet && tag.is_none() && self.copied.is_none();
             let large = if direct && pkttype != libc::PACKET_OUTGOING {
                 pool.get_large()
             } else {
@@ -913,7 +915,11 @@ impl Port for AfPacketPort {
         _now_ns: u64,
     ) -> Result<(), IoError> {
         let max = self.max_tx_frame();
-        if !self.vnet {
+        // Without the headers, or without the second socket that sends
+        // what a ring frame cannot hold (it failed to open), what a peer
+        // left undone is finished here.
+        let unsendable = || self.join.is_none() && tx.iter().any(|m| m.len() > max);
+        if !self.vnet || unsendable() {
             self.stats.dropped += offload::resolve(tx, &mut self.scratch, pool);
         }
         let skip = if self.vnet { vnet::LEN } else { 0 };

@@ -6,7 +6,7 @@
 
 use vrhost_dataplane::mbuf::{MAX_FRAME, MAX_SUPER_FRAME};
 use vrhost_dataplane::offload::{self, l2_len};
-use vrhost_dataplane::{Gso, Mbuf, MbufPool, Offload};
+use vrhost_dataplane::{Mbuf, MbufPool, Offload};
 
 use crate::{vnet, PortStats};
 
@@ -52,7 +52,8 @@ pub(crate) fn receive(
     };
     let extra = if tag.is_some() { VLAN_LEN } else { 0 };
     let mut m = if frame.len() + extra > MAX_FRAME {
-        if off.gso == Gso::None {
+        // Its headers must say what its vnet header does, whole or cut.
+        if offload::segment_len(&frame[l2..], &off).is_none() {
             return Received::Dropped;
         }
         // Whole, in a large buffer; cut into ordinary ones where none is
@@ -110,11 +111,15 @@ pub(crate) fn take(
     rx: &mut Vec<Mbuf>,
     port_index: u16,
 ) -> Received {
-    let off = l2_len(m.data()).and_then(|l2| vnet::parse(vh, l2));
+    let off = l2_len(m.data()).and_then(|l2| {
+        let off = vnet::parse(vh, l2)?;
+        // A frame longer than an ordinary buffer is a super-frame whose
+        // headers say what its vnet header does.
+        let whole = m.len() <= MAX_FRAME || offload::segment_len(&m.data()[l2..], &off).is_some();
+        whole.then_some(off)
+    });
     match off {
-        Some(off) if m.len() <= MAX_FRAME || off.gso != Gso::None => {
-            deliver(stats, m, off, rx, port_index)
-        }
+        Some(off) => deliver(stats, m, off, rx, port_index),
         _ => {
             pool.put(m);
             Received::Dropped
@@ -178,6 +183,7 @@ fn receive_cut(
 mod tests {
     use super::*;
     use vrhost_dataplane::mbuf::MAX_LARGE;
+    use vrhost_dataplane::Gso;
 
     /// An Ethernet + IPv4 + TCP super-frame of `payload` bytes, its
     /// checksum partial, and the vnet header Linux sends it with (TSO4,
@@ -229,6 +235,18 @@ mod tests {
         assert!(rx.iter().all(|m| !m.is_large() && m.len() <= MAX_FRAME));
         let payload: usize = rx.iter().map(|m| m.len() - 54).sum();
         assert_eq!(payload, 60_000);
+    }
+
+    #[test]
+    fn a_super_frame_whose_headers_contradict_its_vnet_header_is_dropped() {
+        let (mut f, h) = tcp4(60_000);
+        // The IPv4 total length claims more than the frame holds.
+        f[16..18].copy_from_slice(&65_000u16.to_be_bytes());
+        let (mut pool, mut rx, mut stats) = (MbufPool::new(8), Vec::new(), PortStats::default());
+        let got = receive(&mut stats, &f, &h, None, &mut pool, &mut rx, (0, 32), 0);
+        assert!(matches!(got, Received::Dropped));
+        assert!(rx.is_empty());
+        assert_eq!(stats.rx_packets, 0);
     }
 
     #[test]
