@@ -227,12 +227,7 @@ pub(crate) fn v4_at<const L2: usize, const LISTS: u8>(
             }
         }
     };
-    let Via {
-        iface: egress,
-        neigh,
-        egress: e,
-        ..
-    } = via;
+    let (egress, neigh, e) = (via.iface, via.neigh, via.egress);
     if total_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }
@@ -373,12 +368,7 @@ pub(crate) fn v6_at<const L2: usize, const LISTS: u8>(
             }
         }
     };
-    let Via {
-        iface: egress,
-        neigh,
-        egress: e,
-        ..
-    } = via;
+    let (egress, neigh, e) = (via.iface, via.neigh, via.egress);
     if packet_len > usize::from(e.mtu) || !e.fits::<L2>(room) {
         return None;
     }

@@ -289,11 +289,7 @@ impl NeighborTable {
     /// due. Marks the entry used, as [`NeighborTable::resolve`] does.
     #[inline(always)]
     pub fn usable_mac(&mut self, i: u32, now: u64) -> Option<EthernetAddress> {
-        let reachable_ns = self.reachable_ns;
-        let n = self.slots.get_mut(i as usize)?;
-        let usable = n.usable(now, reachable_ns);
-        n.used = now;
-        usable.then_some(n.mac)
+        self.usable_mac_until(i, now).map(|(mac, _)| mac)
     }
 
     /// [`NeighborTable::usable_mac`], with the deadline before which it

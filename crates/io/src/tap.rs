@@ -55,9 +55,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 
 use vrhost_dataplane::coalesce;
-use vrhost_dataplane::mbuf::{MAX_FRAME, MAX_SUPER_FRAME};
+use vrhost_dataplane::mbuf::MAX_FRAME;
 use vrhost_dataplane::offload::{self, l2_len};
-use vrhost_dataplane::{Gso, Mbuf, MbufPool};
+use vrhost_dataplane::{Mbuf, MbufPool};
 
 use crate::sys::{self, last_err, sys_err, zeroed};
 use crate::{netdev, rx_frame, vnet, IoError, Port, PortStats};
@@ -89,13 +89,14 @@ pub struct TapPort {
     /// Frames carry a virtio-net header both ways (the device has
     /// `IFF_VNET_HDR`).
     vnet: bool,
-    /// Spare vector for [`offload::resolve`] (without `vnet`).
+    /// Spare vector for [`offload::resolve`] (without `vnet`), and for the
+    /// buffers a super-frame is received into.
     scratch: Vec<Mbuf>,
     /// Where a super-frame longer than a buffer is read: its first
     /// [`MAX_FRAME`] bytes are read into the buffer and copied here in
     /// front of the rest. Only with [`TapOffloads::All`].
     big: Option<Box<[u8]>>,
-    /// Buffers cut from a super-frame that the last burst had no room for.
+    /// Buffers of a super-frame that the last burst had no room for.
     pending: VecDeque<Mbuf>,
 }
 
@@ -433,7 +434,7 @@ impl Port for TapPort {
                 (Some(_), false) => Some(vrhost_dataplane::Offload::NONE),
                 (None, _) => None,
             };
-            let (Some(l2), Some(off)) = (l2, off) else {
+            let Some(off) = off else {
                 // Short, or offloads the header cannot carry.
                 self.stats.dropped += 1;
                 pool.put(m);
@@ -445,63 +446,38 @@ impl Port for TapPort {
                 n += 1;
                 continue;
             }
-            // A super-frame longer than a buffer: whole in a large buffer,
-            // else whole in `big` once its head is copied in front, then
-            // cut into buffers.
-            let large = match (&self.big, off.gso) {
-                (Some(big), Gso::Tcp4 | Gso::Tcp6 | Gso::Udp) if len <= MAX_SUPER_FRAME => {
-                    pool.get_large().map(|mut l| {
-                        let whole = l.set_len_from_start(len);
-                        whole[..MAX_FRAME].copy_from_slice(m.data());
-                        whole[MAX_FRAME..].copy_from_slice(&big[MAX_FRAME..len]);
-                        l
-                    })
-                }
-                _ => None,
-            };
-            if let Some(l) = large {
-                pool.put(m);
-                // Its headers must say what its vnet header does.
-                if offload::segment_len(&l.data()[l2..], &off).is_none() {
-                    self.stats.dropped += 1;
-                    pool.put(l);
-                    continue;
-                }
-                rx_frame::deliver(&mut self.stats, l, off, rx, port_index);
-                n += 1;
-                continue;
-            }
+            // A super-frame longer than a buffer: whole in `big` once its
+            // head is copied in front, then taken as every driver takes
+            // one ([`rx_frame::receive`]: a large buffer, or cut into
+            // ordinary ones); what the burst has no room for waits in
+            // `pending`.
             let TapPort {
                 big,
                 pending,
                 stats,
+                scratch,
                 ..
             } = self;
-            let cut = big
-                .as_mut()
-                .filter(|_| off.gso != Gso::None)
-                .and_then(|big| {
-                    big[..MAX_FRAME].copy_from_slice(m.data());
-                    let frame = big.get(..len)?;
-                    let (head, pkt) = frame.split_at(l2);
-                    let (per, _) = offload::frames_fitting(pkt, &off, l2, MAX_FRAME)?;
-                    offload::segment(head, pkt, &off, per, false, pool, |mut s| {
-                        s.port = port_index;
-                        stats.rx_bytes += s.len() as u64;
-                        stats.rx_packets += 1;
-                        if n < max {
-                            rx.push(s);
-                            n += 1;
-                        } else {
-                            pending.push_back(s);
-                        }
-                    })
-                    .ok()
-                });
-            if cut.is_none() {
+            let got = match big.as_mut().and_then(|big| big.get_mut(..len)) {
+                Some(frame) => {
+                    frame[..MAX_FRAME].copy_from_slice(m.data());
+                    let all = (0, usize::MAX);
+                    rx_frame::receive(stats, frame, &h, None, pool, scratch, all, port_index)
+                }
+                None => rx_frame::Received::Dropped,
+            };
+            pool.put(m);
+            if matches!(got, rx_frame::Received::Dropped) {
                 stats.dropped += 1;
             }
-            pool.put(m);
+            for s in scratch.drain(..) {
+                if n < max {
+                    rx.push(s);
+                    n += 1;
+                } else {
+                    pending.push_back(s);
+                }
+            }
         }
         n
     }
