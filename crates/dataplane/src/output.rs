@@ -359,7 +359,11 @@ impl Ctx<'_> {
     /// it refreshes a known MAC.
     pub fn send_probe(&mut self, vr: &Vr, p: Probe) {
         let n = vr.neighbors.get(p.index);
-        let iface = &self.ifaces[n.iface as usize];
+        // Next hops published before the topology that has their
+        // interface (or after it lost it) name one this worker lacks.
+        let Some(iface) = self.ifaces.get(usize::from(n.iface)) else {
+            return;
+        };
         let egress = n.iface;
         match n.addr {
             IpAddr::V4(target) => {

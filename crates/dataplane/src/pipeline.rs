@@ -1126,7 +1126,9 @@ fn solicit_gateways(ctx: &mut Ctx<'_>, v: &mut Vr) {
         let &RouteHop::Gateway { iface, addr } = hop else {
             continue;
         };
-        if v.neighbors.find(iface, addr).is_some() {
+        // An interface this worker's topology does not have (yet): left
+        // to the traffic, once it has.
+        if usize::from(iface) >= ctx.ifaces.len() || v.neighbors.find(iface, addr).is_some() {
             continue;
         }
         let Some(n) = v.neighbors.ensure(iface, addr, true) else {
