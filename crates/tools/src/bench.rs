@@ -43,6 +43,12 @@ pub struct Args {
     /// (untagged unless --tagged), all in one VR.
     #[arg(long)]
     pub one_vr: bool,
+    /// Synthetic workload, with --one-vr: each VR's routes keep a gateway
+    /// of their own in the one VR (VR i's via 10.1.0.2 + i), as N VRs'
+    /// routes each go to their own VR's gateway; without it every route of
+    /// the baseline goes to 10.1.0.2.
+    #[arg(long, requires = "one_vr", conflicts_with = "paths")]
+    pub gateway_per_vr: bool,
     /// Synthetic workload: the family of the tables and frames.
     #[arg(long, value_enum, default_value = "ipv4")]
     pub family: crate::workload::Family,
@@ -197,6 +203,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                             routes_per_vr: a.routes_per_vr,
                             tagged: a.tagged,
                             one_vr: a.one_vr,
+                            gateway_per_vr: a.gateway_per_vr,
                             family: a.family,
                             paths: usize::from(a.paths),
                             filter_rules: a.filter_rules,
@@ -208,6 +215,7 @@ pub fn run(a: Args) -> Result<ExitCode> {
                         let mut row = measure(rt.start(), span, n, vrs, mode, &cores);
                         row["tagged"] = json!(a.tagged || (vrs > 1 && !a.one_vr));
                         row["one_vr"] = json!(a.one_vr);
+                        row["gateway_per_vr"] = json!(a.gateway_per_vr);
                         row["family"] = json!(a.family);
                         row["paths"] = json!(a.paths);
                         row["filter_rules"] = json!(a.filter_rules);

@@ -55,6 +55,11 @@ pub struct Synthetic {
     pub tagged: bool,
     /// The baseline: the same routes and frames, all in one VR.
     pub one_vr: bool,
+    /// With `one_vr`: each VR's routes keep a gateway of their own in the
+    /// one VR (VR `i`'s via the first gateway's address plus `i`, each with
+    /// a static MAC), as the N VRs' routes each go to their own VR's
+    /// gateway; otherwise every route of the baseline shares one gateway.
+    pub gateway_per_vr: bool,
     /// The family of the tables and frames.
     pub family: Family,
     /// Gateways of every route: 1, or 2-4 for equal-cost multipath
@@ -78,6 +83,11 @@ impl Synthetic {
     /// VLAN of the frames and interfaces of engine VR `i`, if tagged.
     fn vlan(&self, i: usize) -> Option<u16> {
         (self.tagged || self.engine_vrs() > 1).then_some((i % VRS_PER_PORT) as u16 + 1)
+    }
+
+    /// Whether the baseline's routes keep a gateway per VR they came from.
+    fn gateways_by_vr(&self) -> bool {
+        self.one_vr && self.gateway_per_vr
     }
 
     /// Pairs of ports (`in`/`out`, then `in1`/`out1`, ...).
@@ -131,9 +141,9 @@ fn host_and_gateway(family: Family) -> (IpAddr, IpAddr) {
 }
 
 /// Gateway `k` of a multipath workload: the first one's address plus `k`.
-fn nth_gateway(first: IpAddr, k: u8) -> IpAddr {
+fn nth_gateway(first: IpAddr, k: u32) -> IpAddr {
     match first {
-        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) + u32::from(k))),
+        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(u32::from(a) + k)),
         IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(u128::from(a) + u128::from(k))),
     }
 }
@@ -167,16 +177,36 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
             .collect(),
         filters: Default::default(),
     };
+    // Toward the gateways: a /16, so that a baseline with a gateway per VR
+    // has room for 10,000 of them.
+    let out_iface = |name, port, vlan| {
+        let mut i = iface(name, port, vlan, OUT_MAC, 1);
+        if w.gateways_by_vr() {
+            for (_, len) in &mut i.addrs4 {
+                *len = 16;
+            }
+        }
+        i
+    };
     let (_, gw) = host_and_gateway(w.family);
-    let gws: Vec<IpAddr> = (0..w.paths.max(1) as u8)
-        .map(|k| nth_gateway(gw, k))
-        .collect();
+    let gws: Vec<IpAddr> = if w.gateways_by_vr() {
+        (0..w.vrs).map(|v| nth_gateway(gw, v as u32)).collect()
+    } else {
+        (0..w.paths.max(1) as u32)
+            .map(|k| nth_gateway(gw, k))
+            .collect()
+    };
     let via = Paths::target(gws.iter().map(|&via| Gateway { via, weight: 1 }))
         .unwrap_or(RouteTarget::Via(gw));
-    // Each VR's table split by family.
-    let routes = |t: &[Route]| {
+    // Each VR's table split by family; `via` for every route, but for a
+    // baseline that keeps the VRs' gateways apart (`gws[v]` for VR `v`'s).
+    let routes = |t: &[(Route, usize)]| {
         let (mut v4, mut v6) = (Vec::new(), Vec::new());
-        for &(a, l) in t {
+        for &((a, l), v) in t {
+            let via = match gws.get(v) {
+                Some(&g) if w.gateways_by_vr() => RouteTarget::Via(g),
+                _ => via.clone(),
+            };
             match a {
                 IpAddr::V4(a) => v4.extend(Prefix4::new(a, l).ok().map(|p| (p, via.clone()))),
                 IpAddr::V6(a) => v6.extend(Prefix6::new(a, l).ok().map(|p| (p, via.clone()))),
@@ -184,13 +214,22 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
         }
         (v4, v6)
     };
+    fn by_vr((v, t): (usize, &Vec<Route>)) -> impl Iterator<Item = (Route, usize)> + '_ {
+        t.iter().map(move |&r| (r, v))
+    }
     let per_vr: Vec<(Vec<_>, Vec<_>)> = if w.one_vr {
-        // The union: a prefix two VRs drew is one route.
+        // The union: a prefix two VRs drew is one route (the first VR's).
         let mut seen = HashSet::new();
-        let all = tables.iter().flatten().filter(|p| seen.insert(**p));
-        vec![routes(&all.copied().collect::<Vec<_>>())]
+        let all = tables.iter().enumerate().flat_map(by_vr);
+        vec![routes(
+            &all.filter(|(p, _)| seen.insert(*p)).collect::<Vec<_>>(),
+        )]
     } else {
-        tables.iter().map(|t| routes(t)).collect()
+        tables
+            .iter()
+            .enumerate()
+            .map(|t| routes(&by_vr(t).collect::<Vec<_>>()))
+            .collect()
     };
     let filters: Vec<FilterSpec> = (w.filter_rules > 0)
         .then(|| edge_filter(w.filter_rules, &tables, seed))
@@ -206,10 +245,7 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
             input.filters.input = filters.first().map(|f| f.name.clone());
             RouterSpec {
                 name: format!("vr{i}"),
-                interfaces: vec![
-                    input,
-                    iface(format!("vr{i}-out"), 2 * pair + 1, vlan, OUT_MAC, 1),
-                ],
+                interfaces: vec![input, out_iface(format!("vr{i}-out"), 2 * pair + 1, vlan)],
                 routes4,
                 routes6,
                 neighbors: gws
@@ -217,7 +253,9 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
                     .enumerate()
                     .map(|(k, &g)| {
                         let mut mac = GW_MAC;
-                        mac.0[5] += k as u8;
+                        let [_, _, hi, lo] = (k as u32).to_be_bytes();
+                        mac.0[1] = hi;
+                        mac.0[2] = lo;
                         (g, mac)
                     })
                     .collect(),
@@ -366,6 +404,7 @@ fn idle_spec(vrs: usize) -> EngineSpec {
         routes_per_vr: 1,
         tagged: false,
         one_vr: false,
+        gateway_per_vr: false,
         family: Family::Ipv4,
         paths: 1,
         filter_rules: 0,
