@@ -71,7 +71,11 @@ pub(crate) fn send_v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp4, reaso
         ctx.iface_counters(ingress).icmp_suppressed.inc();
         return ctx.drop(m, reason);
     }
-    let Some(from) = ctx.ifaces[ingress as usize].source4(src) else {
+    let Some(from) = ctx
+        .ifaces
+        .get(usize::from(ingress))
+        .and_then(|i| i.source4(src))
+    else {
         ctx.iface_counters(ingress).icmp_no_source.inc();
         return ctx.drop(m, reason);
     };
@@ -146,7 +150,11 @@ pub(crate) fn send_v6(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, err: Icmp6, reaso
         ctx.iface_counters(ingress).icmp_suppressed.inc();
         return ctx.drop(m, reason);
     }
-    let Some(from) = ctx.ifaces[ingress as usize].source6(src) else {
+    let Some(from) = ctx
+        .ifaces
+        .get(usize::from(ingress))
+        .and_then(|i| i.source6(src))
+    else {
         ctx.iface_counters(ingress).icmp_no_source.inc();
         return ctx.drop(m, reason);
     };

@@ -41,15 +41,20 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, nh: NextHop) {
     if pkt.ttl() <= 1 {
         return icmp_error::send_v4(ctx, vr, m, Icmp4::TtlExceeded, DropReason::TtlExpired);
     }
+    // Next hops published before the topology that has their interface
+    // (or after it lost it) name one this worker lacks: dropped, counted.
+    let Some(out) = ctx.ifaces.get(usize::from(egress)) else {
+        return ctx.drop(m, DropReason::NoInterface);
+    };
     // The egress interface's rule list, on the whole packet (before any
     // fragmenting): a denied packet is dropped, never answered.
-    if let Some(f) = &ctx.ifaces[egress as usize].filter_out {
+    if let Some(f) = &out.filter_out {
         let pcp = crate::filter::pcp_of(m.data(), m.l3_off as usize);
         if !f.permits4(ctx.counters.index, m.l3(), pcp) {
             return ctx.drop(m, DropReason::Filtered);
         }
     }
-    let mtu = ctx.ifaces[egress as usize].mtu;
+    let mtu = out.mtu;
     if wire_len(&m, usize::from(pkt.total_len())) > usize::from(mtu) {
         if pkt.dont_frag() {
             // RFC 1191 §4: Fragmentation Needed carries the next-hop MTU.
@@ -79,13 +84,17 @@ pub(crate) fn v6(ctx: &mut Ctx<'_>, vr: &mut Vr, mut m: Mbuf, nh: NextHop) {
     if pkt.hop_limit() <= 1 {
         return icmp_error::send_v6(ctx, vr, m, Icmp6::HopLimitExceeded, DropReason::TtlExpired);
     }
-    if let Some(f) = &ctx.ifaces[egress as usize].filter_out {
+    // An interface this worker lacks, as for IPv4.
+    let Some(out) = ctx.ifaces.get(usize::from(egress)) else {
+        return ctx.drop(m, DropReason::NoInterface);
+    };
+    if let Some(f) = &out.filter_out {
         let pcp = crate::filter::pcp_of(m.data(), m.l3_off as usize);
         if !f.permits6(ctx.counters.index, m.l3(), pcp, false) {
             return ctx.drop(m, DropReason::Filtered);
         }
     }
-    let mtu = ctx.ifaces[egress as usize].mtu;
+    let mtu = out.mtu;
     if wire_len(&m, 40 + pkt.payload_len() as usize) > mtu as usize {
         // RFC 8200 §5: routers never fragment; RFC 4443 §3.2 Packet Too Big.
         let err = Icmp6::PacketTooBig { mtu: mtu as u32 };

@@ -183,7 +183,11 @@ impl Ctx<'_> {
     /// queues the frame on its port.
     #[inline]
     pub fn send(&mut self, mut m: Mbuf, egress: u16, dst: EthernetAddress, ethertype: EtherType) {
-        let e = &self.ifaces[egress as usize];
+        // An interface of a topology this worker has not adopted (see
+        // `ip_forward::v4`): dropped, counted.
+        let Some(e) = self.ifaces.get(usize::from(egress)) else {
+            return self.drop(m, DropReason::NoInterface);
+        };
         let l2_len = usize::from(e.l2_len);
         let delta = m.l3_off as isize - l2_len as isize;
         if !m.adjust_head(delta) {
@@ -200,7 +204,9 @@ impl Ctx<'_> {
     /// port) and queues it on the port.
     #[inline(always)]
     pub(crate) fn enqueue(&mut self, m: Mbuf, egress: u16) {
-        let port = self.ifaces[egress as usize].port;
+        let Some(port) = self.ifaces.get(usize::from(egress)).map(|e| e.port) else {
+            return self.drop(m, DropReason::NoInterface);
+        };
         if !m.local_origin {
             self.count_forwarded(m.iface);
         }

@@ -1508,3 +1508,92 @@ pub(crate) fn stages_seen(
         demux::Next::Drop(reason) => ctx.drop(m, reason),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use vrhost_wire::ethernet::EthernetAddress;
+
+    use super::*;
+    use crate::spec::{EngineSpec, InterfaceSpec, PortSpec, RouterSpec};
+    use crate::worker::NextHop;
+    use crate::{TableWriter, TxBatch};
+
+    /// One VR with one interface on one port, 10.0.0.1/24.
+    fn one_iface() -> EngineSpec {
+        EngineSpec {
+            ports: vec![PortSpec {
+                name: "p0".into(),
+                mtu: 1500,
+            }],
+            routers: vec![RouterSpec {
+                name: "red".into(),
+                interfaces: vec![InterfaceSpec {
+                    name: "red0".into(),
+                    port: 0,
+                    vlan: None,
+                    inner_vlan: None,
+                    tpid: Default::default(),
+                    mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+                    mtu: 1500,
+                    addrs4: vec![(Ipv4Addr::new(10, 0, 0, 1), 24)],
+                    addrs6: vec![],
+                    urpf: Default::default(),
+                    filters: Default::default(),
+                }],
+                routes4: vec![],
+                routes6: vec![],
+                neighbors: vec![],
+                limits: Default::default(),
+                filters: vec![],
+            }],
+        }
+    }
+
+    /// A next hop can name an interface the worker's topology does not
+    /// have: one published before the topology that adds it, or after the
+    /// one that removed it, reaches the worker first. A packet forwarded
+    /// to it, and one sent there directly, are dropped and counted, where
+    /// indexing the interfaces panicked.
+    #[test]
+    fn a_next_hop_on_an_unknown_interface_is_a_counted_drop() {
+        let mut writer = TableWriter::new(&one_iface()).expect("valid spec");
+        let mut workers = Worker::create(&mut writer, 1);
+        let w = &mut workers[0];
+        let mut tx = TxBatch::new(1);
+        let peers = Vec::new();
+        // A UDP packet from 10.0.0.2 to 192.0.2.9, TTL 64, good checksum.
+        let mut ip = [0u8; 28];
+        ip[..12].copy_from_slice(&[0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+        ip[12..20].copy_from_slice(&[10, 0, 0, 2, 192, 0, 2, 9]);
+        let mut h = vrhost_wire::ipv4::Ipv4Packet::new_unchecked(&mut ip[..]);
+        h.fill_checksum();
+        let frame = |w: &mut Worker| {
+            let mut m = w.pool.get();
+            let d = m.set_len_from_start(14 + ip.len());
+            d[..12].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
+            d[12..14].copy_from_slice(&[0x08, 0x00]);
+            d[14..].copy_from_slice(&ip);
+            m.port = 0;
+            m.set_received(0, 14);
+            m
+        };
+        let unknown = 7;
+        let (m1, m2) = (frame(w), frame(w));
+        {
+            let mut ctx = ctx!(w, 0, &mut tx, &peers);
+            let vr = &mut w.vrs[0];
+            ip_forward::v4(&mut ctx, vr, m1, NextHop::Connected { iface: unknown });
+            ctx.send(
+                m2,
+                unknown,
+                EthernetAddress([2, 0, 0, 0, 0, 9]),
+                vrhost_wire::ethernet::EtherType::Ipv4,
+            );
+        }
+        assert!(tx.ports.iter().all(Vec::is_empty), "nothing was sent");
+        let c = w.counters.ifaces[0].snapshot();
+        assert_eq!(c.drop_count(DropReason::NoInterface), 2);
+    }
+}
