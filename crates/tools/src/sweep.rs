@@ -259,7 +259,13 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
                         (g, mac)
                     })
                     .collect(),
-                limits: Limits::default(),
+                // Room for a baseline's gateway per VR.
+                limits: Limits {
+                    max_neighbors: Limits::default()
+                        .max_neighbors
+                        .max(u32::try_from(gws.len() + 16).unwrap_or(u32::MAX)),
+                    ..Limits::default()
+                },
                 filters: filters.clone(),
             }
         })
