@@ -196,8 +196,11 @@ pub fn spec(w: &Synthetic, seed: u64) -> (EngineSpec, Vec<Vec<Route>>) {
             .map(|k| nth_gateway(gw, k))
             .collect()
     };
-    let via = Paths::target(gws.iter().map(|&via| Gateway { via, weight: 1 }))
-        .unwrap_or(RouteTarget::Via(gw));
+    let via = match w.gateways_by_vr() {
+        true => RouteTarget::Via(gw),
+        false => Paths::target(gws.iter().map(|&via| Gateway { via, weight: 1 }))
+            .unwrap_or(RouteTarget::Via(gw)),
+    };
     // Each VR's table split by family; `via` for every route, but for a
     // baseline that keeps the VRs' gateways apart (`gws[v]` for VR `v`'s).
     let routes = |t: &[(Route, usize)]| {
@@ -595,4 +598,60 @@ where
         .draw()
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(vrs: usize, one_vr: bool, gateway_per_vr: bool) -> Synthetic {
+        Synthetic {
+            vrs,
+            routes_per_vr: 50,
+            tagged: false,
+            one_vr,
+            gateway_per_vr,
+            family: Family::Ipv4,
+            paths: 1,
+            filter_rules: 0,
+        }
+    }
+
+    /// The baseline with a gateway per VR: one VR holding every VR's
+    /// routes, each (but a prefix an earlier VR drew too) to its own VR's
+    /// gateway, each gateway with a static MAC of its own.
+    #[test]
+    fn the_baseline_keeps_each_vrs_gateway() {
+        let (engine, tables) = spec(&shape(3, true, true), 5);
+        let [vr] = &engine.routers[..] else {
+            panic!("one VR, not {}", engine.routers.len());
+        };
+        let gw = |v: u8| IpAddr::V4(Ipv4Addr::new(10, 1, 0, 2 + v));
+        let macs: HashSet<_> = vr.neighbors.iter().map(|&(_, mac)| mac).collect();
+        assert_eq!(vr.neighbors.len(), 3);
+        assert_eq!(macs.len(), 3);
+        let mut seen = HashSet::new();
+        for (v, t) in tables.iter().enumerate() {
+            for &(a, l) in t {
+                let IpAddr::V4(a) = a else { continue };
+                let Ok(p) = Prefix4::new(a, l) else { continue };
+                if !seen.insert(p) {
+                    continue;
+                }
+                let target = vr.routes4.iter().find(|(q, _)| *q == p).map(|(_, t)| t);
+                assert_eq!(
+                    target,
+                    Some(&RouteTarget::Via(gw(v as u8))),
+                    "{p:?} of VR {v}"
+                );
+            }
+        }
+        // Without the option, every route of the baseline shares one.
+        let (engine, _) = spec(&shape(3, true, false), 5);
+        let targets: HashSet<_> = engine.routers[0].routes4.iter().map(|(_, t)| t).collect();
+        assert_eq!(
+            targets.into_iter().collect::<Vec<_>>(),
+            [&RouteTarget::Via(gw(0))]
+        );
+    }
 }
