@@ -55,7 +55,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 
 use vrhost_dataplane::coalesce;
-use vrhost_dataplane::mbuf::MAX_FRAME;
+use vrhost_dataplane::mbuf::{HEADROOM, MAX_FRAME};
 use vrhost_dataplane::offload::{self, l2_len};
 use vrhost_dataplane::{Mbuf, MbufPool};
 
@@ -96,6 +96,13 @@ pub struct TapPort {
     /// [`MAX_FRAME`] bytes are read into the buffer and copied here in
     /// front of the rest. Only with [`TapOffloads::All`].
     big: Option<Box<[u8]>>,
+    /// A large buffer ([`MbufPool::get_large`]) whose bytes past the first
+    /// [`MAX_FRAME`] take the rest of a super-frame instead of `big`: the
+    /// frame's head is then copied in front of it and the buffer goes up
+    /// the pipeline as it is, where through `big` the whole frame is
+    /// copied once more. Taken from the pool again after each super-frame;
+    /// `None` (then `big`) while the pool has none left.
+    spare: Option<Mbuf>,
     /// Buffers of a super-frame that the last burst had no room for.
     pending: VecDeque<Mbuf>,
 }
@@ -258,6 +265,7 @@ impl TapPort {
             vnet,
             scratch: Vec::new(),
             big: (take == TapOffloads::All).then(|| vec![0u8; MAX_READ].into_boxed_slice()),
+            spare: None,
             pending: VecDeque::new(),
         })
     }
@@ -309,9 +317,9 @@ impl TapPort {
     }
 
     /// Reads one frame into `m` (and, for a super-frame longer than a
-    /// buffer, `big`). Returns the frame's length and its header; `None`
-    /// when nothing is queued or the device is gone or down (the next
-    /// burst tries again).
+    /// buffer, `spare` or else `big`). Returns the frame's length and its
+    /// header; `None` when nothing is queued or the device is gone or down
+    /// (the next burst tries again).
     fn read_one(&mut self, m: &mut Mbuf) -> Option<(usize, [u8; vnet::LEN])> {
         let mut h = [0u8; vnet::LEN];
         let buf = m.set_len_from_start(MAX_FRAME);
@@ -330,8 +338,14 @@ impl TapPort {
             },
         ];
         let mut n = 2;
-        if let Some(big) = self.big.as_mut() {
-            let rest = &mut big[MAX_FRAME..];
+        let rest = match (self.spare.as_mut(), self.big.as_mut()) {
+            (Some(spare), Some(_)) => spare
+                .raw_mut()
+                .get_mut(HEADROOM + MAX_FRAME..HEADROOM + MAX_READ),
+            (None, Some(big)) => big.get_mut(MAX_FRAME..),
+            (_, None) => None,
+        };
+        if let Some(rest) = rest {
             iov[2] = libc::iovec {
                 iov_base: rest.as_mut_ptr().cast(),
                 iov_len: rest.len(),
@@ -344,9 +358,9 @@ impl TapPort {
             (&iov[1..], 1)
         };
         // SAFETY: every iovec points at a live, writable slice of its
-        // length (the header, the buffer, the tail of `big`), none of which
-        // is touched until readv() returns; readv() writes at most their
-        // total.
+        // length (the header, the buffer, the tail of `spare` or `big`),
+        // none of which is touched until readv() returns; readv() writes at
+        // most their total.
         let got = unsafe { libc::readv(self.fd.as_raw_fd(), iov.as_ptr(), n as libc::c_int) };
         if got <= 0 {
             return None;
@@ -421,6 +435,9 @@ impl Port for TapPort {
             n += 1;
         }
         while n < max {
+            if self.big.is_some() && self.spare.is_none() {
+                self.spare = pool.get_large();
+            }
             let mut m = pool.get();
             let Some((len, h)) = self.read_one(&mut m) else {
                 pool.put(m);
@@ -446,25 +463,39 @@ impl Port for TapPort {
                 n += 1;
                 continue;
             }
-            // A super-frame longer than a buffer: whole in `big` once its
-            // head is copied in front, then taken as every driver takes
-            // one ([`rx_frame::receive`]: a large buffer, or cut into
-            // ordinary ones); what the burst has no room for waits in
-            // `pending`.
+            // A super-frame longer than a buffer, its head in `m`: whole in
+            // `spare` once the head is copied in front, taken as it lies
+            // ([`rx_frame::take`]); else whole in `big`, then taken as every
+            // driver takes one ([`rx_frame::receive`]: copied into a large
+            // buffer, or cut into ordinary ones). What the burst has no
+            // room for waits in `pending`.
             let TapPort {
                 big,
+                spare,
                 pending,
                 stats,
                 scratch,
                 ..
             } = self;
-            let got = match big.as_mut().and_then(|big| big.get_mut(..len)) {
-                Some(frame) => {
+            let got = match (
+                spare.take(),
+                big.as_mut().and_then(|big| big.get_mut(..len)),
+            ) {
+                (Some(mut s), _) => {
+                    s.raw_mut()[HEADROOM..HEADROOM + MAX_FRAME].copy_from_slice(m.data());
+                    if s.set_frame(HEADROOM, len) {
+                        rx_frame::take(stats, s, &h, pool, scratch, port_index)
+                    } else {
+                        pool.put(s);
+                        rx_frame::Received::Dropped
+                    }
+                }
+                (None, Some(frame)) => {
                     frame[..MAX_FRAME].copy_from_slice(m.data());
                     let all = (0, usize::MAX);
                     rx_frame::receive(stats, frame, &h, None, pool, scratch, all, port_index)
                 }
-                None => rx_frame::Received::Dropped,
+                (None, None) => rx_frame::Received::Dropped,
             };
             pool.put(m);
             if matches!(got, rx_frame::Received::Dropped) {
