@@ -543,13 +543,12 @@ impl AfPacketPort {
         let fits = usize::try_from(rc)
             .ok()
             .filter(|&len| len <= room.len() && len >= vnet::LEN);
-        let Some(len) = fits.filter(|&len| m.set_frame(HEADROOM, len - vnet::LEN)) else {
+        if !fits.is_some_and(|len| m.set_frame(HEADROOM, len - vnet::LEN)) {
             pool.put(m);
             return rx_frame::Received::Dropped;
-        };
+        }
         let mut vh = [0u8; vnet::LEN];
         vh.copy_from_slice(&m.raw_mut()[at..HEADROOM]);
-        debug_assert_eq!(m.len(), len - vnet::LEN);
         rx_frame::take(&mut self.stats, m, &vh, pool, rx, port_index)
     }
 
@@ -838,13 +837,10 @@ impl Port for AfPacketPort {
             let copied = status & libc::TP_STATUS_COPY != 0;
             // Longer than an ordinary buffer: straight into a large one.
             let long = hdr.tp_len as usize > MAX_FRAME;
+            let outgoing = pkttype == libc::PACKET_OUTGOING;
             let direct = copied && long && self.vnet && tag.is_none() && self.copied.is_none();
-            let large = if direct && pkttype != libc::PACKET_OUTGOING {
-                pool.get_large()
-            } else {
-                None
-            };
-            let got = if pkttype == libc::PACKET_OUTGOING {
+            let large = (direct && !outgoing).then(|| pool.get_large()).flatten();
+            let got = if outgoing {
                 rx_frame::Received::Frames(0)
             } else if let Some(m) = large {
                 // Whole, from the socket's queue into a large buffer: no
