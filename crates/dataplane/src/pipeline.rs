@@ -1563,12 +1563,21 @@ mod tests {
         let w = &mut workers[0];
         let mut tx = TxBatch::new(1);
         let peers = Vec::new();
-        // A UDP packet from 10.0.0.2 to 192.0.2.9, TTL 64, good checksum.
+        // A UDP packet from 10.0.0.2 to 192.0.2.9, TTL 64.
         let mut ip = [0u8; 28];
-        ip[..12].copy_from_slice(&[0x45, 0, 0, 28, 0, 0, 0x40, 0, 64, 17, 0, 0]);
-        ip[12..20].copy_from_slice(&[10, 0, 0, 2, 192, 0, 2, 9]);
-        let mut h = vrhost_wire::ipv4::Ipv4Packet::new_unchecked(&mut ip[..]);
-        h.fill_checksum();
+        vrhost_wire::ipv4::Ipv4Repr {
+            src_addr: Ipv4Addr::new(10, 0, 0, 2),
+            dst_addr: Ipv4Addr::new(192, 0, 2, 9),
+            protocol: vrhost_wire::ip::IpProtocol::Udp,
+            payload_len: 8,
+            ttl: 64,
+            dscp_ecn: 0,
+            ident: 0,
+            dont_frag: true,
+        }
+        .emit(&mut vrhost_wire::ipv4::Ipv4Packet::new_unchecked(
+            &mut ip[..],
+        ));
         let frame = |w: &mut Worker| {
             let mut m = w.pool.get();
             let d = m.set_len_from_start(14 + ip.len());
