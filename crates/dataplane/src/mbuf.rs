@@ -429,6 +429,7 @@ impl MbufPool {
     /// A buffer that holds a frame of `len` bytes: an ordinary one, or a
     /// large one for a longer frame; `None` when none is left
     /// ([`MbufPool::get_large`]) or `len` is longer than any.
+    #[inline]
     pub fn get_fitting(&mut self, len: usize) -> Option<Mbuf> {
         match len {
             0..=MAX_FRAME => Some(self.get()),

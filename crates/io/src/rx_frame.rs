@@ -4,7 +4,7 @@
 //! read offload metadata with their frames (`af_packet`, `vhost_user`)
 //! share it.
 
-use vrhost_dataplane::mbuf::{MAX_FRAME, MAX_SUPER_FRAME};
+use vrhost_dataplane::mbuf::MAX_FRAME;
 use vrhost_dataplane::offload::{self, l2_len};
 use vrhost_dataplane::{Mbuf, MbufPool, Offload};
 
@@ -50,25 +50,16 @@ pub(crate) fn receive(
         },
         Err(_) => Offload::NONE,
     };
-    let extra = if tag.is_some() { VLAN_LEN } else { 0 };
-    let mut m = if frame.len() + extra > MAX_FRAME {
-        // Its headers must say what its vnet header does, whole or cut.
-        if offload::segment_len(&frame[l2..], &off).is_none() {
-            return Received::Dropped;
-        }
-        // Whole, in a large buffer; cut into ordinary ones where none is
-        // left or the frame is longer still.
-        let large = (frame.len() + extra <= MAX_SUPER_FRAME)
-            .then(|| pool.get_large())
-            .flatten();
-        match large {
-            Some(m) => m,
-            None => {
-                return receive_cut(stats, frame, l2, tag, &off, pool, rx, (n, max), port_index)
-            }
-        }
-    } else {
-        pool.get()
+    let len = frame.len() + if tag.is_some() { VLAN_LEN } else { 0 };
+    // A super-frame's headers must say what its vnet header does, whole or
+    // cut.
+    if len > MAX_FRAME && offload::segment_len(&frame[l2..], &off).is_none() {
+        return Received::Dropped;
+    }
+    // Whole, in a buffer that fits it (a large one for a super-frame); cut
+    // into ordinary ones where no large one is left or it is longer still.
+    let Some(mut m) = pool.get_fitting(len) else {
+        return receive_cut(stats, frame, l2, tag, &off, pool, rx, (n, max), port_index);
     };
     match tag {
         Some(t) => {
