@@ -36,7 +36,23 @@ pub enum SegmentError {
     Malformed,
     /// A segment, with its headers, would not fit one buffer.
     TooLarge,
+    /// More segments than [`MAX_SEGMENTS_TCP`] or [`MAX_SEGMENTS_UDP`]: a
+    /// `gso_size` far below any real MSS, which would turn one frame of a
+    /// tenant's into thousands on the worker's time and buffers.
+    TooManySegments,
 }
+
+/// The most segments a TCP super-frame may be cut into: a 64 KiB one with
+/// an MSS of 64 bytes or more (Linux sends none below 48 bytes, less its
+/// options, `tcp_min_snd_mss`; ordinary ones carry 45 of 1,448). A frame
+/// that asks for more is refused where it is received, counted as a drop
+/// of its port, so that nobody's frame costs thousands of buffers and
+/// checksums on the way out.
+pub const MAX_SEGMENTS_TCP: usize = 1024;
+
+/// The most datagrams a UDP super-frame (USO) may be cut into: Linux's own
+/// limit for what it sends (`UDP_MAX_SEGMENTS`).
+pub const MAX_SEGMENTS_UDP: usize = 128;
 
 /// TCP flags a segment keeps only when it is the last (FIN, PSH) or the
 /// first (CWR) of its super-frame.
@@ -113,6 +129,14 @@ impl Headers {
         };
         if (tcp && l4_len < 20) || end > pkt.len() || l4 + l4_len > end || off.gso_size == 0 {
             return Err(bad);
+        }
+        let most = if tcp {
+            MAX_SEGMENTS_TCP
+        } else {
+            MAX_SEGMENTS_UDP
+        };
+        if (end - l4 - l4_len).div_ceil(usize::from(off.gso_size)) > most {
+            return Err(SegmentError::TooManySegments);
         }
         Ok(Headers {
             v6,
@@ -517,6 +541,47 @@ mod tests {
         let mut tx = vec![m];
         assert_eq!(resolve(&mut tx, &mut Vec::new(), &mut pool), 1);
         assert!(tx.is_empty());
+    }
+
+    #[test]
+    fn a_super_frame_cut_into_too_many_segments_is_refused() {
+        let mut pool = MbufPool::new(4);
+        // 64,000 bytes: 1,016 segments of 63 are allowed, 1,033 of 62 not.
+        let (f, mut off) = tcp4(64_000, 63, 0);
+        assert_eq!(segment_len(&f[14..], &off), Some(40 + 63));
+        let mut made = 0;
+        let cut = segment(&f[..14], &f[14..], &off, 1, true, &mut pool, |_| made += 1);
+        assert_eq!(
+            (cut, made),
+            (Ok(MAX_SEGMENTS_TCP - 8), MAX_SEGMENTS_TCP - 8)
+        );
+        off.gso_size = 62;
+        assert_eq!(segment_len(&f[14..], &off), None);
+        assert_eq!(frames_fitting(&f[14..], &off, 14, MAX_FRAME), None);
+        let no = |_m: Mbuf| panic!("nothing should come out");
+        assert_eq!(
+            segment(&f[..14], &f[14..], &off, 1, true, &mut pool, no),
+            Err(SegmentError::TooManySegments)
+        );
+        // The worst a sender can ask: a byte a segment.
+        off.gso_size = 1;
+        let mut m = pool.get_large().unwrap_or_else(|| pool.get());
+        m.fill(&f);
+        m.offload = off;
+        let mut tx = vec![m];
+        assert_eq!(resolve(&mut tx, &mut Vec::new(), &mut pool), 1);
+        assert!(tx.is_empty());
+        // UDP: 128 datagrams at most, Linux's own limit.
+        let (mut f, mut off) = tcp4(12_800, 100, 0);
+        f[14 + 9] = 17;
+        f[14 + 24..14 + 26].copy_from_slice(&(8 + 12_800 + 12u16).to_be_bytes());
+        off.gso = Gso::Udp;
+        off.csum_offset = 6;
+        // 12,812 bytes behind the 8-byte UDP header (the TCP header's
+        // other 12 count as payload): 129 datagrams of 100, 128 of 101.
+        assert_eq!(segment_len(&f[14..], &off), None);
+        off.gso_size = 101;
+        assert_eq!(segment_len(&f[14..], &off), Some(20 + 8 + 101));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use vrhost_dataplane::mbuf::MAX_FRAME;
 use vrhost_dataplane::offload::{self, l2_len};
-use vrhost_dataplane::{Mbuf, MbufPool, Offload};
+use vrhost_dataplane::{Gso, Mbuf, MbufPool, Offload};
 
 use crate::{vnet, PortStats};
 
@@ -51,9 +51,7 @@ pub(crate) fn receive(
         Err(_) => Offload::NONE,
     };
     let len = frame.len() + if tag.is_some() { VLAN_LEN } else { 0 };
-    // A super-frame's headers must say what its vnet header does, whole or
-    // cut.
-    if len > MAX_FRAME && offload::segment_len(&frame[l2..], &off).is_none() {
+    if !headers_agree(&frame[l2..], len, &off) {
         return Received::Dropped;
     }
     // Whole, in a buffer that fits it (a large one for a super-frame); cut
@@ -104,10 +102,7 @@ pub(crate) fn take(
 ) -> Received {
     let off = l2_len(m.data()).and_then(|l2| {
         let off = vnet::parse(vh, l2)?;
-        // A frame longer than an ordinary buffer is a super-frame whose
-        // headers say what its vnet header does.
-        let whole = m.len() <= MAX_FRAME || offload::segment_len(&m.data()[l2..], &off).is_some();
-        whole.then_some(off)
+        headers_agree(&m.data()[l2..], m.len(), &off).then_some(off)
     });
     match off {
         Some(off) => deliver(stats, m, off, rx, port_index),
@@ -116,6 +111,18 @@ pub(crate) fn take(
             Received::Dropped
         }
     }
+}
+
+/// Whether a received frame of `len` bytes, L3 packet `pkt`, may be taken
+/// with offload state `off`: a super-frame (one that asks to be cut, or
+/// is longer than an ordinary buffer) only where its headers say what its
+/// vnet header does and it cuts into no more segments than
+/// [`offload::MAX_SEGMENTS_TCP`] or [`offload::MAX_SEGMENTS_UDP`]
+/// ([`offload::segment_len`]). A sender's vnet header is its own word: a
+/// tenant's VM could otherwise ask the egress to cut one frame into
+/// thousands.
+pub(crate) fn headers_agree(pkt: &[u8], len: usize, off: &Offload) -> bool {
+    (len <= MAX_FRAME && off.gso == Gso::None) || offload::segment_len(pkt, off).is_some()
 }
 
 /// [`receive`] for a super-frame longer than a buffer:
@@ -174,7 +181,6 @@ fn receive_cut(
 mod tests {
     use super::*;
     use vrhost_dataplane::mbuf::MAX_LARGE;
-    use vrhost_dataplane::Gso;
 
     /// An Ethernet + IPv4 + TCP super-frame of `payload` bytes, its
     /// checksum partial, and the vnet header Linux sends it with (TSO4,
@@ -238,6 +244,100 @@ mod tests {
         assert!(matches!(got, Received::Dropped));
         assert!(rx.is_empty());
         assert_eq!(stats.rx_packets, 0);
+    }
+
+    #[test]
+    fn a_frame_that_would_cut_into_too_many_segments_is_dropped_however_short() {
+        let (mut pool, mut rx, mut stats) = (MbufPool::new(8), Vec::new(), PortStats::default());
+        let mut take = |f: &[u8], h: &[u8; vnet::LEN]| {
+            rx.clear();
+            receive(&mut stats, f, h, None, &mut pool, &mut rx, (0, 32), 0)
+        };
+        // 1,400 bytes in segments of 2: fits a buffer, cut would be 700.
+        let (f, mut h) = tcp4(1_400);
+        h[4..6].copy_from_slice(&2u16.to_le_bytes());
+        assert!(matches!(take(&f, &h), Received::Frames(1)));
+        // A byte a segment: 1,400, past the bound.
+        h[4..6].copy_from_slice(&1u16.to_le_bytes());
+        assert!(matches!(take(&f, &h), Received::Dropped));
+        // A 60,000-byte one in segments of 16: 3,750.
+        let (f, mut h) = tcp4(60_000);
+        h[4..6].copy_from_slice(&16u16.to_le_bytes());
+        assert!(matches!(take(&f, &h), Received::Dropped));
+        // Segmentation that its own headers contradict (TSO6 on IPv4),
+        // short or long.
+        for payload in [1_000, 60_000] {
+            let (f, mut h) = tcp4(payload);
+            h[1] = 4;
+            assert!(matches!(take(&f, &h), Received::Dropped), "{payload}");
+        }
+        assert_eq!(stats.rx_packets, 1);
+    }
+
+    /// A frame as Linux sends it (a TCP/IPv4 super-frame of up to 64 KiB
+    /// and its vnet header), the same with any segment size, random bytes
+    /// and a random header, or Linux's frame and header with a few bytes
+    /// of each changed.
+    fn any_frame() -> impl proptest::strategy::Strategy<Value = (Vec<u8>, [u8; vnet::LEN])> {
+        use proptest::prelude::*;
+        let linux = (0usize..64_000).prop_map(tcp4);
+        // Linux's header, but for the segment size.
+        let mss = (0usize..64_000, prop_oneof![0u16..64, any::<u16>()]).prop_map(|(len, mss)| {
+            let (f, mut h) = tcp4(len);
+            h[4..6].copy_from_slice(&mss.to_le_bytes());
+            (f, h)
+        });
+        let random = (
+            proptest::collection::vec(any::<u8>(), 0..3_000),
+            any::<[u8; vnet::LEN]>(),
+        );
+        let mutated = (
+            (0usize..64_000).prop_map(tcp4),
+            proptest::collection::vec((0usize..128, any::<u8>()), 0..6),
+            proptest::collection::vec((0usize..vnet::LEN, any::<u8>()), 0..4),
+        )
+            .prop_map(|((mut f, mut h), at_frame, at_header)| {
+                for (at, b) in at_frame {
+                    if let Some(x) = f.get_mut(at) {
+                        *x = b;
+                    }
+                }
+                for (at, b) in at_header {
+                    h[at] = b;
+                }
+                (f, h)
+            });
+        prop_oneof![linux, mss, random, mutated]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::test_runner::Config::with_cases(500))]
+
+        /// Whatever a sender puts in a frame and its vnet header (a
+        /// tenant's VM writes both over vhost-user): taking it never
+        /// panics, and what is taken is either dropped or fits its
+        /// buffers, and cuts, at a link without offloads, into no more
+        /// frames than the bound on segments allows.
+        #[test]
+        fn any_frame_and_header_are_taken_within_bounds((f, h) in any_frame()) {
+            let (mut pool, mut rx, mut stats) = (MbufPool::new(8), Vec::new(), PortStats::default());
+            let got = receive(&mut stats, &f, &h, None, &mut pool, &mut rx, (0, usize::MAX), 0);
+            if let Received::Frames(k) = got {
+                proptest::prop_assert_eq!(k, rx.len());
+            }
+            for m in &rx {
+                proptest::prop_assert!(m.len() <= m.max_frame());
+            }
+            let taken = rx.len();
+            offload::resolve(&mut rx, &mut Vec::new(), &mut pool);
+            proptest::prop_assert!(
+                rx.len() <= taken * offload::MAX_SEGMENTS_TCP,
+                "{} frames from {}", rx.len(), taken
+            );
+            for m in &rx {
+                proptest::prop_assert!(m.len() <= MAX_FRAME && !m.offload.any());
+            }
+        }
     }
 
     #[test]

@@ -447,7 +447,12 @@ impl Port for TapPort {
                 .then(|| l2_len(&m.data()[..len.min(MAX_FRAME)]))
                 .flatten();
             let off = match (l2, self.vnet) {
-                (Some(l2), true) => vnet::parse(&h, l2),
+                // A frame that fits a buffer is checked here; a longer one
+                // where it is taken whole ([`rx_frame::take`],
+                // [`rx_frame::receive`]).
+                (Some(l2), true) => vnet::parse(&h, l2).filter(|off| {
+                    len > MAX_FRAME || rx_frame::headers_agree(&m.data()[l2..len], len, off)
+                }),
                 (Some(_), false) => Some(vrhost_dataplane::Offload::NONE),
                 (None, _) => None,
             };
