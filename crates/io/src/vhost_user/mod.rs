@@ -105,9 +105,9 @@ pub struct VhostUserPort {
     conn: Option<Arc<Conn>>,
     /// A frame the guest sent, whole (header, frame).
     read: Box<[u8]>,
-    /// A frame in `read` (its length and descriptor head) that the last
-    /// burst had no room for.
-    pending: Option<(usize, u16)>,
+    /// The length of a frame in `read` that the last burst had no room
+    /// for.
+    pending: Option<usize>,
     /// Spare vector for [`offload::resolve`].
     scratch: Vec<Mbuf>,
     stats: PortStats,
@@ -131,21 +131,96 @@ fn acked(c: &Conn) -> u64 {
     c.features.load(Ordering::Acquire)
 }
 
+/// The most descriptors one chain may have, direct or in an indirect
+/// table: a Linux guest's longest (a 64 KiB super-frame in
+/// `MAX_SKB_FRAGS` fragments, at most 45, with its header) has fewer.
+/// A chain with more is dropped, so that a guest cannot make one frame
+/// cost the worker 65,535 descriptor reads.
+const MAX_CHAIN_DESCRIPTORS: usize = 64;
+
 /// Copies a chain's device-readable bytes into `buf`; `None` when they do
-/// not fit or guest memory cannot be read.
+/// not fit, the chain has more than [`MAX_CHAIN_DESCRIPTORS`], or guest
+/// memory cannot be read.
 fn read_chain<M>(chain: DescriptorChain<M>, mem: &M::Target, buf: &mut [u8]) -> Option<usize>
 where
     M: std::ops::Deref,
     M::Target: GuestMemory,
 {
     let mut len = 0usize;
-    for d in chain.readable() {
+    for (i, d) in chain.enumerate() {
+        if i == MAX_CHAIN_DESCRIPTORS {
+            return None;
+        }
+        if d.is_write_only() {
+            continue;
+        }
         let n = d.len() as usize;
         let dst = buf.get_mut(len..len + n)?;
         mem.read_slice(dst, d.addr()).ok()?;
         len += n;
     }
     Some(len)
+}
+
+/// Takes the frames the guest sent on transmit queue `st`, read into
+/// `read` chain by chain and each handed to `take` (its vnet header, its
+/// frame), until `max` frames are taken or `max` chains were popped,
+/// whichever comes first: a chain dropped (malformed, too long) counts
+/// against the burst too, so a guest that keeps posting bad chains cannot
+/// hold the worker here. `pending` is a frame read by an earlier burst
+/// that had no room for it, and keeps the next one that has none.
+/// Returns the frames taken and whether a chain went back to the guest.
+fn take_sent<M: GuestMemory>(
+    st: &mut vhost_user_backend::VringState<backend::Mem>,
+    mem: &M,
+    read: &mut [u8],
+    pending: &mut Option<usize>,
+    (hdr, max): (usize, usize),
+    stats: &mut PortStats,
+    mut take: impl FnMut(&mut PortStats, &[u8], &[u8], usize) -> Received,
+) -> (usize, bool) {
+    let (mut n, mut popped, mut used) = (0, 0, false);
+    while n < max {
+        let len = match pending.take() {
+            Some(len) => len,
+            None => {
+                if popped == max {
+                    break;
+                }
+                let Some(chain) = st.get_queue_mut().pop_descriptor_chain(mem) else {
+                    break;
+                };
+                popped += 1;
+                let head = chain.head_index();
+                // The frame is copied out: the guest may reuse the
+                // buffer at once.
+                let len = read_chain(chain, mem, read);
+                let _ = st.add_used(head, 0);
+                used = true;
+                match len {
+                    Some(len) => len,
+                    None => {
+                        stats.dropped += 1;
+                        continue;
+                    }
+                }
+            }
+        };
+        if len < hdr + 14 {
+            stats.dropped += 1;
+            continue;
+        }
+        let (vh, frame) = read[..len].split_at(hdr);
+        match take(stats, &vh[..vnet::LEN], frame, n) {
+            Received::Frames(k) => n += k,
+            Received::Dropped => stats.dropped += 1,
+            Received::NoRoom => {
+                *pending = Some(len);
+                break;
+            }
+        }
+    }
+    (n, used)
 }
 
 impl Port for VhostUserPort {
@@ -174,54 +249,23 @@ impl Port for VhostUserPort {
         // One guard for the burst; each chain borrows guest memory through
         // it (no reference count taken a frame).
         let guard = conn.mem.memory();
-        let mem = &*guard;
-        let mut n = 0;
-        let mut used = false;
-        while n < max {
-            let (len, head) = match self.pending.take() {
-                Some(p) => p,
-                None => {
-                    let Some(chain) = st.get_queue_mut().pop_descriptor_chain(mem) else {
-                        break;
-                    };
-                    let head = chain.head_index();
-                    // The frame is copied out: the guest may reuse the
-                    // buffer at once.
-                    let len = read_chain(chain, mem, &mut self.read);
-                    let _ = st.add_used(head, 0);
-                    used = true;
-                    match len {
-                        Some(len) => (len, head),
-                        None => {
-                            self.stats.dropped += 1;
-                            continue;
-                        }
-                    }
-                }
-            };
-            if len < hdr + 14 {
-                self.stats.dropped += 1;
-                continue;
-            }
-            let (vh, frame) = self.read[..len].split_at(hdr);
-            match rx_frame::receive(
-                &mut self.stats,
-                frame,
-                &vh[..vnet::LEN],
-                None,
-                pool,
-                rx,
-                (n, max),
-                port_index,
-            ) {
-                Received::Frames(k) => n += k,
-                Received::Dropped => self.stats.dropped += 1,
-                Received::NoRoom => {
-                    self.pending = Some((len, head));
-                    break;
-                }
-            }
-        }
+        let VhostUserPort {
+            read,
+            pending,
+            stats,
+            ..
+        } = self;
+        let (n, used) = take_sent(
+            &mut st,
+            &*guard,
+            read,
+            pending,
+            (hdr, max),
+            stats,
+            |stats, vh, frame, n| {
+                rx_frame::receive(stats, frame, vh, None, pool, rx, (n, max), port_index)
+            },
+        );
         if used && st.needs_notification().unwrap_or(true) {
             let _ = st.signal_used_queue();
         }
@@ -258,8 +302,12 @@ impl Port for VhostUserPort {
                 if st.is_enabled() && st.get_queue().ready() {
                     let mem = conn.mem.memory();
                     let mut sent = 0usize;
+                    // After the first frame the guest's buffers did not
+                    // take, the rest of the burst is dropped: trying each
+                    // would walk the same chains again.
+                    let mut full = false;
                     for m in tx.iter() {
-                        let Some(vh) = vnet::emit(&m.offload, m.data()) else {
+                        let Some(vh) = vnet::emit(&m.offload, m.data()).filter(|_| !full) else {
                             self.stats.dropped += 1;
                             continue;
                         };
@@ -272,7 +320,10 @@ impl Port for VhostUserPort {
                                 self.stats.tx_bytes += m.len() as u64;
                                 sent += 1;
                             }
-                            false => self.stats.dropped += 1,
+                            false => {
+                                self.stats.dropped += 1;
+                                full = true;
+                            }
                         }
                     }
                     if sent > 0 && st.needs_notification().unwrap_or(true) {
@@ -304,7 +355,8 @@ impl Port for VhostUserPort {
 /// 10–11 of the header) set to their count. False when the frame is
 /// dropped: the guest has not posted enough buffers (the chains taken go
 /// back on the available ring, for the next frame), or a buffer is not in
-/// guest memory (the chains taken are returned empty).
+/// guest memory or a chain has more than [`MAX_CHAIN_DESCRIPTORS`] (the
+/// chains taken are returned empty).
 fn write_frame<M: GuestMemory>(
     st: &mut vhost_user_backend::VringState<backend::Mem>,
     mem: &M,
@@ -326,7 +378,15 @@ fn write_frame<M: GuestMemory>(
         };
         let head = chain.head_index();
         let start = at;
-        for d in chain.writable() {
+        for (i, d) in chain.enumerate() {
+            if i == MAX_CHAIN_DESCRIPTORS {
+                // Returned empty, as a buffer outside guest memory is.
+                at = usize::MAX;
+                break;
+            }
+            if !d.is_write_only() {
+                continue;
+            }
             let mut room = d.len() as usize;
             let mut addr = d.addr();
             if first.is_none() {
@@ -379,35 +439,59 @@ fn write_frame<M: GuestMemory>(
 mod tests {
     use super::*;
     use vhost_user_backend::{VringMutex, VringT};
-    use virtio_bindings::bindings::virtio_ring::VRING_DESC_F_WRITE;
+    use virtio_bindings::bindings::virtio_ring::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
     use virtio_queue::desc::{split::Descriptor, RawDescriptor};
     use virtio_queue::mock::MockSplitQueue;
     use vm_memory::{GuestAddress, GuestMemoryAtomic, GuestMemoryMmap};
 
-    /// A receive queue of 16 entries at address 0 whose driver posted
-    /// `buffers` one-descriptor chains of 64 bytes each, at 1 MiB up.
-    fn rx_queue(buffers: u16) -> (backend::Mem, VringMutex<backend::Mem>) {
+    /// A queue of `size` entries at address 0 whose driver posted `descs`
+    /// (chains as their `NEXT` flags join them).
+    fn queue(size: u16, descs: &[RawDescriptor]) -> (backend::Mem, VringMutex<backend::Mem>) {
         let gm = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x20_0000)])
             .expect("guest memory");
-        let mock = MockSplitQueue::new(&gm, 16);
-        let descs: Vec<RawDescriptor> = (0..buffers)
-            .map(|i| {
-                let addr = 0x10_0000 + u64::from(i) * 0x100;
-                RawDescriptor::from(Descriptor::new(addr, 64, VRING_DESC_F_WRITE as u16, 0))
-            })
-            .collect();
-        mock.add_desc_chains(&descs, 0).expect("chains");
+        let mock = MockSplitQueue::new(&gm, size);
+        mock.add_desc_chains(descs, 0).expect("chains");
         let (desc, avail, used) = (mock.desc_table_addr(), mock.avail_addr(), mock.used_addr());
         let mem = GuestMemoryAtomic::new(gm);
-        let vring = VringMutex::new(mem.clone(), 16).expect("vring");
+        let vring = VringMutex::new(mem.clone(), size).expect("vring");
         {
             let mut st = vring.get_mut();
             st.set_queue_info(desc.0, avail.0, used.0)
                 .expect("addresses");
-            st.get_queue_mut().set_size(16);
+            st.get_queue_mut().set_size(size);
             st.get_queue_mut().set_ready(true);
         }
         (mem, vring)
+    }
+
+    /// Descriptors `first..first + n` as one chain, each of `len` bytes
+    /// at its own 256 bytes from 1 MiB up, writable (the device's to
+    /// fill) or readable.
+    fn chain(first: u16, n: u16, len: u32, writable: bool) -> Vec<RawDescriptor> {
+        (first..first + n)
+            .map(|i| {
+                let addr = 0x10_0000 + u64::from(i) * 0x100;
+                let mut flags = if writable {
+                    VRING_DESC_F_WRITE as u16
+                } else {
+                    0
+                };
+                let next = if i + 1 < first + n {
+                    flags |= VRING_DESC_F_NEXT as u16;
+                    i + 1
+                } else {
+                    0
+                };
+                RawDescriptor::from(Descriptor::new(addr, len, flags, next))
+            })
+            .collect()
+    }
+
+    /// A receive queue of 16 entries whose driver posted `buffers`
+    /// one-descriptor chains of 64 bytes each.
+    fn rx_queue(buffers: u16) -> (backend::Mem, VringMutex<backend::Mem>) {
+        let descs: Vec<RawDescriptor> = (0..buffers).flat_map(|i| chain(i, 1, 64, true)).collect();
+        queue(16, &descs)
     }
 
     /// The used ring's index: chains handed back to the guest.
@@ -451,5 +535,87 @@ mod tests {
             .read_obj::<u8>(GuestAddress(0x10_0100 + 47))
             .expect("tail");
         assert_eq!(last, 0xcd, "the frame's last byte in the second buffer");
+    }
+
+    /// The element the used ring holds at `i`: (chain head, bytes written).
+    fn used_elem(mem: &backend::Mem, vring: &VringMutex<backend::Mem>, i: u64) -> (u32, u32) {
+        let used = vring.get_mut().get_queue().used_ring();
+        let m = mem.memory();
+        let at = |o: u64| m.read_obj::<u32>(GuestAddress(used + 4 + 8 * i + o));
+        (at(0).expect("id"), at(4).expect("len"))
+    }
+
+    /// What a burst of `max` frames takes from `st`: the frames' lengths.
+    fn take_all(
+        st: &mut vhost_user_backend::VringState<backend::Mem>,
+        mem: &backend::Mem,
+        max: usize,
+        stats: &mut PortStats,
+    ) -> Vec<usize> {
+        let (mut read, mut pending) = (vec![0u8; MAX_READ], None);
+        let mut frames = Vec::new();
+        take_sent(
+            st,
+            &*mem.memory(),
+            &mut read,
+            &mut pending,
+            (HDR_LEN, max),
+            stats,
+            |_, _, f, _| {
+                frames.push(f.len());
+                Received::Frames(1)
+            },
+        );
+        frames
+    }
+
+    #[test]
+    fn a_guest_posting_bad_chains_cannot_hold_the_burst() {
+        // Sixteen chains of one 4-byte descriptor, each too short for a
+        // frame: a burst of four pops four, whatever else is posted.
+        let descs: Vec<RawDescriptor> = (0..16).flat_map(|i| chain(i, 1, 4, false)).collect();
+        let (mem, vring) = queue(16, &descs);
+        let mut stats = PortStats::default();
+        let mut st = vring.get_mut();
+        assert!(take_all(&mut st, &mem, 4, &mut stats).is_empty());
+        assert_eq!(st.get_queue().next_avail(), 4, "a burst's worth of chains");
+        assert_eq!(stats.dropped, 4);
+        assert!(take_all(&mut st, &mem, 4, &mut stats).is_empty());
+        assert_eq!(st.get_queue().next_avail(), 8);
+    }
+
+    #[test]
+    fn a_chain_of_more_descriptors_than_any_frame_needs_is_dropped() {
+        // 64 descriptors of 2 bytes (a header and a 116-byte frame), then
+        // 65 of them.
+        let mut descs = chain(0, 64, 2, false);
+        descs.extend(chain(64, 65, 2, false));
+        let (mem, vring) = queue(256, &descs);
+        let mut stats = PortStats::default();
+        let mut st = vring.get_mut();
+        assert_eq!(take_all(&mut st, &mem, 8, &mut stats), [128 - HDR_LEN]);
+        assert_eq!(stats.dropped, 1);
+        assert_eq!(st.get_queue().next_avail(), 2, "both chains handed back");
+    }
+
+    #[test]
+    fn a_receive_chain_of_too_many_descriptors_is_handed_back_empty() {
+        // 64 empty descriptors, then one of 256 bytes: the frame would fit
+        // the last one, but the chain is not walked that far.
+        let mut descs = chain(0, 66, 0, true);
+        descs[65] = RawDescriptor::from(Descriptor::new(
+            0x10_0000 + 65 * 0x100,
+            256,
+            VRING_DESC_F_WRITE as u16,
+            0,
+        ));
+        let (mem, vring) = queue(256, &descs);
+        let (hdr, frame) = ([0u8; HDR_LEN], [0xabu8; 100]);
+        {
+            let mut st = vring.get_mut();
+            assert!(!write_frame(&mut st, &*mem.memory(), &[&hdr, &frame], true));
+        }
+        assert_eq!(used_idx(&mem, &vring), 1, "handed back");
+        assert_eq!(used_elem(&mem, &vring, 0), (0, 0), "empty");
     }
 }
