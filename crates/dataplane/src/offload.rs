@@ -92,27 +92,15 @@ impl Headers {
     fn parse(pkt: &[u8], off: &Offload) -> Result<Headers, SegmentError> {
         let bad = SegmentError::Malformed;
         let l4 = usize::from(off.csum_start);
-        let v6 = match pkt.first().map(|b| b >> 4) {
-            Some(4) => false,
-            Some(6) => true,
-            _ => return Err(bad),
-        };
-        let end = if v6 {
-            let plen = u16::from_be_bytes([*pkt.get(4).ok_or(bad)?, *pkt.get(5).ok_or(bad)?]);
-            if l4 < 40 {
-                return Err(bad);
-            }
-            40 + usize::from(plen)
-        } else {
-            let ihl = usize::from(pkt[0] & 0x0f) * 4;
-            if ihl < 20 || l4 != ihl {
-                return Err(bad);
-            }
-            usize::from(u16::from_be_bytes([
-                *pkt.get(2).ok_or(bad)?,
-                *pkt.get(3).ok_or(bad)?,
-            ]))
-        };
+        let (at, protocol) = transport(pkt).ok_or(bad)?;
+        let v6 = pkt[0] >> 4 == 6;
+        let end = l3_end(pkt).ok_or(bad)?;
+        // The transport header is where the checksum starts, and of the
+        // protocol the segmentation is for.
+        let want = if off.gso == Gso::Udp { 17 } else { 6 };
+        if l4 != at || protocol != want {
+            return Err(bad);
+        }
         let tcp = match off.gso {
             Gso::Tcp4 => !v6,
             Gso::Tcp6 => v6,
@@ -173,6 +161,82 @@ impl Headers {
             checksum::pseudo_header_v4(&a(12), &a(16), if self.tcp { 6 } else { 17 }, len)
         }
     }
+}
+
+/// Where the transport header of L3 packet `pkt` starts, and its
+/// protocol: after IPv4's header (IHL), or after IPv6's header and its
+/// Hop-by-Hop, Routing and Destination Options headers (eight at most).
+/// `None` for a fragment (no transport header of its own whole), another
+/// extension header, a header chain that runs past `pkt`, or neither
+/// family.
+pub fn transport(pkt: &[u8]) -> Option<(usize, u8)> {
+    match pkt.first()? >> 4 {
+        4 => {
+            let ihl = usize::from(pkt[0] & 0x0f) * 4;
+            let frag = u16::from_be_bytes([*pkt.get(6)?, *pkt.get(7)?]) & 0x3fff;
+            (ihl >= 20 && pkt.len() >= ihl && frag == 0).then_some((ihl, pkt[9]))
+        }
+        6 => {
+            let (mut at, mut next) = (40, *pkt.get(6)?);
+            for _ in 0..8 {
+                if next == 44 {
+                    return None;
+                }
+                if !matches!(next, 0 | 43 | 60) {
+                    return (pkt.len() >= at).then_some((at, next));
+                }
+                next = *pkt.get(at)?;
+                at += (usize::from(*pkt.get(at + 1)?) + 1) * 8;
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
+/// Where L3 packet `pkt` ends by its own length field (IPv4's total
+/// length, IPv6's payload length and fixed header), if `pkt` holds that.
+fn l3_end(pkt: &[u8]) -> Option<usize> {
+    let end = match pkt.first()? >> 4 {
+        4 => usize::from(u16::from_be_bytes([*pkt.get(2)?, *pkt.get(3)?])),
+        6 => 40 + usize::from(u16::from_be_bytes([*pkt.get(4)?, *pkt.get(5)?])),
+        _ => return None,
+    };
+    (end <= pkt.len()).then_some(end)
+}
+
+/// Whether offload state `off` is one L3 packet `pkt` may carry: nothing
+/// to do; or a partial checksum whose field lies inside the packet, past
+/// the transport header's first four bytes (its ports, or ICMP's type and
+/// code: all of the transport header that routing, reverse-path checks
+/// and rule lists read), with a sum that starts no earlier than that
+/// header; and, to be cut, the checksum starting at the transport header
+/// of the protocol the segmentation is for, its field where that
+/// protocol's is. A sender's vnet header is its own word: a field placed
+/// on a port or an address would have a link (or [`complete`]) rewrite
+/// what a rule list let through. A tunnel's inner checksum (a field deep
+/// in the payload) is carried.
+pub fn offload_agrees(pkt: &[u8], off: &Offload) -> bool {
+    if !off.any() {
+        return true;
+    }
+    let (Some((l4, protocol)), Some(end)) = (transport(pkt), l3_end(pkt)) else {
+        return false;
+    };
+    let start = usize::from(off.csum_start);
+    let field = start + usize::from(off.csum_offset);
+    let partial_ok = off.partial && start >= l4 && field >= l4 + 4 && field + 2 <= end;
+    partial_ok
+        && match off.gso {
+            Gso::None => true,
+            Gso::Tcp4 | Gso::Tcp6 => {
+                protocol == 6
+                    && start == l4
+                    && off.csum_offset == 16
+                    && (off.gso == Gso::Tcp6) == (pkt[0] >> 4 == 6)
+            }
+            Gso::Udp => protocol == 17 && start == l4 && off.csum_offset == 6,
+        }
 }
 
 /// The L3 length of the longest segment super-frame `pkt` (its L3 packet)
@@ -584,21 +648,146 @@ mod tests {
         assert_eq!(segment_len(&f[14..], &off), Some(20 + 8 + 101));
     }
 
+    /// An IPv6 packet from 2000::1 to 2000::2, next header `next`, with
+    /// `payload` bytes after its header (zeros).
+    fn ipv6(next: u8, payload: usize) -> Vec<u8> {
+        let mut p = vec![0u8; 40 + payload];
+        p[0] = 0x60;
+        p[4..6].copy_from_slice(&(payload as u16).to_be_bytes());
+        p[6] = next;
+        p[7] = 64;
+        p[8] = 0x20;
+        p[23] = 1;
+        p[24] = 0x20;
+        p[39] = 2;
+        p
+    }
+
+    /// An IPv6 packet: a Destination Options header, then TCP with
+    /// `payload` bytes, its checksum partial; the transport header is 48
+    /// bytes in.
+    fn tcp6_behind_options(payload: usize, mss: u16) -> (Vec<u8>, Offload) {
+        let mut p = ipv6(60, 8 + 20 + payload);
+        p[40..48].copy_from_slice(&[6, 0, 1, 4, 0, 0, 0, 0]);
+        p[48..50].copy_from_slice(&5000u16.to_be_bytes());
+        p[50..52].copy_from_slice(&443u16.to_be_bytes());
+        p[60] = 5 << 4;
+        let off = Offload {
+            partial: true,
+            gso: Gso::Tcp6,
+            gso_size: mss,
+            csum_start: 48,
+            csum_offset: 16,
+        };
+        (p, off)
+    }
+
+    #[test]
+    fn the_transport_header_is_found_past_extension_headers_not_in_fragments() {
+        let (f, _) = tcp4(100, 1448, 0);
+        assert_eq!(transport(&f[14..]), Some((20, 6)));
+        let mut first_fragment = f[14..].to_vec();
+        first_fragment[6] |= 0x20;
+        assert_eq!(transport(&first_fragment), None);
+        let (p, _) = tcp6_behind_options(100, 1448);
+        assert_eq!(transport(&p), Some((48, 6)));
+        let mut fragment = p.clone();
+        fragment[6] = 44;
+        assert_eq!(transport(&fragment), None);
+        assert_eq!(transport(&p[..44]), None, "the chain runs past the packet");
+        assert_eq!(transport(&[0x45; 12]), None);
+    }
+
+    #[test]
+    fn a_checksum_field_on_what_routing_and_rules_read_is_refused() {
+        let (f, tso) = tcp4(100, 1448, 0);
+        let pkt = &f[14..];
+        let plain = Offload {
+            gso: Gso::None,
+            gso_size: 0,
+            ..tso
+        };
+        assert!(offload_agrees(pkt, &plain) && offload_agrees(pkt, &tso));
+        assert!(offload_agrees(pkt, &Offload::NONE));
+        // On a port, on an address or the TTL, or past the packet's end
+        // (140 bytes): refused. Completing such a "checksum" would rewrite
+        // what a rule list or the route was decided on.
+        for (start, offset) in [
+            (20, 2),
+            (20, 0),
+            (0, 16),
+            (0, 8),
+            (12, 4),
+            (20, 119),
+            (140, 0),
+        ] {
+            let bad = Offload {
+                csum_start: start,
+                csum_offset: offset,
+                ..plain
+            };
+            assert!(!offload_agrees(pkt, &bad), "{start} + {offset}");
+        }
+        // A tunnel's inner checksum, deep in the payload, is carried, but
+        // a super-frame is cut only on its own transport header's.
+        let inner = Offload {
+            csum_start: 60,
+            ..plain
+        };
+        assert!(offload_agrees(pkt, &inner));
+        assert!(!offload_agrees(
+            pkt,
+            &Offload {
+                csum_start: 60,
+                ..tso
+            }
+        ));
+        let udp = Offload {
+            gso: Gso::Udp,
+            csum_offset: 6,
+            ..tso
+        };
+        assert!(!offload_agrees(pkt, &udp), "USO on a TCP packet");
+        assert!(!offload_agrees(
+            pkt,
+            &Offload {
+                gso: Gso::Tcp6,
+                ..tso
+            }
+        ));
+        // IPv6: the transport header past a Destination Options header.
+        // A checksum said to start two bytes early would have each
+        // segment's sequence number written over the destination port.
+        let (p, tso6) = tcp6_behind_options(3000, 1000);
+        assert!(offload_agrees(&p, &tso6));
+        let early = Offload {
+            csum_start: 46,
+            ..tso6
+        };
+        assert!(!offload_agrees(&p, &early));
+        let mut pool = MbufPool::new(4);
+        let no = |_m: Mbuf| panic!("nothing should come out");
+        let eth = [0u8; 14];
+        assert_eq!(
+            segment(&eth, &p, &early, 1, true, &mut pool, no),
+            Err(SegmentError::Malformed)
+        );
+        let mut ports = Vec::new();
+        segment(&eth, &p, &tso6, 1, true, &mut pool, |m| {
+            ports.push(u16::from_be_bytes([m.l3()[50], m.l3()[51]]))
+        })
+        .unwrap();
+        assert_eq!(ports, [443; 3], "each segment keeps the port");
+    }
+
     #[test]
     fn udp_segments_are_datagrams_of_their_own() {
         // IPv6 + UDP, 3000 bytes of payload in 1200-byte datagrams.
         let payload = 3000;
-        let mut f = vec![0u8; 14 + 40 + 8 + payload];
+        let mut f = vec![0u8; 14];
         f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f.extend(ipv6(17, 8 + payload));
         let l3 = &mut f[14..];
-        l3[0] = 0x60;
-        l3[4..6].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
-        l3[6] = 17;
-        l3[7] = 64;
-        l3[8] = 0x20;
-        l3[23] = 1;
-        l3[24] = 0x20;
-        l3[39] = 2;
         l3[44..46].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
         for (i, b) in l3[48..].iter_mut().enumerate() {
             *b = i as u8;

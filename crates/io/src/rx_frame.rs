@@ -114,15 +114,19 @@ pub(crate) fn take(
 }
 
 /// Whether a received frame of `len` bytes, L3 packet `pkt`, may be taken
-/// with offload state `off`: a super-frame (one that asks to be cut, or
-/// is longer than an ordinary buffer) only where its headers say what its
-/// vnet header does and it cuts into no more segments than
-/// [`offload::MAX_SEGMENTS_TCP`] or [`offload::MAX_SEGMENTS_UDP`]
-/// ([`offload::segment_len`]). A sender's vnet header is its own word: a
-/// tenant's VM could otherwise ask the egress to cut one frame into
-/// thousands.
+/// with offload state `off`. A sender's vnet header is its own word (a
+/// tenant's VM writes it directly over vhost-user), so: a partial
+/// checksum only where its field cannot land on what routing, reverse-path
+/// checks and rule lists read ([`offload::offload_agrees`]), and a
+/// super-frame (one that asks to be cut, or is longer than an ordinary
+/// buffer) only where its headers say what its vnet header does and it
+/// cuts into no more segments than [`offload::MAX_SEGMENTS_TCP`] or
+/// [`offload::MAX_SEGMENTS_UDP`] ([`offload::segment_len`]): otherwise
+/// a link would rewrite a port that a rule list let through, or the egress
+/// cut one frame into thousands.
 pub(crate) fn headers_agree(pkt: &[u8], len: usize, off: &Offload) -> bool {
-    (len <= MAX_FRAME && off.gso == Gso::None) || offload::segment_len(pkt, off).is_some()
+    offload::offload_agrees(pkt, off)
+        && ((len <= MAX_FRAME && off.gso == Gso::None) || offload::segment_len(pkt, off).is_some())
 }
 
 /// [`receive`] for a super-frame longer than a buffer:
@@ -338,6 +342,43 @@ mod tests {
                 proptest::prop_assert!(m.len() <= MAX_FRAME && !m.offload.any());
             }
         }
+    }
+
+    #[test]
+    fn a_checksum_said_to_lie_on_a_port_is_dropped() {
+        // IPv4 + UDP to port 53, its "checksum" said to start at the UDP
+        // header and lie 2 bytes in: on the destination port, which a
+        // link (or a software finish) would overwrite after a rule list
+        // judged the packet by it.
+        let mut f = vec![0u8; 14 + 20 + 8 + 32];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&60u16.to_be_bytes());
+        f[22] = 64;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[10, 0, 0, 2]);
+        f[30..34].copy_from_slice(&[10, 1, 0, 2]);
+        f[36..38].copy_from_slice(&53u16.to_be_bytes());
+        f[38..40].copy_from_slice(&40u16.to_be_bytes());
+        let (mut pool, mut rx, mut stats) = (MbufPool::new(8), Vec::new(), PortStats::default());
+        let mut take = |h: [u8; vnet::LEN]| {
+            rx.clear();
+            receive(&mut stats, &f, &h, None, &mut pool, &mut rx, (0, 32), 0)
+        };
+        assert!(matches!(
+            take([1, 0, 0, 0, 0, 0, 34, 0, 2, 0]),
+            Received::Dropped
+        ));
+        assert!(matches!(
+            take([1, 0, 0, 0, 0, 0, 14, 0, 16, 0]),
+            Received::Dropped
+        ));
+        // Where UDP's checksum is: taken.
+        assert!(matches!(
+            take([1, 0, 0, 0, 0, 0, 34, 0, 6, 0]),
+            Received::Frames(1)
+        ));
+        assert_eq!(stats.rx_packets, 1);
     }
 
     #[test]

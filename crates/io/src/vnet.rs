@@ -72,7 +72,7 @@ pub fn emit(off: &Offload, frame: &[u8]) -> Option<[u8; LEN]> {
         return Some(h);
     }
     let l2 = l2_len(frame)?;
-    let start = u16::try_from(l2).ok()? + off.csum_start;
+    let start = u16::try_from(l2).ok()?.checked_add(off.csum_start)?;
     h[0] = if off.partial { NEEDS_CSUM } else { 0 };
     h[1] = match off.gso {
         Gso::None => GSO_NONE,
@@ -177,5 +177,15 @@ mod tests {
             Some(Offload::NONE)
         );
         assert_eq!(emit(&Offload::NONE, &[]), Some([0; LEN]));
+    }
+
+    #[test]
+    fn a_start_past_what_the_header_holds_is_refused_not_wrapped() {
+        // A start of 65,535 from an untagged link, sent on a tagged one.
+        let off = parse(&[1, 0, 0, 0, 0, 0, 0xff, 0xff, 6, 0], 0).unwrap();
+        let mut frame = [0u8; 18 + 28];
+        frame[12..14].copy_from_slice(&[0x81, 0x00]);
+        frame[16..18].copy_from_slice(&[0x08, 0x00]);
+        assert_eq!(emit(&off, &frame), None);
     }
 }
