@@ -247,6 +247,12 @@ pub fn segment_len(pkt: &[u8], off: &Offload) -> Option<usize> {
     Some(h.len + usize::from(off.gso_size).min(h.end - h.len))
 }
 
+/// How many segments super-frame `pkt` (its L3 packet) is cut into.
+fn segments(pkt: &[u8], off: &Offload) -> Option<usize> {
+    let h = Headers::parse(pkt, off).ok()?;
+    Some((h.end - h.len).div_ceil(usize::from(off.gso_size)).max(1))
+}
+
 /// How super-frame `pkt` (its L3 packet) is best cut into frames of at
 /// most `max` bytes behind an L2 header of `l2` bytes: the segments each
 /// frame carries (at least one), and how many frames that makes. `None`
@@ -377,13 +383,22 @@ pub fn complete(m: &mut Mbuf) -> bool {
     true
 }
 
+/// The most frames [`resolve`] leaves in one burst: 64 super-frames of
+/// 64 KiB cut at an MSS of 512 bytes or more (ordinary ones make 45
+/// segments each). A super-frame whose segments would take the burst past
+/// it is dropped and counted: cut, they would take a buffer each from the
+/// worker's pool, which keeps what it made (1,024 segments of each of 64
+/// super-frames would be 65,536 buffers, 600 MB).
+pub const RESOLVE_MAX_FRAMES: usize = 8192;
+
 /// Makes every frame of `tx` one that a link without offloads sends as it
 /// is: a super-frame becomes its segments, each with its checksum whole,
 /// and a partial checksum is completed. Frames keep their order. A frame
-/// whose offload state its headers contradict is dropped (back to `pool`)
-/// and counted in the result. `scratch` is the caller's spare vector, so
-/// that nothing allocates once warm; a burst with no offloaded frame costs
-/// one test per frame.
+/// whose offload state its headers contradict, or whose segments would
+/// take `tx` past [`RESOLVE_MAX_FRAMES`], is dropped (back to `pool`) and
+/// counted in the result. `scratch` is the caller's spare vector, so that
+/// nothing allocates once warm; a burst with no offloaded frame costs one
+/// test per frame.
 pub fn resolve(tx: &mut Vec<Mbuf>, scratch: &mut Vec<Mbuf>, pool: &mut MbufPool) -> u64 {
     if !tx.iter().any(|m| m.offload.any()) {
         return 0;
@@ -406,8 +421,12 @@ pub fn resolve(tx: &mut Vec<Mbuf>, scratch: &mut Vec<Mbuf>, pool: &mut MbufPool)
             continue;
         }
         let (port, iface, local) = (m.port, m.iface, m.local_origin);
+        let left = RESOLVE_MAX_FRAMES.saturating_sub(tx.len());
         let made = l2_len(m.data()).and_then(|l2| {
             let (hdr, pkt) = m.data().split_at_checked(l2)?;
+            if segments(pkt, &m.offload)? > left {
+                return None;
+            }
             segment(hdr, pkt, &m.offload, 1, true, pool, |mut s| {
                 s.port = port;
                 s.iface = iface;
@@ -680,6 +699,39 @@ mod tests {
             csum_offset: 16,
         };
         (p, off)
+    }
+
+    #[test]
+    fn a_burst_resolved_takes_a_bounded_number_of_buffers() {
+        // 64 super-frames of 64,000 bytes at an MSS of 63: 1,016 segments
+        // each, 65,024 in all; eight fit the bound, the rest are dropped.
+        let (f, off) = tcp4(64_000, 63, 0);
+        let mut pool = MbufPool::new(0);
+        let burst = |pool: &mut MbufPool, f: &[u8], off: Offload| -> Vec<Mbuf> {
+            (0..64)
+                .map(|_| {
+                    let mut m = pool.get_large().unwrap_or_else(|| pool.get());
+                    m.fill(f);
+                    m.offload = off;
+                    m
+                })
+                .collect()
+        };
+        let mut tx = burst(&mut pool, &f, off);
+        assert!(tx.iter().all(|m| m.len() == f.len()), "whole");
+        assert_eq!(resolve(&mut tx, &mut Vec::new(), &mut pool), 56);
+        assert_eq!(tx.len(), 8 * 1016);
+        assert!(tx.len() <= RESOLVE_MAX_FRAMES);
+        assert!(
+            pool.allocated() <= RESOLVE_MAX_FRAMES + 64,
+            "{}",
+            pool.allocated()
+        );
+        // Ordinary super-frames (MSS 1448): a full burst is cut whole.
+        let (f, off) = tcp4(64_000, 1448, 0);
+        let mut tx = burst(&mut pool, &f, off);
+        assert_eq!(resolve(&mut tx, &mut Vec::new(), &mut pool), 0);
+        assert_eq!(tx.len(), 64 * 45);
     }
 
     #[test]
