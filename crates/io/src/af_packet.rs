@@ -722,9 +722,12 @@ impl AfPacketPort {
             return 0;
         }
         let skip = if self.vnet { vnet::LEN } else { 0 };
-        let mut n = 0;
-        // Room for a cut super-frame, or an empty burst (however small).
-        while n < max && (n == 0 || max - n >= CONTROL_ROOM) {
+        let (mut n, mut reads) = (0, 0);
+        // Room for a cut super-frame, or an empty burst (however small);
+        // at most `max` frames read, dropped ones included, so that a flood
+        // of frames that are dropped cannot hold the worker here.
+        while n < max && reads < max && (n == 0 || max - n >= CONTROL_ROOM) {
+            reads += 1;
             let mut sll: libc::sockaddr_ll = zeroed();
             // Room for one PACKET_AUXDATA message, 8-byte aligned.
             let mut cmsgs = [0u64; 8];
@@ -818,7 +821,12 @@ impl Port for AfPacketPort {
         // The control protocols' frames first.
         let mut n = self.read_control(pool, rx, max, port_index);
         let skip = if self.vnet { vnet::LEN } else { 0 };
-        while n < max {
+        // At most `max` slots a burst, dropped frames included: the kernel
+        // refills what is released, so a flood of frames that are dropped
+        // could otherwise hold the worker here.
+        let mut slots = 0;
+        while n < max && slots < max {
+            slots += 1;
             let status = self.rx_status(self.rx_head).load(Ordering::Acquire);
             if status & libc::TP_STATUS_USER == 0 {
                 break;

@@ -434,7 +434,11 @@ impl Port for TapPort {
             rx.push(m);
             n += 1;
         }
-        while n < max {
+        // At most `max` reads a burst, dropped frames included: a flood of
+        // frames that are dropped cannot hold the worker here.
+        let mut reads = 0;
+        while n < max && reads < max {
+            reads += 1;
             if self.big.is_some() && self.spare.is_none() {
                 self.spare = pool.get_large();
             }
