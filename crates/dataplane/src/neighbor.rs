@@ -27,6 +27,14 @@ use crate::mbuf::Mbuf;
 
 /// Most packets held for one unresolved neighbor.
 pub const HOLD_MAX: usize = 8;
+
+/// Most packets one table (a VR's, on one worker) holds for all its
+/// unresolved neighbors together: 64 neighbors' worth at the default
+/// `arp_hold` of 4. Without it, a tenant that sends to thousands of
+/// addresses nobody answers on a connected prefix would have `hold` of
+/// its packets kept for each (16,384 at the defaults), each in a buffer
+/// the worker's pool then keeps: 150 MB a VR.
+pub const HELD_MAX_TOTAL: usize = 256;
 /// Probes sent before giving up (RFC 4861 §10 MAX_MULTICAST_SOLICIT = 3).
 pub const MAX_PROBES: u8 = 3;
 /// Interval between probes: at most one per second per destination (RFC 1122 §2.3.2.1).
@@ -86,14 +94,16 @@ pub struct Neighbor {
 }
 
 impl Neighbor {
-    /// Hands every packet held to `f`, in the order they came.
-    fn release_held(&mut self, mut f: impl FnMut(Mbuf)) {
+    /// Hands every packet held to `f`, in the order they came; returns
+    /// how many there were.
+    fn release_held(&mut self, mut f: impl FnMut(Mbuf)) -> usize {
         let held = self.held_len as usize;
         self.held_len = 0;
         let queue = self.held.iter_mut().flat_map(|q| q[..held].iter_mut());
         for m in queue.filter_map(Option::take) {
             f(m);
         }
+        held
     }
 }
 
@@ -152,6 +162,8 @@ pub struct NeighborTable {
     live: usize,
     max: usize,
     hold: usize,
+    /// Packets held across all entries, at most [`HELD_MAX_TOTAL`].
+    held_total: usize,
 }
 
 impl NeighborTable {
@@ -169,6 +181,7 @@ impl NeighborTable {
             live: 0,
             max,
             hold: hold.min(HOLD_MAX),
+            held_total: 0,
             reachable_ns,
         }
     }
@@ -178,6 +191,7 @@ impl NeighborTable {
         for n in &mut self.slots {
             n.release_held(&mut f);
         }
+        self.held_total = 0;
         self.slots.clear();
         self.free.clear();
         self.index.clear();
@@ -386,12 +400,14 @@ impl NeighborTable {
         }
     }
 
-    /// Holds `m` until neighbor `i` resolves; gives it back when the queue is full.
+    /// Holds `m` until neighbor `i` resolves; gives it back when its queue
+    /// is full, or the table holds [`HELD_MAX_TOTAL`] packets already.
     pub fn hold(&mut self, i: u32, m: Mbuf) -> Result<(), Mbuf> {
         let n = &mut self.slots[i as usize];
-        if n.held_len as usize >= self.hold {
+        if n.held_len as usize >= self.hold || self.held_total >= HELD_MAX_TOTAL {
             return Err(m);
         }
+        self.held_total += 1;
         let queue = n
             .held
             .get_or_insert_with(|| Box::new(core::array::from_fn(|_| None)));
@@ -435,7 +451,7 @@ impl NeighborTable {
             n.probes = 0;
             n.next_probe = now + DELAY_FIRST_PROBE_NS;
         }
-        n.release_held(|m| release(m, mac));
+        self.held_total -= n.release_held(|m| release(m, mac));
     }
 
     /// Runs timers: retransmits probes for incomplete entries (pushed onto
@@ -459,7 +475,7 @@ impl NeighborTable {
                 State::Incomplete => {
                     n.state = State::Failed;
                     n.next_probe = now + FAILED_HOLDDOWN_NS;
-                    n.release_held(&mut dropped);
+                    self.held_total -= n.release_held(&mut dropped);
                 }
                 State::Stale
                     if n.probes >= MAX_PROBES && now.saturating_sub(n.used) < STALE_GC_NS =>
@@ -493,7 +509,7 @@ impl NeighborTable {
 
     /// Packets currently held across all entries.
     pub fn held(&self) -> usize {
-        self.slots.iter().map(|n| n.held_len as usize).sum()
+        self.held_total
     }
 }
 
@@ -594,6 +610,48 @@ mod tests {
             // Unresolved again, for the next round.
             t.slots[i as usize].state = State::Incomplete;
         }
+    }
+
+    /// However many neighbors are unresolved, a table holds
+    /// [`HELD_MAX_TOTAL`] packets at most; what a neighbor's reply or
+    /// failure releases makes room again.
+    #[test]
+    fn a_table_holds_a_bounded_number_of_packets_in_all() {
+        let mut pool = MbufPool::new(8);
+        let mut t = NeighborTable::new(4096, 4, 30 * SEC);
+        let mut refused = 0;
+        let entries: Vec<u32> = (0..200u16)
+            .map(|k| {
+                let a = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + u32::from(k)));
+                let i = t.ensure(0, a, false).unwrap();
+                assert_eq!(t.resolve(i, 0), Resolve::Hold { probe: true });
+                for _ in 0..4 {
+                    if let Err(m) = t.hold(i, pool.get()) {
+                        refused += 1;
+                        pool.put(m);
+                    }
+                }
+                i
+            })
+            .collect();
+        assert_eq!(t.held(), HELD_MAX_TOTAL);
+        assert_eq!(refused, 200 * 4 - HELD_MAX_TOTAL);
+        // The first neighbor answers: its four leave, four more fit.
+        let mut out = 0;
+        t.learn(entries[0], MAC, true, SEC, |_, _| out += 1);
+        assert_eq!((out, t.held()), (4, HELD_MAX_TOTAL - 4));
+        for _ in 0..4 {
+            t.hold(entries[100], pool.get()).unwrap();
+        }
+        assert!(t.hold(entries[101], pool.get()).is_err());
+        // The rest fail out of their probes: nothing is left held.
+        let (mut probes, mut dropped) = (Vec::new(), 0);
+        for s in 1..=5 {
+            t.poll(s * SEC, &mut probes, |_| dropped += 1);
+        }
+        assert_eq!((dropped, t.held()), (HELD_MAX_TOTAL, 0));
+        t.hold(entries[150], pool.get()).unwrap();
+        assert_eq!(t.held(), 1);
     }
 
     #[test]
