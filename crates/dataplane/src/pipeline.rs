@@ -244,9 +244,12 @@ impl Worker {
         }
         let fair = &mut self.fair;
         let fair_share = fair.active();
-        // A part of a split burst is not timed on its own: the burst shares
-        // out its whole cost at the end (clock reads cost here).
-        let timed = fair_share && !fair.splitting();
+        // A part of a split burst is not timed as a whole: the burst shares
+        // out the cost of its parts' fast-path frames at the end (clock
+        // reads cost here). What its frames cost in the full stages is
+        // timed, below, and charged to this VR alone.
+        let splitting = fair.splitting();
+        let timed = fair_share && !splitting;
         let t0 = if timed { fair.now() } else { 0 };
         if fair_share {
             let full = self.full_burst > 0 && self.burst_len >= self.full_burst;
@@ -258,11 +261,16 @@ impl Worker {
                 for m in rx.extract_if(.., |m| !v.protected(m, now)) {
                     ctx.drop(m, DropReason::OverShare);
                 }
+                let t_stages = match (timed, rx.is_empty()) {
+                    (true, _) => Some(t0),
+                    (false, false) => Some(fair.now()),
+                    (false, true) => None,
+                };
                 for m in rx.drain(..) {
                     A::stages_unrouted(&mut ctx, v, m);
                 }
-                if timed {
-                    fair.charge(usize::from(vr), fair.now().saturating_sub(t0));
+                if let Some(t) = t_stages {
+                    fair.charge(usize::from(vr), fair.now().saturating_sub(t));
                 }
                 return true;
             }
@@ -307,7 +315,9 @@ impl Worker {
             }
         }
         // From the first refused frame on, frame by frame and in order: that
-        // one goes straight to the full stages.
+        // one goes straight to the full stages. In a part of a split burst
+        // they are timed together, their cost this VR's alone.
+        let t_rest = (fair_share && splitting && done < n).then(|| fair.now());
         let mut rest = rx.drain(..).zip(&self.routes[done..]);
         if let Some((m, &route)) = rest.next() {
             A::stages(&mut ctx, v, m, route);
@@ -316,12 +326,17 @@ impl Worker {
             forward::<A, L2>(&mut ctx, v, self.fast_path, m, route, urpf);
         }
         if fair_share {
-            let ticks = if timed {
-                fair.now().saturating_sub(t0)
+            if timed {
+                fair.charge_run(usize::from(vr), n as u64, fair.now().saturating_sub(t0));
             } else {
-                0
-            };
-            fair.charge_run(usize::from(vr), n as u64, ticks);
+                if let Some(t) = t_rest {
+                    fair.charge(usize::from(vr), fair.now().saturating_sub(t));
+                }
+                // The fast path's frames share the burst's cost left over.
+                if done > 0 {
+                    fair.charge_run(usize::from(vr), done as u64, 0);
+                }
+            }
         }
         true
     }
