@@ -28,6 +28,12 @@ use crate::mbuf::Mbuf;
 /// Most packets held for one unresolved neighbor.
 pub const HOLD_MAX: usize = 8;
 
+/// How long after a neighbor's last confirmation another one is news for
+/// the other workers ([`NeighborTable::learn`]): their entries stay
+/// reachable for the reachable time (30 s by default) from the last they
+/// heard of.
+pub const CONFIRM_NEWS_NS: u64 = 1_000_000_000;
+
 /// Most packets one table (a VR's, on one worker) holds for all its
 /// unresolved neighbors together: 64 neighbors' worth at the default
 /// `arp_hold` of 4. Without it, a tenant that sends to thousands of
@@ -420,6 +426,11 @@ impl NeighborTable {
     /// of reachability (an ARP reply, a solicited NA); otherwise the entry
     /// becomes Stale when the MAC changes (RFC 4861 §7.2.5, RFC 826 merge).
     /// Held packets are handed to `release` with the MAC to send them to.
+    ///
+    /// Returns whether this is news for the other workers: a new MAC, a
+    /// new state, or a confirmation [`CONFIRM_NEWS_NS`] after the last one.
+    /// A sender that repeats what the table knows (a tenant's ARP flood)
+    /// then costs the other workers nothing.
     pub fn learn(
         &mut self,
         i: u32,
@@ -427,19 +438,26 @@ impl NeighborTable {
         confirmed: bool,
         now: u64,
         mut release: impl FnMut(Mbuf, EthernetAddress),
-    ) {
+    ) -> bool {
         if self.slots[i as usize].state == State::Static {
-            return;
+            return false;
         }
         self.changed();
         let n = &mut self.slots[i as usize];
         let changed = n.mac != mac;
+        let was = n.state;
         n.mac = mac;
         // Learning counts as activity: the entry is not idle garbage yet.
         n.used = n.used.max(now);
+        let mut news = changed;
         if confirmed {
+            news |= was != State::Reachable || now.saturating_sub(n.confirmed) >= CONFIRM_NEWS_NS;
+            // Within a second of the last, a confirmation moves nothing: the
+            // entry stays reachable from then, a second less at most.
+            if news {
+                n.confirmed = now;
+            }
             n.state = State::Reachable;
-            n.confirmed = now;
             n.probes = 0;
         } else if changed
             || matches!(
@@ -447,11 +465,13 @@ impl NeighborTable {
                 State::Unresolved | State::Incomplete | State::Failed
             )
         {
+            news = true;
             n.state = State::Stale;
             n.probes = 0;
             n.next_probe = now + DELAY_FIRST_PROBE_NS;
         }
         self.held_total -= n.release_held(|m| release(m, mac));
+        news
     }
 
     /// Runs timers: retransmits probes for incomplete entries (pushed onto
@@ -652,6 +672,27 @@ mod tests {
         assert_eq!((dropped, t.held()), (HELD_MAX_TOTAL, 0));
         t.hold(entries[150], pool.get()).unwrap();
         assert_eq!(t.held(), 1);
+    }
+
+    /// Only what changes is news for the other workers: a new MAC or
+    /// state, a confirmation a second after the last; not a sender that
+    /// repeats itself, and never a static entry.
+    #[test]
+    fn learning_what_the_table_knows_is_no_news() {
+        let mut t = NeighborTable::new(16, 4, 30 * SEC);
+        let i = t.ensure(0, addr(2), false).unwrap();
+        let other = EthernetAddress([2, 0, 0, 0, 0, 0x77]);
+        let mut learn = |mac, confirmed, now| t.learn(i, mac, confirmed, now, |_, _| {});
+        assert!(learn(MAC, false, 0), "unresolved to stale");
+        assert!(!learn(MAC, false, 1), "the same again");
+        assert!(learn(other, false, 2), "a new MAC");
+        assert!(learn(other, true, 3), "stale to reachable");
+        assert!(!learn(other, true, 4), "confirmed again at once");
+        assert!(!learn(other, false, 5));
+        assert!(learn(other, true, 3 + CONFIRM_NEWS_NS), "a second later");
+        let s = t.ensure(0, addr(3), true).unwrap();
+        t.slots[s as usize].state = State::Static;
+        assert!(!t.learn(s, other, true, 0, |_, _| {}), "static");
     }
 
     #[test]

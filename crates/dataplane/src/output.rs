@@ -332,8 +332,10 @@ impl Ctx<'_> {
         let Some(slot) = vr.neighbors.ensure(iface, addr, false) else {
             return;
         };
-        self.release(vr, slot, iface, addr, mac, confirmed);
-        // Every worker keeps its own table; tell the others.
+        if !self.release(vr, slot, iface, addr, mac, confirmed) {
+            return;
+        }
+        // Every worker keeps its own table; tell the others what is news.
         let ev = Event::Learned {
             vr: vr.id,
             iface,
@@ -344,7 +346,10 @@ impl Ctx<'_> {
         Worker::broadcast(self.peers, self.events_lost, ev);
     }
 
-    /// Applies a learned MAC to neighbor `slot` and sends the packets held for it.
+    /// Applies a learned MAC to neighbor `slot` and sends the packets held
+    /// for it. Returns whether that was news ([`NeighborTable::learn`]).
+    ///
+    /// [`NeighborTable::learn`]: crate::neighbor::NeighborTable::learn
     pub fn release(
         &mut self,
         vr: &mut Vr,
@@ -353,11 +358,11 @@ impl Ctx<'_> {
         addr: IpAddr,
         mac: EthernetAddress,
         confirmed: bool,
-    ) {
+    ) -> bool {
         let (now, et) = (self.now, ethertype_of(addr));
         vr.neighbors.learn(slot, mac, confirmed, now, |held, mac| {
             self.send(held, iface, mac, et)
-        });
+        })
     }
 
     /// Sends the probe for neighbor `p`: an ARP request (RFC 826) or a

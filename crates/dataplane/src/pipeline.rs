@@ -836,7 +836,7 @@ impl Worker {
     /// releasing packets held for those neighbors.
     fn apply_events(&mut self, now: u64, tx: &mut TxBatch) {
         let mut ctx = ctx!(self, now, tx, &[]);
-        for ev in self.inbox.try_iter() {
+        for ev in self.control.try_iter().chain(self.inbox.try_iter()) {
             let (vr, iface, addr, mac, confirmed, pin) = match ev {
                 Event::Unstatic { vr, iface, addr } => {
                     if let Some(v) = self.vrs.get_mut(vr as usize) {
@@ -1619,5 +1619,69 @@ mod tests {
         assert!(tx.ports.iter().all(Vec::is_empty), "nothing was sent");
         let c = w.counters.ifaces[0].snapshot();
         assert_eq!(c.drop_count(DropReason::NoInterface), 2);
+    }
+
+    /// What other workers learn fills a worker's inbox (bounded: what does
+    /// not fit is learned again by ARP/ND), and a tenant's ARP can keep it
+    /// full. A static neighbor the control side installs meanwhile, another
+    /// VR's as well, still reaches the worker: it comes on a queue of its
+    /// own. Sent through the full inbox it was lost for good.
+    #[test]
+    fn a_static_neighbor_reaches_a_worker_whose_inbox_peers_filled() {
+        let mut writer = TableWriter::new(&one_iface()).expect("valid spec");
+        let mut workers = Worker::create(&mut writer, 2);
+        let learned = Event::Learned {
+            vr: 0,
+            iface: 0,
+            addr: std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+            mac: EthernetAddress([2, 0xaa, 0, 0, 0, 2]),
+            confirmed: false,
+        };
+        let mut lost = 0;
+        for _ in 0..5000 {
+            Worker::broadcast(&workers[0].peers, &mut lost, learned);
+        }
+        assert_eq!(lost, 5000 - 4096, "worker 1's inbox is full");
+        let addr = std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3));
+        let mac = EthernetAddress([2, 0xbb, 0, 0, 0, 3]);
+        writer
+            .set_static_neighbor(crate::VrId::new(0), addr, mac)
+            .expect("on link");
+        writer.commit();
+        let mut tx = TxBatch::new(1);
+        let w = &mut workers[1];
+        let now = 1_000_000_000;
+        w.apply_events(now, &mut tx);
+        let n = w.vrs[0].neighbors.find(0, addr).expect("installed");
+        assert_eq!(
+            w.vrs[0].neighbors.resolve(n, now),
+            crate::neighbor::Resolve::Ready(mac)
+        );
+    }
+
+    /// A sender that repeats itself (a tenant's ARP flood from a known
+    /// address) is learned once as far as the other workers go: only news
+    /// is broadcast, so it neither fills their inboxes nor takes their time.
+    #[test]
+    fn a_repeated_arp_is_broadcast_once() {
+        let mut writer = TableWriter::new(&one_iface()).expect("valid spec");
+        let mut workers = Worker::create(&mut writer, 2);
+        let (w0, rest) = workers.split_at_mut(1);
+        let (w, peer) = (&mut w0[0], &rest[0]);
+        let mut tx = TxBatch::new(1);
+        let addr = std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+        let (a, b) = (
+            EthernetAddress([2, 0xaa, 0, 0, 0, 2]),
+            EthernetAddress([2, 0xaa, 0, 0, 0, 3]),
+        );
+        let peers = w.peers.clone();
+        {
+            let mut ctx = ctx!(w, 0, &mut tx, &peers);
+            let vr = &mut w.vrs[0];
+            for mac in [a; 100].into_iter().chain([b; 100]) {
+                ctx.learn(vr, 0, addr, mac, false);
+            }
+        }
+        assert_eq!(peer.inbox.try_iter().count(), 2, "one for each MAC");
     }
 }

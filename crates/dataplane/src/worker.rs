@@ -4,7 +4,9 @@
 //! Workers share nothing writable with each other. What one worker learns
 //! about a neighbor (an ARP reply, a Neighbor Advertisement) it applies to its
 //! own table and sends to every other worker as an [`Event`] through a
-//! bounded queue; each worker drains its inbox between bursts. A worker's
+//! bounded queue; each worker drains its inbox between bursts. Static
+//! neighbors from the control side come on a queue of their own, which a
+//! flood of learned ones cannot fill. A worker's
 //! counters are [`CounterCells`] that only it writes and anyone may read.
 
 use std::collections::VecDeque;
@@ -582,7 +584,12 @@ pub struct Worker {
     /// VRs whose next hops changed since the last events were applied:
     /// their gateways are solicited then ([`Worker::solicit_gateways`]).
     pub(crate) solicit: Vec<u16>,
+    /// What other workers learned (bounded: what does not fit is lost and
+    /// learned again by ARP/ND).
     pub(crate) inbox: Receiver<Event>,
+    /// The control side's static neighbors, added and removed (unbounded:
+    /// none is lost).
+    pub(crate) control: Receiver<Event>,
     pub(crate) peers: Vec<SyncSender<Event>>,
     /// Events that did not fit a peer's inbox (counted, not retried).
     pub events_lost: u64,
@@ -734,22 +741,29 @@ impl Worker {
         let n = n.max(1);
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..n).map(|_| std::sync::mpsc::sync_channel(4096)).unzip();
-        for s in &senders {
-            writer.attach_worker(s.clone());
+        // The control side's neighbor facts come on a channel of their own,
+        // unbounded: what a tenant's ARP fills the peers' inboxes with
+        // cannot crowd out another VR's static neighbor (the operator's
+        // changes, at the pace of its commits).
+        let (control, from_control): (Vec<_>, Vec<_>) =
+            (0..n).map(|_| std::sync::mpsc::channel()).unzip();
+        for s in control {
+            writer.attach_worker(s);
         }
         // Rule lists built before the workers existed get their rows.
         writer.size_filters();
         receivers
             .into_iter()
+            .zip(from_control)
             .enumerate()
-            .map(|(k, inbox)| {
+            .map(|(k, inboxes)| {
                 let peers = senders
                     .iter()
                     .enumerate()
                     .filter(|(j, _)| *j != k)
                     .map(|(_, s)| s.clone())
                     .collect();
-                Worker::new(writer, (k, n), inbox, peers)
+                Worker::new(writer, (k, n), inboxes, peers)
             })
             .collect()
     }
@@ -757,7 +771,7 @@ impl Worker {
     fn new(
         writer: &TableWriter,
         (index, n_workers): (usize, usize),
-        inbox: Receiver<Event>,
+        (inbox, control): (Receiver<Event>, Receiver<Event>),
         peers: Vec<SyncSender<Event>>,
     ) -> Worker {
         let tables = writer.tables().clone();
@@ -800,6 +814,7 @@ impl Worker {
             seen_generation: u64::MAX,
             solicit: Vec::new(),
             inbox,
+            control,
             peers,
             events_lost: 0,
             punt_dirty: Vec::with_capacity(shared_vr_count),

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::SyncSender;
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -524,7 +524,7 @@ pub struct TableWriter {
     topology_dirty: bool,
     vrs: Vec<VrControl>,
     static_neighbors: Vec<Vec<(u16, IpAddr, EthernetAddress)>>,
-    workers: Vec<SyncSender<Event>>,
+    workers: Vec<Sender<Event>>,
     /// Neighbor events to send once the topology they refer to is published.
     pending: Vec<Event>,
     /// The VR [`TableWriter::compact_quiet_fibs`] looks at first.
@@ -600,8 +600,8 @@ impl TableWriter {
         &self.shared
     }
 
-    /// Registers a worker's inbox for neighbor events.
-    pub(crate) fn attach_worker(&mut self, inbox: SyncSender<Event>) {
+    /// Registers a worker's inbox for the control side's neighbor events.
+    pub(crate) fn attach_worker(&mut self, inbox: Sender<Event>) {
         self.workers.push(inbox);
     }
 
@@ -639,8 +639,8 @@ impl TableWriter {
         // Neighbor facts about what was just published.
         for ev in self.pending.drain(..) {
             for w in &self.workers {
-                // A full inbox means a stalled worker; it will learn by ARP/ND instead.
-                let _ = w.try_send(ev);
+                // Unbounded: none is lost. A worker gone (stopped) needs none.
+                let _ = w.send(ev);
             }
         }
     }
