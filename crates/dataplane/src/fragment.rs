@@ -60,10 +60,12 @@ pub(crate) fn v4(ctx: &mut Ctx<'_>, vr: &mut Vr, m: Mbuf, egress: u16, via: Via,
     let pieces = 1 + payload_len
         .saturating_sub(first_chunk)
         .div_ceil(later_chunk);
-    if pieces > MAX_FRAGMENTS {
+    let base_offset = pkt.frag_offset() as usize;
+    // A fragment that ends past 65,535 bytes (a "ping of death") is cut
+    // into pieces whose offsets the 13-bit field cannot hold.
+    if pieces > MAX_FRAGMENTS || base_offset + payload_len > usize::from(u16::MAX) {
         return ctx.drop(m, DropReason::FragmentFailed);
     }
-    let base_offset = pkt.frag_offset() as usize;
     let orig_mf = pkt.more_frags();
     let mut off = 0;
     while off < payload_len {

@@ -248,6 +248,19 @@ fn fragments_of_a_fragment_keep_offsets_and_more_fragments() {
     assert!(out[1].ipv4().more_frags(), "the last piece inherits MF");
 }
 
+/// A fragment at offset 65,000 with 2,000 bytes would end past 65,535:
+/// its pieces' offsets cannot be written (they wrapped to small ones), so
+/// it is dropped as `fragment-failed`, not sent with offsets that lie.
+#[test]
+fn a_fragment_ending_past_65535_is_not_cut_into_lying_offsets() {
+    let mut e = engine();
+    let mut f = udp4_frame(REMOTE, 64, false, 2000);
+    f[14 + 6..14 + 8].copy_from_slice(&(65_000u16 / 8).to_be_bytes());
+    fix_ipv4_checksum(&mut f, 14);
+    assert!(send(&mut e, 0, &f, 0).is_empty());
+    assert_eq!(drops(&e, 0, DropReason::FragmentFailed), 1);
+}
+
 #[test]
 fn invalid_headers_are_counted_drops() {
     let mut e = engine();
