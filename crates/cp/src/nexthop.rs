@@ -60,7 +60,16 @@ pub enum NhError {
     /// A gateway of the wrong length for its family.
     #[error("next-hop gateway of {0} bytes")]
     BadGateway(usize),
+    /// A group of more than [`MAX_GROUP_MEMBERS`] members.
+    #[error("next-hop group of {0} members, at most {MAX_GROUP_MEMBERS} are taken")]
+    GroupTooLarge(usize),
 }
+
+/// Most members a next-hop group may have. A VR uses 64 paths of a route
+/// at most (`Paths::MAX`), and FRR builds groups of at most its
+/// `MULTIPATH_NUM` (64 or fewer); a producer's larger group (8,189 fit in
+/// one 64 KiB message) would only cost memory and a scan per message.
+pub const MAX_GROUP_MEMBERS: usize = 256;
 
 /// Decodes a next-hop message body (after the netlink header) into its id
 /// and object. A delete needs only the id; its object is whatever else
@@ -101,6 +110,9 @@ pub fn decode(body: &[u8]) -> Result<(u32, NextHop), NhError> {
                 })
             }
             NHA_GROUP => {
+                if value.len() / 8 > MAX_GROUP_MEMBERS {
+                    return Err(NhError::GroupTooLarge(value.len() / 8));
+                }
                 // struct nexthop_grp { u32 id; u8 weight; u8 weight_high; u16 resvd }:
                 // the weight is one more than what is stored.
                 group = Some(
@@ -190,6 +202,9 @@ pub struct NextHops {
     users: HashMap<u32, BTreeSet<IpPrefix>>,
     /// The id each such prefix names.
     route_id: HashMap<IpPrefix, u32>,
+    /// The groups each id is a member of: what a change of the id touches,
+    /// found without reading every group.
+    groups_of: HashMap<u32, BTreeSet<u32>>,
 }
 
 impl NextHops {
@@ -270,19 +285,34 @@ impl NextHops {
     /// prefix whose route resolves differently now: the users of `id` and
     /// of every group that has `id` as a member.
     pub fn set(&mut self, id: u32, obj: Option<NextHop>) -> Vec<IpPrefix> {
-        match obj {
-            Some(o) => {
-                self.objs.insert(id, o);
+        if let Some(NextHop::Group(new)) = &obj {
+            for &(m, _) in new {
+                self.groups_of.entry(m).or_default().insert(id);
             }
-            None => {
-                self.objs.remove(&id);
+        }
+        let old = match obj {
+            Some(o) => self.objs.insert(id, o),
+            None => self.objs.remove(&id),
+        };
+        if let Some(NextHop::Group(old)) = old {
+            let now = match self.objs.get(&id) {
+                Some(NextHop::Group(g)) => g.as_slice(),
+                _ => &[],
+            };
+            for (m, _) in old {
+                if now.iter().any(|&(x, _)| x == m) {
+                    continue;
+                }
+                if let Some(g) = self.groups_of.get_mut(&m) {
+                    g.remove(&id);
+                    if g.is_empty() {
+                        self.groups_of.remove(&m);
+                    }
+                }
             }
         }
         let mut ids = vec![id];
-        ids.extend(self.objs.iter().filter_map(|(&g, o)| match o {
-            NextHop::Group(m) if m.iter().any(|&(x, _)| x == id) => Some(g),
-            _ => None,
-        }));
+        ids.extend(self.groups_of.get(&id).into_iter().flatten().copied());
         ids.iter()
             .filter_map(|i| self.users.get(i))
             .flatten()
@@ -376,6 +406,51 @@ mod tests {
         );
         t.forget(p);
         assert!(t.set(10, None).is_empty());
+    }
+
+    /// A group larger than any a VR can use is refused, not stored.
+    #[test]
+    fn a_group_of_too_many_members_is_refused() {
+        let members = |n: u32| NextHop::Group((1..=n).map(|m| (m, 1)).collect());
+        let ok = members(MAX_GROUP_MEMBERS as u32);
+        assert_eq!(decode(&encode(7, &ok, false)[16..]), Ok((7, ok)));
+        let big = members(MAX_GROUP_MEMBERS as u32 + 1);
+        assert_eq!(
+            decode(&encode(7, &big, false)[16..]),
+            Err(NhError::GroupTooLarge(MAX_GROUP_MEMBERS + 1))
+        );
+    }
+
+    /// Which groups an id is in is kept as groups come, change and go: a
+    /// member's change reaches the routes of the groups it is in now, and
+    /// only those.
+    #[test]
+    fn a_members_change_reaches_the_groups_it_is_in_now() {
+        let mut t = NextHops::default();
+        let (p, q): (IpPrefix, IpPrefix) = (
+            "203.0.113.0/24".parse().unwrap(),
+            "198.51.100.0/24".parse().unwrap(),
+        );
+        t.use_id(p, 10);
+        t.use_id(q, 11);
+        let single = |gw: &str| {
+            Some(NextHop::Single {
+                gw: Some(v4(gw)),
+                oif: None,
+            })
+        };
+        t.set(1, single("10.0.0.2"));
+        t.set(2, single("10.0.0.3"));
+        t.set(10, Some(NextHop::Group(vec![(1, 1), (2, 1)])));
+        t.set(11, Some(NextHop::Group(vec![(2, 1)])));
+        assert_eq!(t.set(2, single("10.0.0.4")), [q, p]);
+        // Group 10 drops member 2; group 11 goes.
+        t.set(10, Some(NextHop::Group(vec![(1, 1)])));
+        t.forget(q);
+        t.set(11, None);
+        assert!(t.set(2, single("10.0.0.5")).is_empty());
+        assert_eq!(t.set(1, single("10.0.0.6")), [p]);
+        assert!(!t.groups_of.contains_key(&2), "nothing left of member 2");
     }
 
     proptest! {

@@ -465,6 +465,11 @@ pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
                     .collect();
                 extra_hops = hops.len() - gws.len();
                 gws.sort_unstable();
+                // Past what a group may hold (a VR uses 64), left out and
+                // counted: one 64 KiB message can name thousands.
+                let most = crate::nexthop::MAX_GROUP_MEMBERS;
+                extra_hops += gws.len().saturating_sub(most);
+                gws.truncate(most);
                 match gws.len() {
                     0 => return Err(Skip::NoNextHop),
                     1 => RawTarget::Via {
@@ -540,4 +545,32 @@ pub(crate) fn route_message(prefix: IpPrefix, kind: RouteType, gw: Option<IpAddr
         }));
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A multipath route names at most what a next-hop group may hold; the
+    /// rest are left out and counted, as next hops without a gateway are.
+    #[test]
+    fn a_multipath_route_keeps_at_most_a_groups_worth_of_hops() {
+        let most = crate::nexthop::MAX_GROUP_MEMBERS;
+        let hops: Vec<crate::event::Hop> = (0..most as u32 + 44)
+            .map(|k| crate::event::Hop {
+                gw: IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + k)),
+                ifname: None,
+                weight: 1,
+            })
+            .collect();
+        let prefix: IpPrefix = "203.0.113.0/24".parse().expect("prefix");
+        let mut m = route_message(prefix, RouteType::Unicast, None);
+        m.attributes.push(multipath_attr(&hops));
+        let r = decode_route(&m).expect("a route");
+        let RawTarget::Multipath(gws) = r.target else {
+            panic!("multipath");
+        };
+        assert_eq!((gws.len(), r.extra_hops), (most, 44));
+        assert_eq!(gws[0].0, hops[0].gw, "the first, in order, are kept");
+    }
 }
