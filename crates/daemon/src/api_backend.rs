@@ -764,7 +764,14 @@ impl Backend for RuntimeBackend {
             plan.push((a, l, t));
         }
         let mut dels = Vec::with_capacity(req.delete.len());
+        // A prefix listed twice is deleted once: counted twice, it passed
+        // the route limit below that the adds then exceeded, half-applied.
+        let mut listed = HashSet::with_capacity(req.delete.len());
         for (k, p) in req.delete.iter().enumerate() {
+            if !listed.insert(*p) {
+                out.missing += 1;
+                continue;
+            }
             match c.route(v, p.addr(), p.prefix_len()) {
                 None => out.missing += 1,
                 Some(RouteHop::Local | RouteHop::Broadcast | RouteHop::Connected { .. }) => {

@@ -363,6 +363,45 @@ fn every_resource_through_the_running_router() {
     assert!(text.contains("red") && !text.contains("blue"), "{text}");
 }
 
+/// A bulk request that lists one prefix twice in `delete` deletes it once:
+/// counted twice, the route-limit check let through adds that the table
+/// then refused, after the deletes had been applied (a 500, half-applied).
+/// Now the limit refuses the request and nothing changes.
+#[test]
+fn a_bulk_request_listing_a_delete_twice_is_refused_whole_at_the_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (_d, socket) = start_with(
+        dir.path(),
+        &config("  [router.limits]\n  max_routes = 16\n"),
+    );
+    let blue = Client::unix(&socket, Some(BLUE.into()));
+    let gw = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+    let route = |i: u32| {
+        let a = Ipv4Addr::from(0x6400_0000 + (i << 8));
+        Route::via(Prefix::new(IpAddr::V4(a), 24).expect("prefix"), gw)
+    };
+    // Up to the limit: the VR's own routes and what the API adds.
+    let held = blue.routes("blue", 0, 100).expect("routes").total as u32;
+    let fill = BulkRoutes {
+        add: (0..16 - held).map(route).collect(),
+        ..BulkRoutes::default()
+    };
+    blue.bulk_routes("blue", &fill).expect("fill");
+    let x = fill.add[0].prefix;
+    let over = BulkRoutes {
+        add: vec![route(100), route(101)],
+        delete: vec![x, x],
+        replace: false,
+    };
+    assert!(matches!(
+        api_err(blue.bulk_routes("blue", &over)),
+        ApiError::Conflict(_)
+    ));
+    let after = blue.routes("blue", 0, 100).expect("routes");
+    assert_eq!(after.total, 16, "nothing applied");
+    assert!(after.routes.iter().any(|r| r.prefix == x), "{x} kept");
+}
+
 #[test]
 fn a_tenant_token_never_sees_another_tenant() {
     let dir = tempfile::tempdir().expect("tempdir");
