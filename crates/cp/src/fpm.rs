@@ -766,6 +766,15 @@ fn apply(shared: &Shared, generation: u64, d: Decoded) -> bool {
                 install(shared, &mut t, generation, prefix, Some(target));
             }
             Change::AddByNextHop(prefix, id) => {
+                // A prefix that names an object is kept until the object
+                // resolves, counted or not: as many as the routes allowed,
+                // or a sender naming an object it never sends would grow
+                // this without limit.
+                let known = t.routes.contains_key(&prefix) || t.nexthops.id_of(&prefix).is_some();
+                if !known && t.nexthops.prefixes() >= shared.opts.max_routes {
+                    c.over_limit.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 t.nexthops.use_id(prefix, id);
                 let target = t.nexthops.resolve(id);
                 install(shared, &mut t, generation, prefix, target);

@@ -65,11 +65,7 @@ pub enum NhError {
     GroupTooLarge(usize),
 }
 
-/// Most members a next-hop group may have. A VR uses 64 paths of a route
-/// at most (`Paths::MAX`), and FRR builds groups of at most its
-/// `MULTIPATH_NUM` (64 or fewer); a producer's larger group (8,189 fit in
-/// one 64 KiB message) would only cost memory and a scan per message.
-pub const MAX_GROUP_MEMBERS: usize = 256;
+pub use crate::rtnl::MAX_GROUP_MEMBERS;
 
 /// Decodes a next-hop message body (after the netlink header) into its id
 /// and object. A delete needs only the id; its object is whatever else
@@ -211,6 +207,11 @@ impl NextHops {
     /// Objects held.
     pub fn len(&self) -> usize {
         self.objs.len()
+    }
+
+    /// Prefixes whose routes name an object, resolved or not.
+    pub fn prefixes(&self) -> usize {
+        self.route_id.len()
     }
 
     /// Whether object `id` is held.

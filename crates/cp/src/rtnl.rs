@@ -467,7 +467,7 @@ pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
                 gws.sort_unstable();
                 // Past what a group may hold (a VR uses 64), left out and
                 // counted: one 64 KiB message can name thousands.
-                let most = crate::nexthop::MAX_GROUP_MEMBERS;
+                let most = MAX_GROUP_MEMBERS;
                 extra_hops += gws.len().saturating_sub(most);
                 gws.truncate(most);
                 match gws.len() {
@@ -501,6 +501,13 @@ pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
         extra_hops,
     })
 }
+
+/// Most members a next-hop group may have, and most gateways a multipath
+/// route keeps. A VR uses 64 paths of a route at most (`Paths::MAX`), and
+/// FRR builds groups of at most its `MULTIPATH_NUM` (64 or fewer); a
+/// producer's larger group (8,189 fit in one 64 KiB message) would only
+/// cost memory and a scan per message.
+pub const MAX_GROUP_MEMBERS: usize = 256;
 
 /// `RTA_MULTIPATH` for `hops`, as the kernel and zebra send it (for
 /// encoding test frames).
@@ -555,7 +562,7 @@ mod tests {
     /// rest are left out and counted, as next hops without a gateway are.
     #[test]
     fn a_multipath_route_keeps_at_most_a_groups_worth_of_hops() {
-        let most = crate::nexthop::MAX_GROUP_MEMBERS;
+        let most = MAX_GROUP_MEMBERS;
         let hops: Vec<crate::event::Hop> = (0..most as u32 + 44)
             .map(|k| crate::event::Hop {
                 gw: IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + k)),

@@ -636,6 +636,42 @@ fn only_allowed_peers_may_connect() {
     assert_eq!(server.stats().connections, 0);
 }
 
+/// Routes that name a next-hop object the sender never defines are kept
+/// until it does, but no more of them than the routes allowed: past
+/// `max_routes` they are refused and counted, and once the object comes
+/// only those kept are installed.
+#[test]
+fn routes_naming_an_unknown_object_are_held_to_the_route_limit() {
+    use vrhost_cp::nexthop::{encode, NextHop};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (tx, _rx) = vrhost_cp::channel(1 << 20);
+    let opts = FpmOptions {
+        max_routes: 3,
+        ..FpmOptions::default()
+    };
+    let server = fpm::serve_listener(listener, tx, opts).unwrap();
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    let mut msgs = Vec::new();
+    for i in 0..10 {
+        msgs.extend(fpm::encode_route_by_next_hop(
+            p(&format!("10.{i}.0.0/16")),
+            7,
+        ));
+    }
+    c.write_all(&fpm::frame(&msgs).unwrap()).unwrap();
+    wait_stats(&server, |s| s.over_limit == 7);
+    assert!(server.routes().is_empty(), "none resolves yet");
+    let gw = NextHop::Single {
+        gw: Some("192.0.2.7".parse().unwrap()),
+        oif: Some(2),
+    };
+    c.write_all(&fpm::frame(&encode(7, &gw, false)).unwrap())
+        .unwrap();
+    wait_stats(&server, |_| server.routes().len() == 3);
+    let held: Vec<String> = server.routes().iter().map(|(p, _)| p.to_string()).collect();
+    assert_eq!(held, ["10.0.0.0/16", "10.1.0.0/16", "10.2.0.0/16"]);
+}
+
 #[test]
 fn a_reconnect_at_the_route_limit_loses_nothing() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
