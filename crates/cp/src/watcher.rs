@@ -226,6 +226,43 @@ enum After {
 /// The receiver is gone: stop.
 struct Closed;
 
+/// Most metrics kept for one prefix: its lowest, of which the lowest is
+/// the one reported. A namespace's owner could otherwise add a route for
+/// one prefix at every metric (`ip route add P via G metric $i`), each
+/// kept, while `max_routes` counts prefixes.
+const MAX_METRICS: usize = 16;
+
+/// prefix → metric → target.
+type Routes = BTreeMap<IpPrefix, BTreeMap<u32, RouteTarget>>;
+
+/// Keeps `target` for `prefix` at `metric` in `routes`, unless the prefix
+/// is new and `routes` holds `max_routes` already, or the prefix holds
+/// [`MAX_METRICS`] metrics all lower than this one (a lower one takes the
+/// place of its highest). Returns whether it was kept.
+fn keep(
+    routes: &mut Routes,
+    max_routes: Option<usize>,
+    prefix: IpPrefix,
+    metric: u32,
+    target: RouteTarget,
+) -> bool {
+    let full = max_routes.is_some_and(|m| routes.len() >= m);
+    if full && !routes.contains_key(&prefix) {
+        return false;
+    }
+    let m = routes.entry(prefix).or_default();
+    if m.len() >= MAX_METRICS && !m.contains_key(&metric) {
+        match m.last_key_value() {
+            Some((&worst, _)) if metric < worst => {
+                m.remove(&worst);
+            }
+            _ => return false,
+        }
+    }
+    m.insert(metric, target);
+    true
+}
+
 /// The watcher thread's state.
 struct Watcher {
     netns: String,
@@ -238,7 +275,7 @@ struct Watcher {
     links: HashMap<u32, Link>,
     /// prefix → metric → target: every main-table route that passed the
     /// filters; the lowest metric is the one reported.
-    routes: BTreeMap<IpPrefix, BTreeMap<u32, RouteTarget>>,
+    routes: Routes,
     addrs: BTreeSet<Addr>,
 }
 
@@ -668,18 +705,20 @@ impl Watcher {
         }
     }
 
-    /// Keeps a route unless it is for a new prefix past `max_routes`.
+    /// Keeps a route unless it is for a new prefix past `max_routes`, or a
+    /// prefix's metric past its [`MAX_METRICS`] lowest ([`keep`]).
     fn keep_route(&mut self, prefix: IpPrefix, metric: u32, target: RouteTarget) -> bool {
-        let full = self.opts.max_routes.is_some_and(|m| self.routes.len() >= m);
-        if full && !self.routes.contains_key(&prefix) {
+        let kept = keep(
+            &mut self.routes,
+            self.opts.max_routes,
+            prefix,
+            metric,
+            target,
+        );
+        if !kept {
             self.c.over_limit.fetch_add(1, Ordering::Relaxed);
-            return false;
         }
-        self.routes
-            .entry(prefix)
-            .or_default()
-            .insert(metric, target);
-        true
+        kept
     }
 
     fn best(&self, p: &IpPrefix) -> Option<RouteTarget> {
@@ -708,4 +747,41 @@ impl Watcher {
 enum ResyncError {
     Closed,
     Io(io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn via(last: u8) -> RouteTarget {
+        RouteTarget::Via {
+            gw: std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, last)),
+            ifname: None,
+        }
+    }
+
+    /// A prefix keeps its lowest metrics, at most [`MAX_METRICS`]; new
+    /// prefixes stop at `max_routes`, more metrics of a kept one do not
+    /// count against it.
+    #[test]
+    fn a_prefix_keeps_its_lowest_metrics_only() {
+        let mut routes = Routes::new();
+        let p: IpPrefix = "203.0.113.0/24".parse().expect("prefix");
+        for metric in 100..1100 {
+            keep(&mut routes, Some(2), p, metric, via(2));
+        }
+        assert_eq!(routes[&p].len(), MAX_METRICS);
+        assert_eq!(
+            routes[&p].keys().next_back(),
+            Some(&(100 + MAX_METRICS as u32 - 1))
+        );
+        // A lower one takes the highest's place; the best is reported.
+        assert!(keep(&mut routes, Some(2), p, 5, via(3)));
+        assert_eq!(routes[&p].len(), MAX_METRICS);
+        assert_eq!(routes[&p].values().next(), Some(&via(3)));
+        let q: IpPrefix = "198.51.100.0/24".parse().expect("prefix");
+        let r: IpPrefix = "192.0.2.0/24".parse().expect("prefix");
+        assert!(keep(&mut routes, Some(2), q, 1, via(2)));
+        assert!(!keep(&mut routes, Some(2), r, 1, via(2)), "a third prefix");
+    }
 }
