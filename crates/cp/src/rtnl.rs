@@ -503,10 +503,10 @@ pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
 }
 
 /// Most members a next-hop group may have, and most gateways a multipath
-/// route keeps. A VR uses 64 paths of a route at most (`Paths::MAX`), and
-/// FRR builds groups of at most its `MULTIPATH_NUM` (64 or fewer); a
-/// producer's larger group (8,189 fit in one 64 KiB message) would only
-/// cost memory and a scan per message.
+/// route keeps: what FRR sends at most as Debian builds it
+/// (`--enable-multipath=256`, `zebra --version`). A VR uses 64 paths of a
+/// route (`Paths::MAX`); a producer's larger group (8,189 fit in one
+/// 64 KiB message) would only cost memory and a scan per message.
 pub const MAX_GROUP_MEMBERS: usize = 256;
 
 /// `RTA_MULTIPATH` for `hops`, as the kernel and zebra send it (for
