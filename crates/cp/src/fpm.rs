@@ -643,12 +643,6 @@ fn promote(shared: &Shared, stream: &TcpStream, peer: SocketAddr) -> u64 {
     let mut t = lock(&shared.table);
     t.generation += 1;
     t.current_count = 0;
-    // What the session before the last sent and neither resent is swept
-    // now, not after a quiet spell that a peer reconnecting again and
-    // again (each session trickling a byte) would never leave: the table
-    // holds two sessions' routes at most, each held to `max_routes`.
-    let last = t.generation - 1;
-    sweep_older(shared, &mut t, last);
     let clone = stream.try_clone().ok();
     if let Some(old) = std::mem::replace(&mut t.current, clone) {
         tracing::info!(%peer, "FPM connection sent a valid frame; it supersedes the previous session");
@@ -933,12 +927,6 @@ fn sweep(shared: &Shared, generation: u64) {
     if t.generation != generation {
         return;
     }
-    sweep_older(shared, &mut t, generation);
-}
-
-/// Withdraws every route a session before `generation` sent that no later
-/// one has resent.
-fn sweep_older(shared: &Shared, t: &mut Table, generation: u64) {
     let stale: Vec<IpPrefix> = t
         .routes
         .iter()
