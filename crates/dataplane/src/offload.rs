@@ -95,19 +95,15 @@ impl Headers {
         let (at, protocol) = transport(pkt).ok_or(bad)?;
         let v6 = pkt[0] >> 4 == 6;
         let end = l3_end(pkt).ok_or(bad)?;
-        // The transport header is where the checksum starts, and of the
-        // protocol the segmentation is for.
-        let want = if off.gso == Gso::Udp { 17 } else { 6 };
-        if l4 != at || protocol != want {
-            return Err(bad);
-        }
-        let tcp = match off.gso {
-            Gso::Tcp4 => !v6,
-            Gso::Tcp6 => v6,
-            Gso::Udp => false,
-            Gso::None => return Err(bad),
+        let tcp = match (off.gso, v6) {
+            (Gso::Tcp4, false) | (Gso::Tcp6, true) => true,
+            (Gso::Udp, _) => false,
+            _ => return Err(bad),
         };
-        if matches!(off.gso, Gso::Tcp4 | Gso::Tcp6) && !tcp {
+        // The checksum starts at the transport header, of the protocol the
+        // segmentation is for, and its field is where that protocol's is.
+        let (want, field) = if tcp { (6, 16) } else { (17, 6) };
+        if l4 != at || protocol != want || usize::from(off.csum_offset) != field {
             return Err(bad);
         }
         let l4_len = if tcp {
@@ -115,7 +111,7 @@ impl Headers {
         } else {
             8
         };
-        if (tcp && l4_len < 20) || end > pkt.len() || l4 + l4_len > end || off.gso_size == 0 {
+        if (tcp && l4_len < 20) || l4 + l4_len > end || off.gso_size == 0 {
             return Err(bad);
         }
         let most = if tcp {
@@ -210,33 +206,27 @@ fn l3_end(pkt: &[u8]) -> Option<usize> {
 /// the transport header's first four bytes (its ports, or ICMP's type and
 /// code: all of the transport header that routing, reverse-path checks
 /// and rule lists read), with a sum that starts no earlier than that
-/// header; and, to be cut, the checksum starting at the transport header
-/// of the protocol the segmentation is for, its field where that
-/// protocol's is. A sender's vnet header is its own word: a field placed
-/// on a port or an address would have a link (or [`complete`]) rewrite
-/// what a rule list let through. A tunnel's inner checksum (a field deep
-/// in the payload) is carried.
+/// header; and, to be cut, headers that say what the segmentation does
+/// (its checksum at the transport header of the protocol it is for, its
+/// field where that protocol's is) and no more segments than
+/// [`MAX_SEGMENTS_TCP`] or [`MAX_SEGMENTS_UDP`]. A sender's vnet header is
+/// its own word: a field placed on a port or an address would have a link
+/// (or [`complete`]) rewrite what a rule list let through. A tunnel's
+/// inner checksum (a field deep in the payload) is carried.
 pub fn offload_agrees(pkt: &[u8], off: &Offload) -> bool {
     if !off.any() {
         return true;
     }
-    let (Some((l4, protocol)), Some(end)) = (transport(pkt), l3_end(pkt)) else {
+    let (Some((l4, _)), Some(end)) = (transport(pkt), l3_end(pkt)) else {
         return false;
     };
     let start = usize::from(off.csum_start);
     let field = start + usize::from(off.csum_offset);
-    let partial_ok = off.partial && start >= l4 && field >= l4 + 4 && field + 2 <= end;
-    partial_ok
-        && match off.gso {
-            Gso::None => true,
-            Gso::Tcp4 | Gso::Tcp6 => {
-                protocol == 6
-                    && start == l4
-                    && off.csum_offset == 16
-                    && (off.gso == Gso::Tcp6) == (pkt[0] >> 4 == 6)
-            }
-            Gso::Udp => protocol == 17 && start == l4 && off.csum_offset == 6,
-        }
+    off.partial
+        && start >= l4
+        && field >= l4 + 4
+        && field + 2 <= end
+        && (off.gso == Gso::None || Headers::parse(pkt, off).is_ok())
 }
 
 /// The L3 length of the longest segment super-frame `pkt` (its L3 packet)

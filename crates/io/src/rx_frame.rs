@@ -114,19 +114,11 @@ pub(crate) fn take(
 }
 
 /// Whether a received frame of `len` bytes, L3 packet `pkt`, may be taken
-/// with offload state `off`. A sender's vnet header is its own word (a
-/// tenant's VM writes it directly over vhost-user), so: a partial
-/// checksum only where its field cannot land on what routing, reverse-path
-/// checks and rule lists read ([`offload::offload_agrees`]), and a
-/// super-frame (one that asks to be cut, or is longer than an ordinary
-/// buffer) only where its headers say what its vnet header does and it
-/// cuts into no more segments than [`offload::MAX_SEGMENTS_TCP`] or
-/// [`offload::MAX_SEGMENTS_UDP`] ([`offload::segment_len`]): otherwise
-/// a link would rewrite a port that a rule list let through, or the egress
-/// cut one frame into thousands.
+/// with offload state `off`: what [`offload::offload_agrees`] allows (a
+/// tenant's VM writes the vnet header directly over vhost-user), and a
+/// frame longer than an ordinary buffer only as a super-frame to be cut.
 pub(crate) fn headers_agree(pkt: &[u8], len: usize, off: &Offload) -> bool {
-    offload::offload_agrees(pkt, off)
-        && ((len <= MAX_FRAME && off.gso == Gso::None) || offload::segment_len(pkt, off).is_some())
+    offload::offload_agrees(pkt, off) && (len <= MAX_FRAME || off.gso != Gso::None)
 }
 
 /// [`receive`] for a super-frame longer than a buffer:
