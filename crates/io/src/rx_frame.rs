@@ -117,7 +117,7 @@ pub(crate) fn take(
 /// with offload state `off`: what [`offload::offload_agrees`] allows (a
 /// tenant's VM writes the vnet header directly over vhost-user), and a
 /// frame longer than an ordinary buffer only as a super-frame to be cut.
-pub(crate) fn headers_agree(pkt: &[u8], len: usize, off: &Offload) -> bool {
+fn headers_agree(pkt: &[u8], len: usize, off: &Offload) -> bool {
     offload::offload_agrees(pkt, off) && (len <= MAX_FRAME || off.gso != Gso::None)
 }
 

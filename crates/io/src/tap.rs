@@ -455,7 +455,7 @@ impl Port for TapPort {
                 // where it is taken whole ([`rx_frame::take`],
                 // [`rx_frame::receive`]).
                 (Some(l2), true) => vnet::parse(&h, l2).filter(|off| {
-                    len > MAX_FRAME || rx_frame::headers_agree(&m.data()[l2..len], len, off)
+                    len > MAX_FRAME || offload::offload_agrees(&m.data()[l2..len], off)
                 }),
                 (Some(_), false) => Some(vrhost_dataplane::Offload::NONE),
                 (None, _) => None,

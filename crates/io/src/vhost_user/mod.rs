@@ -307,7 +307,8 @@ impl Port for VhostUserPort {
                     // would walk the same chains again.
                     let mut full = false;
                     for m in tx.iter() {
-                        let Some(vh) = vnet::emit(&m.offload, m.data()).filter(|_| !full) else {
+                        let Some(vh) = (!full).then(|| vnet::emit(&m.offload, m.data())).flatten()
+                        else {
                             self.stats.dropped += 1;
                             continue;
                         };
