@@ -31,13 +31,7 @@ pub(crate) fn specs(f: &Filters) -> Result<Specs, ApiError> {
     if !vrhost_dataplane::filter::within_limits(f.filter.len(), rules) {
         return Err(bad(
             "filter".into(),
-            format!(
-                "{} filters with {rules} rules in all; a router may have at most {} filters \
-                 and {} rules in all",
-                f.filter.len(),
-                vrhost_dataplane::filter::MAX_LISTS,
-                vrhost_dataplane::filter::MAX_VR_RULES
-            ),
+            vrhost_dataplane::filter::limits_message(f.filter.len(), rules),
         ));
     }
     let mut lists = Vec::with_capacity(f.filter.len());

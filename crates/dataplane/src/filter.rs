@@ -167,6 +167,16 @@ pub fn within_limits(lists: usize, rules: usize) -> bool {
     lists <= MAX_LISTS && rules <= MAX_VR_RULES
 }
 
+/// Why `lists` lists of `rules` rules in all are too many for one VR
+/// ([`within_limits`]): the words the config, the API and the table
+/// writer refuse them with.
+pub fn limits_message(lists: usize, rules: usize) -> String {
+    format!(
+        "{lists} filters with {rules} rules in all; a router may have at most {MAX_LISTS} \
+         filters and {MAX_VR_RULES} rules in all"
+    )
+}
+
 /// Why a rule list cannot be built. `rule` counts from 1.
 #[derive(Debug, Error, PartialEq, Eq, Clone)]
 pub enum FilterError {

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use vrhost_dataplane::filter::{
-    protocol_number, within_limits, Action, FilterSpec, PortRange, Rule, ICMP_PROTOCOLS, MAX_LISTS,
-    MAX_RULES, MAX_VR_RULES, PORT_PROTOCOLS,
+    limits_message, protocol_number, within_limits, Action, FilterSpec, PortRange, Rule,
+    ICMP_PROTOCOLS, MAX_RULES, PORT_PROTOCOLS,
 };
 use vrhost_fib::IpPrefix;
 
@@ -20,14 +20,7 @@ impl Validator<'_, '_> {
     pub(super) fn filters(&mut self, items: &[FilterItem], key: &str) -> Vec<FilterSpec> {
         let rules: usize = items.iter().map(|f| f.rules.len()).sum();
         if !within_limits(items.len(), rules) {
-            self.err(
-                key,
-                format!(
-                    "{} filters with {rules} rules in all; a router may have at most \
-                     {MAX_LISTS} filters and {MAX_VR_RULES} rules in all",
-                    items.len()
-                ),
-            );
+            self.err(key, limits_message(items.len(), rules));
         }
         let mut seen: HashMap<String, String> = HashMap::new();
         let mut out = Vec::with_capacity(items.len());

@@ -407,11 +407,7 @@ pub enum BuildError {
     #[error(transparent)]
     Filter(crate::filter::FilterError),
     /// More lists, or rules in all lists, than a VR may have.
-    #[error(
-        "router {router:?}: {lists} filters with {rules} rules in all; a router may have at most {} filters and {} rules in all",
-        crate::filter::MAX_LISTS,
-        crate::filter::MAX_VR_RULES
-    )]
+    #[error("router {router:?}: {}", crate::filter::limits_message(*lists, *rules))]
     FilterLimit {
         /// VR name.
         router: String,
