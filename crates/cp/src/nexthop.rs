@@ -286,30 +286,24 @@ impl NextHops {
     /// prefix whose route resolves differently now: the users of `id` and
     /// of every group that has `id` as a member.
     pub fn set(&mut self, id: u32, obj: Option<NextHop>) -> Vec<IpPrefix> {
-        if let Some(NextHop::Group(new)) = &obj {
-            for &(m, _) in new {
-                self.groups_of.entry(m).or_default().insert(id);
-            }
-        }
         let old = match obj {
             Some(o) => self.objs.insert(id, o),
             None => self.objs.remove(&id),
         };
+        // The old group's members first, then the new one's.
         if let Some(NextHop::Group(old)) = old {
-            let now = match self.objs.get(&id) {
-                Some(NextHop::Group(g)) => g.as_slice(),
-                _ => &[],
-            };
             for (m, _) in old {
-                if now.iter().any(|&(x, _)| x == m) {
-                    continue;
-                }
                 if let Some(g) = self.groups_of.get_mut(&m) {
                     g.remove(&id);
                     if g.is_empty() {
                         self.groups_of.remove(&m);
                     }
                 }
+            }
+        }
+        if let Some(NextHop::Group(new)) = self.objs.get(&id) {
+            for &(m, _) in new {
+                self.groups_of.entry(m).or_default().insert(id);
             }
         }
         let mut ids = vec![id];
