@@ -550,6 +550,9 @@ pub struct VrPolicy {
     /// Most routes per family.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_routes: Option<u64>,
+    /// Most multipath groups (distinct sets of gateways and weights).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_nexthop_groups: Option<u64>,
     /// Most interface addresses, all interfaces and both families.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_addresses: Option<u64>,

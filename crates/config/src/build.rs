@@ -81,6 +81,7 @@ pub fn engine_spec(cfg: &Config, fallback_mac: impl Fn(usize) -> [u8; 6]) -> Eng
                     neighbor_timeout_ms: r.limits.neighbor_timeout_ms,
                     max_neighbors: r.limits.max_neighbors,
                     max_routes: r.limits.max_routes,
+                    max_nexthop_groups: r.limits.max_nexthop_groups,
                     max_addresses: r.limits.max_addresses,
                     weight: r.limits.weight,
                     pps: r.limits.pps,

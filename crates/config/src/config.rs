@@ -310,6 +310,9 @@ pub struct Limits {
     /// Routes per address family the router's FIB may hold, connected and
     /// local routes included.
     pub max_routes: u32,
+    /// Multipath groups (distinct sets of gateways and weights) the
+    /// router's routes may name at once.
+    pub max_nexthop_groups: u32,
     /// Interface addresses the router may hold, all interfaces and both
     /// families together (link-local ones included); its static
     /// neighbours count against `max_neighbors`.
@@ -346,6 +349,9 @@ impl Limits {
     pub const DEFAULT_MAX_NEIGHBORS: u32 = 4096;
     /// Default `max_routes`: a full IPv4 Internet table (about 1M) twice over.
     pub const DEFAULT_MAX_ROUTES: u32 = 2_000_000;
+    /// Default `max_nexthop_groups`: a full table over a few dozen
+    /// upstreams needs far fewer; each group costs 2 KiB of buckets.
+    pub const DEFAULT_MAX_NEXTHOP_GROUPS: u32 = 1024;
     /// Default `max_addresses`: far more than a router's interfaces need,
     /// few enough that address churn stays cheap.
     pub const DEFAULT_MAX_ADDRESSES: u32 = 256;
@@ -370,6 +376,7 @@ impl Default for Limits {
             neighbor_timeout_ms: Self::DEFAULT_NEIGHBOR_TIMEOUT_MS,
             max_neighbors: Self::DEFAULT_MAX_NEIGHBORS,
             max_routes: Self::DEFAULT_MAX_ROUTES,
+            max_nexthop_groups: Self::DEFAULT_MAX_NEXTHOP_GROUPS,
             max_addresses: Self::DEFAULT_MAX_ADDRESSES,
             weight: Self::DEFAULT_WEIGHT,
             pps: 0,

@@ -105,6 +105,7 @@ api_token_sha256 = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11
   pps = 5000000                  # receive ceiling, packets/s; default 0 = none
   bps = 10000000000              # receive ceiling, bits/s; default 0 = none
   max_routes = 2000000           # routes per family; default 2000000
+  max_nexthop_groups = 1024      # distinct multipath gateway sets the routes may name; default 1024
   max_neighbors = 4096           # ARP/ND entries (per worker), static ones included; default 4096
   max_addresses = 256            # interface addresses, all interfaces and families; default 256
   icmp_rate = 100                # ICMP errors per second (burst = rate); default 100

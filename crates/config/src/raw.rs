@@ -308,6 +308,8 @@ pub struct RawLimits {
     pub max_neighbors: Option<i64>,
     /// Routes per address family.
     pub max_routes: Option<i64>,
+    /// Multipath groups the routes may name.
+    pub max_nexthop_groups: Option<i64>,
     /// Interface addresses, all interfaces and families.
     pub max_addresses: Option<i64>,
     /// Share of a saturated worker.

@@ -813,6 +813,28 @@ impl Validator<'_, '_> {
             );
         }
 
+        let groups: std::collections::HashSet<&[Gateway]> = routes
+            .iter()
+            .filter_map(|r| match &r.target {
+                RouteTarget::Multipath(p) => Some(p.as_slice()),
+                _ => None,
+            })
+            .collect();
+        if groups.len() > limits.max_nexthop_groups as usize {
+            let key = item.limits.as_ref().map_or_else(
+                || head.key("limits.max_nexthop_groups"),
+                |l| l.key("max_nexthop_groups"),
+            );
+            self.err(
+                key,
+                format!(
+                    "{} distinct multipath gateway sets in the routes exceed max_nexthop_groups = {}",
+                    groups.len(),
+                    limits.max_nexthop_groups
+                ),
+            );
+        }
+
         // Link-local addresses count as the data plane counts them: one per
         // interface with any IPv6 address.
         let held = addrs
@@ -1281,6 +1303,14 @@ impl Validator<'_, '_> {
                     " routes per address family, connected and local routes included",
                 )
                 .unwrap_or(d.max_routes),
+            max_nexthop_groups: self
+                .int(
+                    || l.key("max_nexthop_groups"),
+                    r.max_nexthop_groups,
+                    1..=1_000_000,
+                    " multipath groups (distinct sets of gateways and weights)",
+                )
+                .unwrap_or(d.max_nexthop_groups),
             max_addresses: self
                 .int(
                     || l.key("max_addresses"),

@@ -327,6 +327,9 @@ fn refused(e: BuildError) -> ApiError {
         BuildError::RouteLimit { limit, .. } => {
             ApiError::Conflict(format!("route limit reached ({limit} per family)"))
         }
+        BuildError::GroupLimit { limit, .. } => {
+            ApiError::Conflict(format!("multipath group limit reached ({limit} groups)"))
+        }
         BuildError::AddressLimit { limit, .. } => {
             ApiError::Conflict(format!("address limit reached ({limit} addresses)"))
         }
@@ -474,6 +477,7 @@ fn policy(l: &Limits) -> VrPolicy {
         pps: Some(l.pps),
         bps: Some(l.bps),
         max_routes: Some(l.max_routes.into()),
+        max_nexthop_groups: Some(l.max_nexthop_groups.into()),
         max_addresses: Some(l.max_addresses.into()),
         punt_rate: Some(l.punt_rate.into()),
         protocol_rate: Some(l.protocol_rate.into()),
@@ -496,6 +500,7 @@ fn limits(p: &VrPolicy) -> Limits {
         pps: p.pps.unwrap_or(d.pps),
         bps: p.bps.unwrap_or(d.bps),
         max_routes: u32_of(p.max_routes, d.max_routes).max(16),
+        max_nexthop_groups: u32_of(p.max_nexthop_groups, d.max_nexthop_groups).max(1),
         max_addresses: u32_of(p.max_addresses, d.max_addresses).max(1),
         punt_rate: u32_of(p.punt_rate, d.punt_rate).max(1),
         protocol_rate: u32_of(p.protocol_rate, d.protocol_rate),

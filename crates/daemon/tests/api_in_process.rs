@@ -32,6 +32,7 @@ name = "red"
   via = "10.0.0.9"
   [router.limits]
   max_routes = 1000
+  max_nexthop_groups = 2
   max_addresses = 4
   max_neighbors = 2
 
@@ -269,6 +270,31 @@ async fn a_multipath_route_through_the_api_lists_every_next_hop() {
         assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
         assert!(v.to_string().contains(why), "{v}");
     }
+    // Red may name two gateway sets: a third is refused until a route
+    // naming one of the others goes.
+    let (s, v) = f
+        .post_json(
+            &f.red,
+            path,
+            json!({"prefix": "10.80.0.0/16", "via": ["10.0.0.7", "10.0.0.9"]}),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
+    let third = json!({"prefix": "10.81.0.0/16", "via": ["10.0.0.8", "10.0.0.9"]});
+    let (s, v) = f.post_json(&f.red, path, third.clone()).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{v}");
+    assert!(
+        v.to_string()
+            .contains("multipath group limit reached (2 groups)"),
+        "{v}"
+    );
+    assert_eq!(f.route("red", "10.81.0.0/16"), None);
+    let (s, _) = f
+        .call(&f.red, "DELETE", "/v1/vrs/red/routes/10.80.0.0/16", None)
+        .await;
+    assert!(s.is_success(), "{s}");
+    let (s, v) = f.post_json(&f.red, path, third).await;
+    assert_eq!(s, StatusCode::CREATED, "{v}");
     // One gateway off every subnet refuses the whole route.
     let off = json!({"prefix": "10.79.0.0/16", "via": ["10.0.0.7", "192.0.2.1"]});
     let (s, _) = f.post_json(&f.red, path, off).await;

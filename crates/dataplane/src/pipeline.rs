@@ -1531,39 +1531,17 @@ mod tests {
     use vrhost_wire::ethernet::EthernetAddress;
 
     use super::*;
-    use crate::spec::{EngineSpec, InterfaceSpec, PortSpec, RouterSpec};
+    use crate::spec::EngineSpec;
     use crate::worker::NextHop;
     use crate::{TableWriter, TxBatch};
 
     /// One VR with one interface on one port, 10.0.0.1/24.
     fn one_iface() -> EngineSpec {
-        EngineSpec {
-            ports: vec![PortSpec {
-                name: "p0".into(),
-                mtu: 1500,
-            }],
-            routers: vec![RouterSpec {
-                name: "red".into(),
-                interfaces: vec![InterfaceSpec {
-                    name: "red0".into(),
-                    port: 0,
-                    vlan: None,
-                    inner_vlan: None,
-                    tpid: Default::default(),
-                    mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
-                    mtu: 1500,
-                    addrs4: vec![(Ipv4Addr::new(10, 0, 0, 1), 24)],
-                    addrs6: vec![],
-                    urpf: Default::default(),
-                    filters: Default::default(),
-                }],
-                routes4: vec![],
-                routes6: vec![],
-                neighbors: vec![],
-                limits: Default::default(),
-                filters: vec![],
-            }],
-        }
+        crate::spec::one_vr(
+            vec![(Ipv4Addr::new(10, 0, 0, 1), 24)],
+            vec![],
+            Default::default(),
+        )
     }
 
     /// A next hop can name an interface the worker's topology does not

@@ -426,6 +426,9 @@ pub struct Limits {
     pub bps: u64,
     /// Most routes per family the VR's FIB may hold, connected and local ones included.
     pub max_routes: u32,
+    /// Most multipath groups (distinct sets of gateways with their weights)
+    /// the VR's routes may name at once; each costs a 2 KiB bucket table.
+    pub max_nexthop_groups: u32,
     /// Most interface addresses the VR may hold over all its interfaces,
     /// both families, link-local ones included.
     pub max_addresses: u32,
@@ -455,10 +458,45 @@ impl Default for Limits {
             pps: 0,
             bps: 0,
             max_routes: 2_000_000,
+            max_nexthop_groups: 1024,
             max_addresses: 256,
             punt_rate: 10_000,
             protocol_rate: 2_000,
             control_plane: false,
         }
+    }
+}
+
+/// For unit tests: one VR, "red", with one interface "red0" (MAC
+/// 02:00:00:00:00:01) on one port "p0", holding these addresses.
+#[cfg(test)]
+pub(crate) fn one_vr(
+    addrs4: Vec<(Ipv4Addr, u8)>,
+    addrs6: Vec<(Ipv6Addr, u8)>,
+    limits: Limits,
+) -> EngineSpec {
+    EngineSpec {
+        ports: vec![PortSpec {
+            name: "p0".into(),
+            mtu: 1500,
+        }],
+        routers: vec![RouterSpec {
+            name: "red".into(),
+            interfaces: vec![InterfaceSpec {
+                name: "red0".into(),
+                port: 0,
+                vlan: None,
+                inner_vlan: None,
+                tpid: Default::default(),
+                mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+                mtu: 1500,
+                addrs4,
+                addrs6,
+                urpf: Default::default(),
+                filters: Default::default(),
+            }],
+            limits,
+            ..Default::default()
+        }],
     }
 }

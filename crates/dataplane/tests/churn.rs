@@ -97,11 +97,14 @@ struct Tally {
     misforwarded: u64,
 }
 
+/// Forwards `bursts` bursts of `frames`, tallying where they went: a
+/// churning prefix's packets must reach `churn_mac` of its third octet.
 fn forward(
     mut w: Worker,
     frames: Arc<Vec<Vec<u8>>>,
     bursts: usize,
     done: Arc<AtomicBool>,
+    churn_mac: fn(u8) -> EthernetAddress,
 ) -> (Tally, Worker) {
     let mut t = Tally::default();
     let mut tx = TxBatch::new(2);
@@ -128,12 +131,12 @@ fn forward(
             for m in q.drain(..) {
                 let d = m.data();
                 let dst = Ipv4Packet::new_checked(&d[14..])
-                    .map(|ip| ip.dst_addr().octets()[0])
-                    .unwrap_or(0);
+                    .map(|ip| ip.dst_addr().octets())
+                    .unwrap_or_default();
                 let mac = EthernetAddress::from_bytes(&d[0..6]);
-                match (p, dst, mac) {
+                match (p, dst[0], mac) {
                     (1, 20, MAC_A) => t.stable_out += 1,
-                    (1, 30, MAC_B) => t.churn_out += 1,
+                    (1, 30, mac) if mac == churn_mac(dst[2]) => t.churn_out += 1,
                     _ => t.misforwarded += 1,
                 }
                 w.pool().put(m);
@@ -142,6 +145,76 @@ fn forward(
     }
     done.store(true, Ordering::Release);
     (t, w)
+}
+
+/// Workers forwarding 20,000 bursts each of packets to every stable and
+/// every churning prefix, alternately, on threads of their own; each sets
+/// its flag when done.
+#[allow(clippy::type_complexity)]
+fn start(
+    workers: Vec<Worker>,
+    churn_mac: fn(u8) -> EthernetAddress,
+) -> (
+    Vec<std::thread::JoinHandle<(Tally, Worker)>>,
+    Vec<Arc<AtomicBool>>,
+) {
+    let frames: Arc<Vec<Vec<u8>>> = Arc::new(
+        (0..PREFIXES * 2)
+            .map(|i| {
+                let dst = if i % 2 == 0 {
+                    stable(i / 2).addr()
+                } else {
+                    churning(i / 2).addr()
+                };
+                udp_to(Ipv4Addr::from(u32::from(dst) | 7))
+            })
+            .collect(),
+    );
+    let done: Vec<Arc<AtomicBool>> = (0..workers.len())
+        .map(|_| Arc::new(AtomicBool::new(false)))
+        .collect();
+    let handles = workers
+        .into_iter()
+        .zip(done.iter().cloned())
+        .map(|(w, d)| {
+            let f = frames.clone();
+            std::thread::spawn(move || forward(w, f, 20_000, d, churn_mac))
+        })
+        .collect();
+    (handles, done)
+}
+
+/// Waits for the workers; checks that each dropped nothing but churning
+/// packets that met the blackhole, and sums their tallies.
+fn join(handles: Vec<std::thread::JoinHandle<(Tally, Worker)>>) -> Tally {
+    let mut total = Tally::default();
+    for h in handles {
+        let (t, w) = h.join().expect("worker panicked");
+        let c = vrhost_dataplane::sum_ports(&[w.counters()], PortId::new(0));
+        assert_eq!(c.dropped(), c.drop_count(DropReason::Blackhole), "{c:?}");
+        assert_eq!(
+            t.churn_in - t.churn_out,
+            c.drop_count(DropReason::Blackhole)
+        );
+        total.stable_in += t.stable_in;
+        total.stable_out += t.stable_out;
+        total.churn_in += t.churn_in;
+        total.churn_out += t.churn_out;
+        total.misforwarded += t.misforwarded;
+    }
+    total
+}
+
+/// Removes churning prefix `k` if it is there, else adds it through its
+/// own gateway.
+fn flip(control: &mut TableWriter, k: u32) {
+    let p = churning(k);
+    if control.route(VrId::new(0), p.addr().into(), 24).is_some() {
+        assert!(control.remove_route(VrId::new(0), p));
+    } else {
+        let via = RouteTarget::Via(IpAddr::V4(own_gw(k as u8)));
+        control.add_route(VrId::new(0), p, via).unwrap();
+    }
 }
 
 /// Cache lines the first worker's FIB lookups asked to prefetch.
@@ -160,27 +233,7 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
     let mut control = TableWriter::new(&spec()).unwrap();
     let mut workers = Worker::create(&mut control, 2);
     workers[0].set_prefetch(count_prefetch, 0);
-    let frames: Arc<Vec<Vec<u8>>> = Arc::new(
-        (0..PREFIXES * 2)
-            .map(|i| {
-                let dst = if i % 2 == 0 {
-                    stable(i / 2).addr()
-                } else {
-                    churning(i / 2).addr()
-                };
-                udp_to(Ipv4Addr::from(u32::from(dst) | 7))
-            })
-            .collect(),
-    );
-    let done: Vec<Arc<AtomicBool>> = (0..2).map(|_| Arc::new(AtomicBool::new(false))).collect();
-    let handles: Vec<_> = workers
-        .into_iter()
-        .zip(done.iter().cloned())
-        .map(|(w, d)| {
-            let f = frames.clone();
-            std::thread::spawn(move || forward(w, f, 20_000, d))
-        })
-        .collect();
+    let (handles, done) = start(workers, |_| MAC_B);
     // The control thread churns: each churning prefix flips between "via B"
     // and "removed" (then the /16 blackhole covers it), committed in batches.
     let mut commits = 0u64;
@@ -202,22 +255,7 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
         control.commit();
         commits += 1;
     }
-    let mut total = Tally::default();
-    for h in handles {
-        let (t, w) = h.join().expect("worker panicked");
-        let c = vrhost_dataplane::sum_ports(&[w.counters()], PortId::new(0));
-        // The only drops are churning packets that met the blackhole.
-        assert_eq!(c.dropped(), c.drop_count(DropReason::Blackhole), "{c:?}");
-        assert_eq!(
-            t.churn_in - t.churn_out,
-            c.drop_count(DropReason::Blackhole)
-        );
-        total.stable_in += t.stable_in;
-        total.stable_out += t.stable_out;
-        total.churn_in += t.churn_in;
-        total.churn_out += t.churn_out;
-        total.misforwarded += t.misforwarded;
-    }
+    let total = join(handles);
     assert_eq!(total.misforwarded, 0, "{total:?}");
     assert_eq!(
         total.stable_out, total.stable_in,
@@ -236,6 +274,68 @@ fn route_churn_under_load_loses_and_misroutes_nothing() {
         total.churn_out > 0 && total.churn_out < total.churn_in,
         "both states of the churning routes were seen: {total:?}"
     );
+}
+
+/// Churning prefix `i`'s own gateway, and its MAC.
+fn own_gw(i: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 1, 0, 10 + i)
+}
+
+fn own_mac(i: u8) -> EthernetAddress {
+    EthernetAddress([2, 0xcc, 0, 0, 0, i])
+}
+
+/// Each churning prefix has a gateway of its own, and flips between "via
+/// it" and "removed": its next-hop id is let go and soon given to another
+/// prefix's gateway while two workers forward. A packet that met the id
+/// under its new meaning would reach another prefix's gateway: none does.
+#[test]
+fn reused_next_hop_ids_never_send_a_packet_to_another_gateway() {
+    const N: u32 = PREFIXES;
+    let mut spec = spec();
+    for i in 0..N as u8 {
+        spec.routers[0]
+            .neighbors
+            .push((IpAddr::V4(own_gw(i)), own_mac(i)));
+    }
+    let mut control = TableWriter::new(&spec).unwrap();
+    let workers = Worker::create(&mut control, 2);
+    let (handles, done) = start(workers, own_mac);
+    let (mut i, mut changes) = (0u32, 0u64);
+    // Prefixes flip in a stride, so that the ids freed by one commit's
+    // removals go to other prefixes' gateways at the next.
+    while !done.iter().all(|d| d.load(Ordering::Acquire)) {
+        for _ in 0..16 {
+            flip(&mut control, (i * 37) % N);
+            i += 1;
+            changes += 1;
+        }
+        control.commit();
+    }
+    let total = join(handles);
+    assert_eq!(total.misforwarded, 0, "{total:?}");
+    assert_eq!(total.stable_out, total.stable_in, "{total:?}");
+    assert!(changes >= 800, "{changes} changes");
+    assert!(
+        total.churn_out > 0 && total.churn_out < total.churn_in,
+        "both states of the churning routes were seen: {total:?}"
+    );
+    // Ids were let go and reused: far fewer than the gateways ever added
+    // (each re-added prefix needs one; workers that lag keep some from reuse).
+    let ids = control.nexthop_ids(VrId::new(0));
+    assert!(
+        ids < changes as usize / 4,
+        "{ids} next-hop ids for {changes} changes"
+    );
+    // With no worker left holding an old FIB, churn needs no new id at all.
+    control.commit();
+    for i in 0..4000u32 {
+        flip(&mut control, (i * 37) % N);
+        if i % 16 == 15 {
+            control.commit();
+        }
+    }
+    assert_eq!(control.nexthop_ids(VrId::new(0)), ids);
 }
 
 /// A table fed route by route (as from a BGP feed) is compacted once the

@@ -42,8 +42,11 @@ pub struct FibHandle<A> {
     table: PoptrieLpm<A>,
     /// The published snapshot.
     shared: Arc<ArcSwap<FibSnapshot<A>>>,
-    /// Replaced snapshots that a reader may still hold.
-    retired: Vec<Arc<FibSnapshot<A>>>,
+    /// Replaced snapshots that a reader may still hold, with the version
+    /// each had while it was the published one.
+    retired: Vec<(u64, Arc<FibSnapshot<A>>)>,
+    /// The published snapshot's version: 0 at first, one more per publish.
+    version: u64,
 }
 
 impl<A: FibAddr> FibHandle<A> {
@@ -59,6 +62,7 @@ impl<A: FibAddr> FibHandle<A> {
             table,
             shared,
             retired: Vec::new(),
+            version: 0,
         }
     }
 
@@ -118,8 +122,24 @@ impl<A: FibAddr> FibHandle<A> {
     /// then frees the snapshots no reader holds any more.
     pub fn publish(&mut self) {
         let old = self.shared.swap(self.table.snapshot());
-        self.retired.push(old);
+        self.retired.push((self.version, old));
+        self.version += 1;
         self.reclaim();
+    }
+
+    /// The published snapshot's version: 0 for the first, one more at
+    /// every [`FibHandle::publish`].
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The version of the oldest replaced snapshot a reader still holds,
+    /// after freeing those none does; `None` when readers hold only the
+    /// published one. Whatever only older versions named, no reader can
+    /// meet any more.
+    pub fn oldest_held(&mut self) -> Option<u64> {
+        self.reclaim();
+        self.retired.first().map(|&(v, _)| v)
     }
 
     /// Frees retired snapshots that no reader holds; returns how many are
@@ -129,7 +149,7 @@ impl<A: FibAddr> FibHandle<A> {
     pub fn reclaim(&mut self) -> usize {
         // Only this handle can still take new references to a retired
         // snapshot (it is no longer in `shared`), so a count of 1 is final.
-        self.retired.retain(|s| Arc::strong_count(s) > 1);
+        self.retired.retain(|(_, s)| Arc::strong_count(s) > 1);
         self.retired.len()
     }
 

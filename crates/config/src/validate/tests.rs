@@ -1499,6 +1499,30 @@ fn max_routes_below_the_configured_routes_names_the_key() {
 }
 
 #[test]
+fn multipath_sets_past_max_nexthop_groups_name_the_key() {
+    // Three routes, two distinct gateway sets (order does not make a new one).
+    let routes = "  [[router.route]]\n  prefix = \"10.7.0.0/16\"\n  via = [\"10.0.0.8\", \"10.0.0.9\"]\n\
+                  [[router.route]]\n  prefix = \"10.8.0.0/16\"\n  via = [\"10.0.0.9\", \"10.0.0.8\"]\n\
+                  [[router.route]]\n  prefix = \"10.9.0.0/16\"\n  via = [\"10.0.0.7\", \"10.0.0.8\"]\n";
+    only(
+        &with(&format!(
+            "{routes}  [router.limits]\n  max_nexthop_groups = 1\n"
+        )),
+        "router \"red\".limits.max_nexthop_groups",
+        "2 distinct multipath gateway sets in the routes exceed max_nexthop_groups = 1",
+    );
+    let c = valid(&with(&format!(
+        "{routes}  [router.limits]\n  max_nexthop_groups = 2\n"
+    )));
+    assert_eq!(c.routers[0].limits.max_nexthop_groups, 2);
+    only(
+        &with("  [router.limits]\n  max_nexthop_groups = 0\n"),
+        "router \"red\".limits.max_nexthop_groups",
+        "0 is outside",
+    );
+}
+
+#[test]
 fn addresses_and_static_neighbours_past_their_limits_name_the_key() {
     // red0 holds 10.0.0.1/24, 2001:db8::1/64 and the IPv6 link-local.
     only(

@@ -1,5 +1,6 @@
 //! Interfaces and their addresses: the connected, local and broadcast routes they install.
 
+use super::hops::{v4, v6};
 use super::*;
 
 impl TableWriter {
@@ -83,12 +84,12 @@ impl TableWriter {
         match addr {
             IpAddr::V4(a) => {
                 if let Ok(host) = Prefix::new(a, 32) {
-                    c.fib4.remove(&host);
+                    c.remove(v4, &host);
                 }
                 if len <= 30 {
                     let bcast = Ipv4Addr::from(u32::from(a) | (u32::MAX >> len));
                     if let Ok(b) = Prefix::new(bcast, 32) {
-                        c.fib4.remove(&b);
+                        c.remove(v4, &b);
                     }
                 }
                 // The subnet stays while another address of the VR covers it.
@@ -104,20 +105,20 @@ impl TableWriter {
                 });
                 if !covered {
                     if let Ok(net) = Prefix4::new_truncating(a, len) {
-                        c.fib4.remove(&net);
+                        c.remove(v4, &net);
                     }
                 }
             }
             IpAddr::V6(a) => {
                 if let Ok(host) = Prefix::new(a, 128) {
-                    c.fib6.remove(&host);
+                    c.remove(v6, &host);
                 }
                 let covered = a6
                     .iter()
                     .any(|&(b, l)| l == len && crate::iface::same_subnet6(a, b, len));
                 if !covered {
                     if let Ok(net) = Prefix6::new_truncating(a, len) {
-                        c.fib6.remove(&net);
+                        c.remove(v6, &net);
                     }
                 }
             }
@@ -329,15 +330,15 @@ fn l3_config(
 /// The connected, local and (up to /30) broadcast routes of an IPv4 address.
 fn insert_v4_address(c: &mut VrControl, connected: NextHopId, a: Ipv4Addr, len: u8) {
     if let Ok(net) = Prefix4::new_truncating(a, len) {
-        c.fib4.insert(net, connected);
+        c.insert(v4, net, connected);
     }
     if let Ok(host) = Prefix::new(a, 32) {
-        c.fib4.insert(host, NH_LOCAL);
+        c.insert(v4, host, NH_LOCAL);
     }
     if len <= 30 {
         let bcast = Ipv4Addr::from(u32::from(a) | (u32::MAX >> len));
         if let Ok(b) = Prefix::new(bcast, 32) {
-            c.fib4.insert(b, NH_BROADCAST);
+            c.insert(v4, b, NH_BROADCAST);
         }
     }
 }
@@ -345,10 +346,10 @@ fn insert_v4_address(c: &mut VrControl, connected: NextHopId, a: Ipv4Addr, len: 
 /// The connected and local routes of an IPv6 address.
 fn insert_v6_address(c: &mut VrControl, connected: NextHopId, a: Ipv6Addr, len: u8) {
     if let Ok(net) = Prefix6::new_truncating(a, len) {
-        c.fib6.insert(net, connected);
+        c.insert(v6, net, connected);
     }
     if let Ok(host) = Prefix::new(a, 128) {
-        c.fib6.insert(host, NH_LOCAL);
+        c.insert(v6, host, NH_LOCAL);
     }
 }
 

@@ -4,7 +4,7 @@
 //!   TableWriter (one thread)                     Shared (Arc)                    Worker k
 //!   ────────────────────────                     ────────────                    ────────
 //!   per VR: FibHandle v4/v6 ── publish ──▶ FibReader v4/v6 ─────────── load_full ─▶ Arc<FibSnapshot>
-//!           next hops (grow-only) ─ store ─▶ ArcSwap<NextHops> ──────── load_full ─▶ Arc<NextHops>
+//!           next hops (counted) ─── store ─▶ ArcSwap<NextHops> ──────── load_full ─▶ Arc<NextHops>
 //!   commit(): bump `generation` (Release) ─────▶ AtomicU64 ◀── one Acquire load per burst;
 //!                                                                  refresh the Arcs when it moved
 //!   static neighbors ──────────────── Event ──────────────────────────────────────▶ inbox (bounded)
@@ -12,9 +12,11 @@
 //!
 //! Workers never lock and never wait: between two bursts a worker compares one
 //! counter and, when it moved, swaps the `Arc`s it holds. Next hops are
-//! published before the FIB that uses them, and only ever appended, so a FIB
-//! a worker holds never names a next hop its array lacks. Old snapshots are
-//! freed on the control thread ([`vrhost_fib::FibHandle::reclaim`]).
+//! published before the FIB that uses them, and an id no route names any
+//! more is reused only once no worker holds a FIB that named it (`hops`), so
+//! a FIB a worker holds never names a next hop its array lacks or means
+//! another. Old snapshots are freed on the control thread
+//! ([`vrhost_fib::FibHandle::reclaim`]).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -32,6 +34,7 @@ use crate::iface::{link_local_from_mac, qinq_key, Iface, Port, NO_IFACE};
 use crate::neighbor::Event;
 
 mod filters;
+mod hops;
 mod interfaces;
 mod neighbors;
 mod routes;
@@ -83,7 +86,9 @@ pub(crate) const GROUP_BUCKET_BITS: u32 = 9;
 
 /// A VR's next hops as every worker sees them: the [`RouteHop`] of each
 /// FIB answer (indexed by [`NextHopId`]), and the bucket tables of its
-/// multipath groups. Both only grow, so an older FIB's ids stay valid.
+/// multipath groups. An id keeps its meaning while any worker may hold a
+/// FIB naming it; a group's table moves only in a new `NextHops`, which a
+/// worker loads with the FIB it reads it with.
 #[derive(Clone, Debug, Default)]
 pub struct NextHops {
     pub(crate) hops: Vec<RouteHop>,
@@ -383,6 +388,16 @@ pub enum BuildError {
         /// The limit.
         limit: u32,
     },
+    /// The VR's routes name `max_nexthop_groups` multipath groups already.
+    #[error(
+        "router {router:?}: multipath group limit reached ({limit} groups; raise limits.max_nexthop_groups)"
+    )]
+    GroupLimit {
+        /// VR name.
+        router: String,
+        /// The limit.
+        limit: u32,
+    },
     /// The VR holds `max_addresses` interface addresses already.
     #[error(
         "router {router:?}: address limit reached ({limit} addresses; raise limits.max_addresses)"
@@ -452,6 +467,15 @@ struct VrControl {
     group_index: HashMap<Vec<(u32, u16)>, u32>,
     /// Each group's gateways (next-hop ids) and weights, by its first bucket.
     group_paths: HashMap<u32, Vec<(u32, u16)>>,
+    /// Per next-hop id: the routes (both families) and groups naming it.
+    refs: Vec<u32>,
+    /// Ids whose count fell to zero since the last settle ([`hops`]).
+    zero: Vec<u32>,
+    /// Ids let go, with the `fib_epoch` at which they were: reusable once a
+    /// later FIB is published and no worker holds an older one.
+    dying: Vec<(u32, u64)>,
+    /// Ids to reuse.
+    free: Vec<u32>,
     /// Next hops appended since the last publication.
     nh_dirty: bool,
     fib_dirty: bool,
@@ -461,55 +485,6 @@ struct VrControl {
     quiet_epoch: u64,
     /// The `fib_epoch` at which the FIB was last found compact.
     compact_epoch: Option<u64>,
-}
-
-impl VrControl {
-    fn nexthop(&mut self, nh: RouteHop) -> NextHopId {
-        if let Some(&i) = self.nh_index.get(&nh) {
-            return NextHopId(i);
-        }
-        let i = self.nexthops.hops.len() as u32;
-        self.nexthops.hops.push(nh);
-        self.nh_index.insert(nh, i);
-        self.nh_dirty = true;
-        NextHopId(i)
-    }
-
-    /// The multipath group over `members` (gateway next-hop ids with their
-    /// weights, each id once), made on first use. Its bucket table is by
-    /// rendezvous hashing ([`crate::ecmp::buckets`]): a gateway's buckets
-    /// depend only on the gateways, so the group without one of them keeps
-    /// every other gateway's buckets, and flows through those stay put.
-    fn group(&mut self, mut members: Vec<(u32, u16)>) -> NextHopId {
-        members.sort_unstable();
-        if let Some(&i) = self.group_index.get(&members) {
-            return NextHopId(i);
-        }
-        let keyed: Vec<(u32, u64, u16)> = members
-            .iter()
-            .map(|&(id, w)| {
-                let key = match self.nexthops.hops.get(id as usize) {
-                    Some(RouteHop::Gateway { addr, .. }) => crate::ecmp::addr_key(*addr),
-                    _ => u64::from(id),
-                };
-                (id, key, w)
-            })
-            .collect();
-        let base = self.nexthops.buckets.len() as u32;
-        self.nexthops
-            .buckets
-            .extend(crate::ecmp::buckets(&keyed, GROUP_BUCKETS));
-        self.nexthops
-            .buckets
-            .extend(members.iter().map(|&(id, _)| id));
-        let id = self.nexthop(RouteHop::Group {
-            base,
-            members: members.len() as u16,
-        });
-        self.group_index.insert(members.clone(), id.0);
-        self.group_paths.insert(base, members);
-        id
-    }
 }
 
 /// The one writer of the shared tables.
@@ -606,6 +581,9 @@ impl TableWriter {
     pub fn commit(&mut self) {
         let mut any = false;
         for (c, s) in self.vrs.iter_mut().zip(self.shared.vrs.iter()) {
+            // Ids the workers have moved past first, then those let go now.
+            c.reap();
+            c.settle();
             if c.nh_dirty {
                 s.nexthops.store(Arc::new(c.nexthops.clone()));
                 c.nh_dirty = false;

@@ -1,5 +1,6 @@
 //! Routes: single and batched changes, next hops, limits, listings and FIB compaction.
 
+use super::hops::{v4, v6};
 use super::*;
 
 /// A route target checked against the VR: each gateway with the
@@ -21,6 +22,7 @@ impl TableWriter {
         v4: bool,
     ) -> Result<NextHopId, BuildError> {
         let checked = self.check(vr, target, v4)?;
+        self.group_room(vr, &[std::slice::from_ref(&checked)])?;
         Ok(self.hop_id(vr, checked))
     }
 
@@ -80,10 +82,9 @@ impl TableWriter {
         let nh = self.target(vr, &target, prefix.is_ipv4())?;
         let c = &mut self.vrs[vr];
         match prefix {
-            IpPrefix::V4(p) => c.fib4.insert(p, nh),
-            IpPrefix::V6(p) => c.fib6.insert(p, nh),
-        };
-        c.fib_dirty = true;
+            IpPrefix::V4(p) => c.insert(v4, p, nh),
+            IpPrefix::V6(p) => c.insert(v6, p, nh),
+        }
         Ok(())
     }
 
@@ -110,6 +111,7 @@ impl TableWriter {
             .iter()
             .map(|(_, t)| self.check(vr, t, false))
             .collect::<Result<Vec<_>, _>>()?;
+        self.group_room(vr, &[&ifaces4, &ifaces6])?;
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
         let new4 = new_prefixes(&c.fib4, routes4);
@@ -131,9 +133,8 @@ impl TableWriter {
             .map(|(&(p, _), i)| (p, self.hop_id(vr, i)))
             .collect();
         let c = &mut self.vrs[vr];
-        bulk_insert(&mut c.fib4, ids4);
-        bulk_insert(&mut c.fib6, ids6);
-        c.fib_dirty = true;
+        c.insert_many(v4, ids4);
+        c.insert_many(v6, ids6);
         Ok(())
     }
 
@@ -150,12 +151,14 @@ impl TableWriter {
         use vrhost_fib::Lpm;
         let vr = vr.index();
         self.vr(vr)?;
+        let mut checked = Vec::new();
         for (_, t) in add4 {
-            self.check(vr, t, true)?;
+            checked.push(self.check(vr, t, true)?);
         }
         for (_, t) in add6 {
-            self.check(vr, t, false)?;
+            checked.push(self.check(vr, t, false)?);
         }
+        self.groups_fit(vr, &[&checked], self.vrs[vr].groups())?;
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
         let gone4 = remove
@@ -186,8 +189,7 @@ impl TableWriter {
         let Some(c) = self.vrs.get_mut(vr) else {
             return 0;
         };
-        c.fib_dirty = true;
-        bulk_remove(&mut c.fib4, routes4) + bulk_remove(&mut c.fib6, routes6)
+        c.remove_many(v4, routes4) + c.remove_many(v6, routes6)
     }
 
     /// Removes a route of either family; true if it existed. Visible after
@@ -197,10 +199,9 @@ impl TableWriter {
         let Some(c) = self.vrs.get_mut(vr) else {
             return false;
         };
-        c.fib_dirty = true;
         match prefix.into() {
-            IpPrefix::V4(p) => c.fib4.remove(&p).is_some(),
-            IpPrefix::V6(p) => c.fib6.remove(&p).is_some(),
+            IpPrefix::V4(p) => c.remove(v4, &p),
+            IpPrefix::V6(p) => c.remove(v6, &p),
         }
     }
 
@@ -272,6 +273,14 @@ impl TableWriter {
         self.vrs
             .get(vr)
             .map_or((0, 0), |c| (c.fib4.table().len(), c.fib6.table().len()))
+    }
+
+    /// Next-hop ids VR `vr`'s table has room for: those its routes and
+    /// groups name, those let go and not yet reusable, and free ones.
+    pub fn nexthop_ids(&self, vr: VrId) -> usize {
+        self.vrs
+            .get(vr.index())
+            .map_or(0, |c| c.nexthops.hops.len())
     }
 
     /// FIB memory of VR `vr`, both families, in bytes.
@@ -383,6 +392,54 @@ impl TableWriter {
 
     /// The egress interface of each gateway of `target`, or why the VR
     /// refuses it.
+    /// Refuses targets that need more multipath groups than VR `vr` may
+    /// have: groups no route names any more are let go first. A route
+    /// moving to a new group counts it before its old one goes.
+    fn group_room(&mut self, vr: usize, checked: &[&[Checked]]) -> Result<(), BuildError> {
+        if !checked
+            .iter()
+            .flat_map(|k| k.iter())
+            .any(|c| matches!(c, Checked::Gateways(_)))
+        {
+            return Ok(());
+        }
+        let c = &mut self.vrs[vr];
+        c.settle();
+        let held = c.groups();
+        self.groups_fit(vr, checked, held)
+    }
+
+    /// Whether the groups `checked` needs beyond those VR `vr` has fit in
+    /// its limit, `held` of them taken.
+    fn groups_fit(&self, vr: usize, checked: &[&[Checked]], held: usize) -> Result<(), BuildError> {
+        let c = &self.vrs[vr];
+        let mut new: Vec<Vec<(u16, IpAddr, u16)>> = checked
+            .iter()
+            .flat_map(|k| k.iter())
+            .filter_map(|k| match k {
+                Checked::Gateways(g) if !c.has_group(g) => {
+                    let mut g = g.clone();
+                    g.sort_unstable();
+                    Some(g)
+                }
+                _ => None,
+            })
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        new.sort_unstable();
+        new.dedup();
+        let limit = self.shared.vrs[vr].limits.max_nexthop_groups;
+        if held + new.len() > limit as usize {
+            return Err(BuildError::GroupLimit {
+                router: self.shared.vrs[vr].name.clone(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
     pub(super) fn check(
         &self,
         vr: usize,
@@ -431,53 +488,4 @@ fn new_prefixes<A: vrhost_fib::FibAddr, T>(fib: &FibHandle<A>, routes: &[(Prefix
     new.sort_unstable();
     new.dedup();
     new.len()
-}
-
-/// Whether changing `batch` routes of a table of `len` is cheaper as one
-/// bulk load of the whole table than route by route: a bulk load costs
-/// ~0.1 µs per route in the table, an insert or remove ~3 µs, so rebuild
-/// when the table is under ~24 times the batch (and the batch is not tiny).
-fn rebuild_pays(batch: usize, len: usize) -> bool {
-    batch >= 4096 && batch * 24 >= len
-}
-
-/// Inserts `routes`, rebuilding the table in one bulk load when they are
-/// many against its size (later routes win over earlier and existing ones).
-fn bulk_insert<A: vrhost_fib::FibAddr>(
-    fib: &mut FibHandle<A>,
-    routes: Vec<(Prefix<A>, NextHopId)>,
-) {
-    use vrhost_fib::Lpm;
-    let len = fib.table().len();
-    if rebuild_pays(routes.len(), len) {
-        let mut all = Vec::with_capacity(len + routes.len());
-        fib.table().for_each(&mut |p, nh| all.push((p, nh)));
-        all.extend(routes);
-        fib.replace_all(all);
-    } else {
-        for (p, nh) in routes {
-            fib.insert(p, nh);
-        }
-    }
-}
-
-/// Removes `prefixes`, rebuilding the table in one bulk load when they are
-/// many against its size. Returns how many existed.
-fn bulk_remove<A: vrhost_fib::FibAddr>(fib: &mut FibHandle<A>, prefixes: &[Prefix<A>]) -> usize {
-    use vrhost_fib::Lpm;
-    let len = fib.table().len();
-    if rebuild_pays(prefixes.len(), len) {
-        let gone: std::collections::HashSet<Prefix<A>> = prefixes.iter().copied().collect();
-        let mut keep = Vec::with_capacity(len);
-        fib.table().for_each(&mut |p, nh| {
-            if !gone.contains(&p) {
-                keep.push((p, nh));
-            }
-        });
-        let removed = len - keep.len();
-        fib.replace_all(keep);
-        removed
-    } else {
-        prefixes.iter().filter(|p| fib.remove(p).is_some()).count()
-    }
 }

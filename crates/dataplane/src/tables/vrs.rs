@@ -61,9 +61,7 @@ impl TableWriter {
         }
         self.shared.vrs[vr].alive = false;
         let c = &mut self.vrs[vr];
-        c.fib4.replace_all(std::iter::empty());
-        c.fib6.replace_all(std::iter::empty());
-        c.fib_dirty = true;
+        c.clear();
         self.static_neighbors[vr].clear();
         self.topology_dirty = true;
         Ok(())
@@ -73,28 +71,7 @@ impl TableWriter {
     /// connected routes, static neighbors and routes.
     pub(super) fn build_vr(&mut self, r: &RouterSpec) -> Result<usize, BuildError> {
         let vr_idx = self.shared.vrs.len();
-        let mut c = VrControl {
-            fib4: FibHandle::new(),
-            fib6: FibHandle::new(),
-            nexthops: NextHops::default(),
-            nh_index: HashMap::new(),
-            group_index: HashMap::new(),
-            group_paths: HashMap::new(),
-            nh_dirty: true,
-            fib_dirty: true,
-            fib_epoch: 0,
-            quiet_epoch: 0,
-            compact_epoch: None,
-        };
-        // Fixed next hops first, so their ids are the NH_* constants.
-        for nh in [
-            RouteHop::Local,
-            RouteHop::Broadcast,
-            RouteHop::Blackhole,
-            RouteHop::Unreachable,
-        ] {
-            c.nexthop(nh);
-        }
+        let mut c = VrControl::new();
         let filters = self.build_filters(&r.name, &r.filters, &[])?;
         let mut vr_ifaces = Vec::new();
         let cp = r.limits.control_plane;
