@@ -39,7 +39,11 @@
 //! route remembers the connection that last sent it, and once the new
 //! connection has been quiet for [`FpmOptions::sweep_after`] (the resend is
 //! over), every route not re-sent by it is withdrawn. One zebra per server:
-//! a new connection supersedes (shuts down) the previous one.
+//! a new connection supersedes (shuts down) the previous one. The table
+//! holds at most `max_routes` prefixes over all sessions: a new prefix past
+//! that withdraws one an older session sent and the new one has not resent
+//! (its sweep, early), so a sender that reconnects again and again cannot
+//! grow it.
 
 use crate::queue::EventSender;
 use std::collections::BTreeMap;
@@ -424,6 +428,9 @@ struct Table {
     current: Option<TcpStream>,
     /// Next-hop objects, and the prefixes whose routes name them.
     nexthops: NextHops,
+    /// Prefixes older sessions sent, to withdraw early when the table is
+    /// full ([`evict_stale`]), and the generation they were gathered for.
+    stale: (u64, Vec<IpPrefix>),
 }
 
 struct Shared {
@@ -848,6 +855,9 @@ fn install(
             None
         }
         Some(target) => {
+            if !t.routes.contains_key(&prefix) && t.routes.len() >= shared.opts.max_routes {
+                evict_stale(shared, t, generation);
+            }
             if !resent {
                 t.current_count += 1;
             }
@@ -888,6 +898,31 @@ fn install(
     }
 }
 
+/// Makes room for a new prefix of session `generation` in a full table:
+/// withdraws one route an older session sent and this one has not resent,
+/// as its sweep would. Without it every reconnect could add another
+/// `max_routes` prefixes before the sweep. The caller has checked that the
+/// session's own routes are under the limit, so such a route exists.
+fn evict_stale(shared: &Shared, t: &mut Table, generation: u64) {
+    if t.stale.0 != generation {
+        let stale = t
+            .routes
+            .iter()
+            .filter(|(_, (_, g))| *g < generation)
+            .map(|(p, _)| *p)
+            .collect();
+        t.stale = (generation, stale);
+    }
+    while let Some(p) = t.stale.1.pop() {
+        if t.routes.get(&p).is_none_or(|(_, g)| *g >= generation) {
+            continue; // resent or withdrawn since
+        }
+        shared.c.swept.fetch_add(1, Ordering::Relaxed);
+        withdraw(shared, t, p);
+        return;
+    }
+}
+
 fn send(shared: &Shared, ev: CpEvent) {
     shared.c.routes.fetch_add(1, Ordering::Relaxed);
     // A dropped receiver means nobody consumes this VR any more; keep the
@@ -912,13 +947,19 @@ fn expire_restored(shared: &Shared) {
         "no FPM session within the grace period after the restart: restored routes withdrawn"
     );
     for p in stale {
-        if let Some((old, _)) = t.routes.remove(&p) {
-            let _ = shared.tx.send(CpEvent::Route {
-                op: Op::Del,
-                prefix: p,
-                target: old,
-            });
-        }
+        withdraw(shared, &mut t, p);
+    }
+}
+
+/// Takes `p`'s route out of the table, and out of the VR.
+fn withdraw(shared: &Shared, t: &mut Table, p: IpPrefix) {
+    t.nexthops.forget(p);
+    if let Some((old, _)) = t.routes.remove(&p) {
+        let _ = shared.tx.send(CpEvent::Route {
+            op: Op::Del,
+            prefix: p,
+            target: old,
+        });
     }
 }
 
@@ -940,14 +981,7 @@ fn sweep(shared: &Shared, generation: u64) {
         .swept
         .fetch_add(stale.len() as u64, Ordering::Relaxed);
     for p in &stale {
-        t.nexthops.forget(*p);
-        if let Some((old, _)) = t.routes.remove(p) {
-            let _ = shared.tx.send(CpEvent::Route {
-                op: Op::Del,
-                prefix: *p,
-                target: old,
-            });
-        }
+        withdraw(shared, &mut t, *p);
     }
     if !stale.is_empty() {
         tracing::info!(

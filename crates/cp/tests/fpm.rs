@@ -712,3 +712,46 @@ fn a_reconnect_at_the_route_limit_loses_nothing() {
     send_routes(&mut second, &[(Op::Add, "10.7.0.0/16", via("192.0.2.1"))]);
     wait_stats(&server, |s| s.over_limit == 1);
 }
+
+/// A sender that reconnects before its sweep cannot pile up tables: each
+/// session's new prefixes past `max_routes` withdraw the older sessions'
+/// routes it did not resend, so the table never holds more than the limit
+/// and the newest session's routes are all kept.
+#[test]
+fn reconnects_cannot_grow_the_table_past_the_route_limit() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (tx, rx) = vrhost_cp::channel(1 << 20);
+    let opts = FpmOptions {
+        sweep_after: Duration::from_secs(3600),
+        max_routes: 3,
+        ..FpmOptions::default()
+    };
+    let server = fpm::serve_listener(listener, tx, opts).unwrap();
+    let addr = server.local_addr();
+    let table =
+        |from: u8| -> Vec<String> { (from..from + 3).map(|i| format!("10.{i}.0.0/16")).collect() };
+    for (n, from) in [1u8, 4, 7, 10].into_iter().enumerate() {
+        let mut c = TcpStream::connect(addr).unwrap();
+        let mut prefixes = table(from);
+        // Each session also resends one prefix of the one before it.
+        if from > 1 {
+            prefixes[0] = format!("10.{}.0.0/16", from - 1);
+        }
+        let routes: Vec<(Op, &str, RouteTarget)> = prefixes
+            .iter()
+            .map(|p| (Op::Add, p.as_str(), via("192.0.2.1")))
+            .collect();
+        send_routes(&mut c, &routes);
+        let last = p(&prefixes[2]);
+        wait_for(&rx, 5, |e| is_route(e, Op::Add, last).is_some());
+        let mut held: Vec<String> = server.routes().iter().map(|(p, _)| p.to_string()).collect();
+        held.sort();
+        let mut want = prefixes.clone();
+        want.sort();
+        assert_eq!(held, want, "session {n}");
+        assert_eq!(server.stats().over_limit, 0);
+        drop(c);
+    }
+    // Three sessions each left two routes the next did not resend.
+    assert_eq!(server.stats().swept, 6);
+}
