@@ -651,15 +651,15 @@ impl Backend for RuntimeBackend {
     fn list_routes(&self, vr: &str, offset: u64, limit: u64) -> Result<RoutePage, ApiError> {
         let c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
-        let all = c.route_list(v);
-        let routes = all
-            .iter()
-            .skip(offset as usize)
-            .take(limit as usize)
-            .filter_map(|&(a, l, h)| api_route(&c, v, a, l, h))
+        let offset_at = usize::try_from(offset).unwrap_or(usize::MAX);
+        let limit_at = usize::try_from(limit).unwrap_or(usize::MAX);
+        let (total, page) = c.route_page(v, offset_at, limit_at);
+        let routes = page
+            .into_iter()
+            .filter_map(|(a, l, h)| api_route(&c, v, a, l, h))
             .collect();
         Ok(RoutePage {
-            total: all.len() as u64,
+            total: total as u64,
             offset,
             routes,
         })

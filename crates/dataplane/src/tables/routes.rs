@@ -295,10 +295,22 @@ impl TableWriter {
     /// Every route of VR `vr` with what it points at, IPv4 then IPv6, in
     /// prefix order within each family.
     pub fn route_list(&self, vr: VrId) -> Vec<(IpAddr, u8, RouteHop)> {
-        let vr = vr.index();
+        self.route_page(vr, 0, usize::MAX).1
+    }
+
+    /// VR `vr`'s routes count, and `limit` of them from the `offset`th on
+    /// in [`TableWriter::route_list`]'s order: a walk of the ordered tables
+    /// to the page, no copy or sort of the rest (a tenant paging through a
+    /// full table holds the writer for a page, not for the table).
+    pub fn route_page(
+        &self,
+        vr: VrId,
+        offset: usize,
+        limit: usize,
+    ) -> (usize, Vec<(IpAddr, u8, RouteHop)>) {
         use vrhost_fib::Lpm;
-        let Some(c) = self.vrs.get(vr) else {
-            return Vec::new();
+        let Some(c) = self.vrs.get(vr.index()) else {
+            return (0, Vec::new());
         };
         let hop = |id: NextHopId| {
             c.nexthops
@@ -306,18 +318,20 @@ impl TableWriter {
                 .copied()
                 .unwrap_or(RouteHop::Blackhole)
         };
-        let mut v4 = Vec::new();
-        c.fib4
-            .table()
-            .for_each(&mut |p, id| v4.push((IpAddr::V4(p.addr()), p.len(), hop(id))));
-        let mut v6 = Vec::new();
-        c.fib6
-            .table()
-            .for_each(&mut |p, id| v6.push((IpAddr::V6(p.addr()), p.len(), hop(id))));
-        v4.sort_unstable_by_key(|r| (r.0, r.1));
-        v6.sort_unstable_by_key(|r| (r.0, r.1));
-        v4.extend(v6);
-        v4
+        let (t4, t6) = (c.fib4.table(), c.fib6.table());
+        let v4 = t4
+            .iter()
+            .map(|(p, id)| (IpAddr::V4(p.addr()), p.len(), hop(id)));
+        let v6 = t6
+            .iter()
+            .map(|(p, id)| (IpAddr::V6(p.addr()), p.len(), hop(id)));
+        // Skipping into the IPv6 table does not walk the IPv4 one.
+        let page = if offset >= t4.len() {
+            v6.skip(offset - t4.len()).take(limit).collect()
+        } else {
+            v4.chain(v6).skip(offset).take(limit).collect()
+        };
+        (t4.len() + t6.len(), page)
     }
 
     /// The gateways `hop` (one of VR `vr`'s next hops, as [`TableWriter::route`]
@@ -488,4 +502,48 @@ fn new_prefixes<A: vrhost_fib::FibAddr, T>(fib: &FibHandle<A>, routes: &[(Prefix
     new.sort_unstable();
     new.dedup();
     new.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pages cut the ordered listing anywhere, across the families too,
+    /// and together give it whole.
+    #[test]
+    fn route_pages_cut_the_ordered_listing() {
+        let spec = crate::spec::one_vr(
+            vec![(Ipv4Addr::new(10, 1, 0, 1), 16)],
+            vec![("2001:db8:1::1".parse().unwrap(), 64)],
+            Limits::default(),
+        );
+        let mut w = TableWriter::new(&spec).unwrap();
+        let vr = VrId::new(0);
+        for i in (0..40u8).rev() {
+            let p = Prefix4::new(Ipv4Addr::new(100, i, 0, 0), 16).unwrap();
+            w.add_route(vr, p, RouteTarget::Blackhole).unwrap();
+            let p6 = Prefix6::new(
+                Ipv6Addr::new(0x2001, 0xdb8, 2, u16::from(i), 0, 0, 0, 0),
+                64,
+            );
+            w.add_route(vr, p6.unwrap(), RouteTarget::Unreachable)
+                .unwrap();
+        }
+        let all = w.route_list(vr);
+        let mut sorted = all.clone();
+        sorted.sort_by_key(|r| (r.0.is_ipv6(), r.0, r.1));
+        assert_eq!(all, sorted);
+        let (total, _) = w.route_page(vr, 0, 0);
+        assert_eq!(total, all.len());
+        for size in [1, 7, 40, 1000] {
+            let mut joined = Vec::new();
+            for offset in (0..total + size).step_by(size) {
+                let (t, page) = w.route_page(vr, offset, size);
+                assert_eq!(t, total);
+                assert_eq!(page[..], all[offset.min(total)..(offset + size).min(total)]);
+                joined.extend(page);
+            }
+            assert_eq!(joined, all);
+        }
+    }
 }

@@ -241,6 +241,12 @@ impl<A: FibAddr> PoptrieLpm<A> {
         table
     }
 
+    /// Every route in prefix order (address, then length): what
+    /// [`Lpm::for_each`] visits, as an iterator that can stop or skip.
+    pub fn iter(&self) -> impl Iterator<Item = (Prefix<A>, NextHopId)> + '_ {
+        self.routes.iter().map(|(p, nh)| (*p, *nh))
+    }
+
     /// An immutable copy of the lookup structure as it is now, for readers on
     /// other threads. Cheap: 256 reference-count increments; groups are
     /// shared until this table next changes them (then it copies just those).
