@@ -184,6 +184,12 @@ pub struct Port {
     /// that fills the receive ring does not take them with it. Default
     /// true; false for every other driver.
     pub control_queue: bool,
+    /// af_packet: the host's own network stack also receives the port's
+    /// frames, as it does without vrhost. Default false: a tc ingress
+    /// program drops them after vrhost's sockets took them, so the
+    /// namespace's kernel neither forwards them a second time nor answers
+    /// them with ICMP errors. Always false for other drivers.
+    pub host_stack: bool,
 }
 
 /// `[[router]]`: one virtual router.

@@ -31,6 +31,7 @@ mac = "02:00:00:00:00:01"        # required for memory and pcap ports
 mtu = 1500                       # IP MTU; default 1500, range 68..=9000
 queues = 1                       # default 1, range 1..=64
 # control_queue = true           # af_packet: BFD, BGP, ARP... on a queue of their own
+# host_stack = false             # af_packet: the host's own stack also receives the frames
 # interface = "veth0"            # af_packet / af_xdp / tap: the Linux interface
 
 [[port]]

@@ -127,6 +127,8 @@ pub struct RawPort {
     pub queues: Option<i64>,
     /// af_packet: steer the control protocols to a queue of their own.
     pub control_queue: Option<bool>,
+    /// af_packet: the host's stack also receives the port's frames.
+    pub host_stack: Option<bool>,
 }
 
 /// `[[router]]`.

@@ -506,6 +506,15 @@ impl Validator<'_, '_> {
                     ),
                 );
             }
+            if raw.host_stack.is_some() && driver != Driver::AfPacket {
+                self.err(
+                    item.key("host_stack"),
+                    format!(
+                        "only an af_packet port shares its frames with the host's stack; a \
+                         {driver} port's frames are vrhost's alone or never the host's"
+                    ),
+                );
+            }
         }
         if let Some(ifname) = &raw.interface {
             if let Some(problem) = linux_ifname_problem(ifname) {
@@ -542,6 +551,7 @@ impl Validator<'_, '_> {
             mtu,
             queues: queues.unwrap_or(1),
             control_queue: raw.control_queue.unwrap_or(true) && port_driver == Driver::AfPacket,
+            host_stack: raw.host_stack.unwrap_or(false) && port_driver == Driver::AfPacket,
         };
         let facts = PortFacts {
             name,

@@ -317,14 +317,24 @@ impl Runtime {
                     let rx = (0..q)
                         .map(|i| -> Result<Box<dyn Port>> {
                             Ok(match p.driver {
-                                Driver::AfPacket if p.control_queue => Box::new(
-                                    AfPacketPort::open_steered(ifname, i, q)
-                                        .with_context(|| format!("port {:?}", p.name))?,
-                                ),
-                                Driver::AfPacket => Box::new(
-                                    AfPacketPort::open(ifname, i, q)
-                                        .with_context(|| format!("port {:?}", p.name))?,
-                                ),
+                                Driver::AfPacket => {
+                                    let mut port = if p.control_queue {
+                                        AfPacketPort::open_steered(ifname, i, q)
+                                    } else {
+                                        AfPacketPort::open(ifname, i, q)
+                                    }
+                                    .with_context(|| format!("port {:?}", p.name))?;
+                                    if i == 0 && !p.host_stack {
+                                        if let Err(e) = port.keep_host_stack_off() {
+                                            tracing::warn!(
+                                                "port {:?}: the host's stack still receives its \
+                                                 frames too: {e}",
+                                                p.name
+                                            );
+                                        }
+                                    }
+                                    Box::new(port)
+                                }
                                 _ => Box::new(
                                     AfXdpPort::open(ifname, i, q)
                                         .with_context(|| format!("port {:?}", p.name))?,

@@ -188,6 +188,10 @@ pub struct AfPacketPort {
     /// Queue 0 of a port opened with [`AfPacketPort::open_steered`]: the
     /// socket the fanout program gives the control protocols' frames.
     control: Option<Control>,
+    /// The tc ingress link that keeps the host's own stack off the
+    /// interface ([`AfPacketPort::keep_host_stack_off`]); detached when the
+    /// port is dropped.
+    host_drop: Option<OwnedFd>,
 }
 
 /// The control queue: a ring-less socket read with `recvmsg`, its frames
@@ -429,6 +433,7 @@ impl AfPacketPort {
         Ok(AfPacketPort {
             join,
             control,
+            host_drop: None,
             ifname: ifname.to_string(),
             fd,
             ring,
@@ -447,6 +452,27 @@ impl AfPacketPort {
             vnet,
             scratch: Vec::new(),
         })
+    }
+
+    /// Stops the host's own network stack from receiving the interface's
+    /// frames, as an AF_XDP port's redirect does: a tc ingress program
+    /// (`tcx`) drops each frame after the packet sockets have taken it.
+    /// Without it the namespace's kernel also takes every frame vrhost
+    /// forwards through its IP input: a route lookup that finds no route
+    /// (or forwards it a second time, where `ip_forward` is on), an ICMP
+    /// error attempt, a route entry made and freed, on the same core. Call
+    /// it on one queue of the port; it holds while that queue is open.
+    pub fn keep_host_stack_off(&mut self) -> Result<(), IoError> {
+        let ifindex = sys::ifindex(&self.ifname)?;
+        let e = |call| {
+            let ifname = self.ifname.clone();
+            move |err| sys_err(&ifname, call, err)
+        };
+        let prog = crate::bpf::load_drop_program().map_err(e("bpf(BPF_PROG_LOAD, tc drop)"))?;
+        let link = crate::bpf::link_create_tcx_ingress(&prog, ifindex)
+            .map_err(e("bpf(BPF_LINK_CREATE, tcx ingress)"))?;
+        self.host_drop = Some(link);
+        Ok(())
     }
 
     /// Whether frames carry offload metadata (`PACKET_VNET_HDR` took).

@@ -32,6 +32,7 @@
 
 pub mod af_packet;
 pub mod af_xdp;
+mod bpf;
 pub mod clock;
 pub mod memory;
 pub mod netdev;

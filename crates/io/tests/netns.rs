@@ -396,6 +396,61 @@ fn af_packet_helpers_read_the_interface() {
     .unwrap();
 }
 
+/// Whether `ns` gets an answer to a ping of `addr` within a second.
+fn pings(ns: &str, addr: &str) -> bool {
+    Command::new("ip")
+        .args([
+            "netns", "exec", ns, "ping", "-c", "2", "-i", "0.2", "-W", "1", addr,
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run ping: {e}"))
+        .status
+        .success()
+}
+
+/// With the host's stack kept off, the kernel of the port's namespace no
+/// longer sees the interface's frames (it answers no ping to its own
+/// address, nor ARP for it) while the port still receives them;
+/// closing the port gives them back to the kernel.
+#[test]
+fn af_packet_keeps_the_host_stack_off_while_open() {
+    let lab = Lab::new();
+    ip(&["-n", &lab.a, "addr", "add", "10.9.0.1/24", "dev", "va"]);
+    ip(&["-n", &lab.b, "addr", "add", "10.9.0.2/24", "dev", "vb"]);
+    assert!(pings(&lab.b, "10.9.0.1"), "the kernel answers before");
+    let (opened, stop) = (Barrier::new(2), AtomicBool::new(false));
+    let (answered, seen) = std::thread::scope(|s| {
+        let rx = in_ns(s, &lab.a, || {
+            let mut port = AfPacketPort::open("va", 0, 1).unwrap();
+            port.keep_host_stack_off().unwrap();
+            opened.wait();
+            let (mut pool, mut rx, mut seen) = (MbufPool::new(256), Vec::new(), 0);
+            while !stop.load(Ordering::Relaxed) {
+                if port.rx_burst(&mut pool, &mut rx, 64, 0) == 0 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                for m in rx.drain(..) {
+                    // The echo requests, or ARP where b asks again.
+                    let ethertype = m.data().get(12..14);
+                    seen += usize::from(matches!(ethertype, Some([0x08, 0x00 | 0x06])));
+                    pool.put(m);
+                }
+            }
+            seen
+        });
+        opened.wait();
+        let answered = pings(&lab.b, "10.9.0.1");
+        stop.store(true, Ordering::Relaxed);
+        (answered, rx.join().unwrap())
+    });
+    assert!(!answered, "the kernel answered while the port was open");
+    assert!(seen > 0, "the port received the pings");
+    assert!(
+        pings(&lab.b, "10.9.0.1"),
+        "the kernel answers once the port is closed"
+    );
+}
+
 #[test]
 fn af_packet_fanout_delivers_each_frame_to_exactly_one_queue() {
     let lab = Lab::new();

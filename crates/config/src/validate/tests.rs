@@ -694,6 +694,20 @@ fn only_af_packet_ports_have_a_control_queue() {
 }
 
 #[test]
+fn only_af_packet_ports_share_frames_with_the_host_stack() {
+    let port = "[[port]]\nname = \"x\"\ndriver = \"af_packet\"\ninterface = \"v0\"\n";
+    let c = valid(&format!("{BASE}{port}"));
+    assert!(!c.ports[2].host_stack, "off by default");
+    let c = valid(&format!("{BASE}{port}host_stack = true\n"));
+    assert!(c.ports[2].host_stack);
+    only(
+        &format!("{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\nhost_stack = true\n"),
+        "port \"t\".host_stack",
+        "only an af_packet port shares its frames",
+    );
+}
+
+#[test]
 fn missing_driver() {
     only(
         &edit("driver = \"pcap\"\nrx", "rx"),

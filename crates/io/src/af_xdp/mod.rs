@@ -79,7 +79,7 @@
 //! path (once a second, say).
 #![allow(unsafe_code)]
 
-mod bpf;
+use crate::bpf;
 mod netlink;
 mod ring;
 mod socket;

@@ -1,6 +1,8 @@
 //! The `bpf()` system call by hand: the XSKMAP, the six-instruction XDP
 //! redirect program, the `bpf_link` that attaches it, and program lookup
-//! by id. No clang, no libbpf, no ELF: the program is assembled below.
+//! by id; and the two-instruction tc ingress program that keeps the host's
+//! stack off an `af_packet` port. No clang, no libbpf, no ELF: the programs
+//! are assembled below.
 //!
 //! ```text
 //!  0: r2 = *(u32 *)(r1 + 16)      ; xdp_md.rx_queue_index
@@ -36,8 +38,16 @@ const BPF_LINK_CREATE: c_int = 28;
 
 const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
+const BPF_PROG_TYPE_SCHED_CLS: u32 = 3;
 /// `enum bpf_attach_type` value for XDP links.
 const BPF_XDP: u32 = 37;
+/// `enum bpf_attach_type` value for tc ingress links (`tcx`, Linux 6.6).
+const BPF_TCX_INGRESS: u32 = 46;
+/// `TCX_DROP`: a tcx program's verdict that frees the frame.
+const TCX_DROP: i32 = 2;
+
+/// Name of the tc ingress program of an `af_packet` port.
+pub(crate) const DROP_PROG_NAME: &str = "vrhost_hostdrop";
 
 /// `XDP_FLAGS_SKB_MODE`: generic XDP, run on the skb, works on any device.
 pub(crate) const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
@@ -134,7 +144,7 @@ struct ProgLoadAttr {
     expected_attach_type: u32,
 }
 
-/// BPF_LINK_CREATE for XDP.
+/// BPF_LINK_CREATE for XDP and tcx (no relative program, any revision).
 #[repr(C)]
 struct LinkCreateAttr {
     prog_fd: u32,
@@ -278,10 +288,35 @@ pub(crate) fn map_clear(map: &OwnedFd, queue: u32) -> io::Result<()> {
 /// the error.
 pub(crate) fn load_redirect_program(map: &OwnedFd, name: &str) -> io::Result<OwnedFd> {
     let prog = redirect_program(map.as_raw_fd());
+    load_program(BPF_PROG_TYPE_XDP, &prog, name, BPF_XDP)
+}
+
+/// The tc ingress program that drops every frame: `r0 = TCX_DROP; exit`.
+pub(crate) fn drop_program() -> [Insn; 2] {
+    [
+        insn(BPF_ALU64_MOV_K, 0, 0, 0, TCX_DROP),
+        insn(BPF_JMP_EXIT, 0, 0, 0, 0),
+    ]
+}
+
+/// Loads [`drop_program`] as a tc program.
+pub(crate) fn load_drop_program() -> io::Result<OwnedFd> {
+    load_program(BPF_PROG_TYPE_SCHED_CLS, &drop_program(), DROP_PROG_NAME, 0)
+}
+
+/// Loads `prog` as a program of type `prog_type` under `name`. On failure
+/// the load is repeated with the verifier log on, and the log is returned
+/// in the error.
+fn load_program(
+    prog_type: u32,
+    prog: &[Insn],
+    name: &str,
+    expected_attach_type: u32,
+) -> io::Result<OwnedFd> {
     let license = b"GPL\0";
     let load = |log: &mut [u8]| {
         let mut a = ProgLoadAttr {
-            prog_type: BPF_PROG_TYPE_XDP,
+            prog_type,
             insn_cnt: prog.len() as u32,
             insns: prog.as_ptr() as u64,
             license: license.as_ptr() as u64,
@@ -296,7 +331,7 @@ pub(crate) fn load_redirect_program(map: &OwnedFd, name: &str) -> io::Result<Own
             prog_flags: 0,
             prog_name: name16(name),
             prog_ifindex: 0,
-            expected_attach_type: BPF_XDP,
+            expected_attach_type,
         };
         bpf(BPF_PROG_LOAD, &mut a).map(owned)
     };
@@ -330,6 +365,20 @@ pub(crate) fn link_create_xdp(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::R
         target_ifindex: ifindex,
         attach_type: BPF_XDP,
         flags,
+    };
+    bpf(BPF_LINK_CREATE, &mut a).map(owned)
+}
+
+/// Attaches tc program `prog` to interface `ifindex`'s ingress through a
+/// bpf_link (`tcx`), after any programs already there. It runs after the
+/// packet sockets' taps have taken their copy of each frame, and stays
+/// attached exactly as long as the returned fd is open.
+pub(crate) fn link_create_tcx_ingress(prog: &OwnedFd, ifindex: u32) -> io::Result<OwnedFd> {
+    let mut a = LinkCreateAttr {
+        prog_fd: fd_u32(prog),
+        target_ifindex: ifindex,
+        attach_type: BPF_TCX_INGRESS,
+        flags: 0,
     };
     bpf(BPF_LINK_CREATE, &mut a).map(owned)
 }
