@@ -520,6 +520,22 @@ impl GatewaySlot {
     }
 }
 
+/// The gateway slots for next hops `new`: each id that names the same
+/// next hop in `old` keeps what its slot learned (a route added, or one
+/// let go elsewhere in the table, costs the other gateways nothing); an id
+/// new, or reused for another next hop, starts unresolved.
+fn carry_slots(old: &NextHops, new: &NextHops, slots: &[GatewaySlot]) -> Box<[GatewaySlot]> {
+    let mut out = vec![GatewaySlot::NONE; new.len()].into_boxed_slice();
+    for (i, slot) in out.iter_mut().enumerate() {
+        if let (Some(a), Some(b), Some(kept)) = (old.get(i), new.get(i), slots.get(i)) {
+            if a == b {
+                *slot = *kept;
+            }
+        }
+    }
+    out
+}
+
 /// Where the fast path sends a frame: a gateway as it found it in its
 /// slot ([`Vr::gateway`]), or a next hop it resolved itself.
 #[derive(Clone, Copy, Debug)]
@@ -865,7 +881,7 @@ impl Worker {
                 vr.fib6 = s.fib6.load_full();
                 let nh = s.nexthops.load_full();
                 if !Arc::ptr_eq(&nh, &vr.nexthops) {
-                    vr.gateways = vec![GatewaySlot::NONE; nh.len()].into_boxed_slice();
+                    vr.gateways = carry_slots(&vr.nexthops, &nh, &vr.gateways);
                     vr.nexthops = nh;
                     self.solicit.push(i as u16);
                 }
