@@ -25,6 +25,8 @@
 //! replaces the consumer's whole set. The same happens when the kernel may
 //! have removed routes without telling (IPv4 routes through an interface
 //! that went down or away, or that depended on a removed IPv4 address).
+//! Resyncs are at least [`RESYNC_GAP`] apart: one asked for sooner waits
+//! for the rest of the gap while changes keep streaming.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
@@ -34,7 +36,7 @@ use std::sync::mpsc;
 use crate::queue::EventSender;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use netlink_packet_core::NetlinkPayload;
 use netlink_packet_route::address::AddressMessage;
@@ -48,6 +50,12 @@ use crate::CpError;
 
 /// How often the blocked thread wakes to see whether it should stop.
 const STOP_POLL: Duration = Duration::from_millis(100);
+
+/// Resyncs come at most this often: one asked for sooner (a link or IPv4
+/// address change, an overrun) waits for the rest of the gap while changes
+/// keep streaming, so a tenant that flaps a link or floods its table costs
+/// at most one dump of it per gap, however fast it goes.
+pub const RESYNC_GAP: Duration = Duration::from_millis(500);
 
 /// Give up on a dump that keeps being interrupted by changes after this
 /// many tries (then resync again on the next event).
@@ -277,6 +285,10 @@ struct Watcher {
     /// filters; the lowest metric is the one reported.
     routes: Routes,
     addrs: BTreeSet<Addr>,
+    /// When the last resync began.
+    last_resync: Instant,
+    /// A resync asked for, due then ([`RESYNC_GAP`]).
+    resync_due: Option<Instant>,
 }
 
 impl Watcher {
@@ -316,6 +328,8 @@ impl Watcher {
             links: HashMap::new(),
             routes: BTreeMap::new(),
             addrs: BTreeSet::new(),
+            last_resync: Instant::now(),
+            resync_due: None,
         };
         w.resync().map_err(|e| match e {
             ResyncError::Closed => CpError::Io("event receiver dropped".into()),
@@ -327,16 +341,20 @@ impl Watcher {
     fn run(&mut self) {
         tracing::info!(netns = %self.netns, "watching namespace");
         while !self.stop.load(Ordering::Relaxed) {
+            if self.resync_due.is_some_and(|due| Instant::now() >= due) {
+                self.resync_due = None;
+                if !self.resync_or_stop() {
+                    return;
+                }
+            }
             let (msgs, bad) = match self.events.recv(0) {
                 Ok(r) => r,
                 Err(e) if e.raw_os_error() == Some(rtnl::ENOBUFS) => {
                     self.c.overruns.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(netns = %self.netns, "netlink overrun (ENOBUFS): changes lost, resyncing");
                     self.discard_queue();
-                    if self.resync_or_stop() {
-                        continue;
-                    }
-                    return;
+                    self.ask_resync();
+                    continue;
                 }
                 Err(e) if crate::is_poll_timeout(&e) => {
                     continue;
@@ -359,11 +377,17 @@ impl Watcher {
             }
             if after == After::Resync {
                 tracing::debug!(netns = %self.netns, "link or IPv4 address change: resyncing");
-                if !self.resync_or_stop() {
-                    return;
-                }
+                self.ask_resync();
             }
         }
+    }
+
+    /// Asks for a resync: at once if the last one began [`RESYNC_GAP`]
+    /// ago, else when the gap is over (one pending resync covers every
+    /// request until it runs).
+    fn ask_resync(&mut self) {
+        let due = self.last_resync + RESYNC_GAP;
+        self.resync_due.get_or_insert(due);
     }
 
     /// Resyncs; false when the watcher should stop.
@@ -397,6 +421,7 @@ impl Watcher {
     /// Dumps links, addresses and routes into fresh tables and sends them
     /// as one `Resync`.
     fn resync(&mut self) -> Result<(), ResyncError> {
+        self.last_resync = Instant::now();
         let mut tries = 0;
         let (links, addrs, routes) = loop {
             tries += 1;

@@ -313,3 +313,36 @@ fn routes_that_name_only_a_next_hop_object_are_counted() {
     assert!(route(&ev, Op::Add, "10.9.0.0/16").is_some(), "{ev:?}");
     assert!(w.stats().filtered > before, "{:?}", w.stats());
 }
+
+/// A tenant flapping its link as fast as `ip` goes costs one dump per
+/// `RESYNC_GAP`, not one per flap, and the last state still arrives: a
+/// route that went with the link comes back in the resync after it.
+#[test]
+fn a_flapping_link_costs_one_resync_per_gap() {
+    let (ns, _ports) = lab("flap");
+    let (tx, rx) = vrhost_cp::channel(1 << 20);
+    let w = NsWatcher::start(&ns.name, tx).unwrap();
+    let mut state = CpState::default();
+    state.apply(&rx.recv_timeout(Duration::from_secs(5)).unwrap());
+    ns.ip("route add 10.9.0.0/16 via 10.0.0.254");
+    let before = w.stats().resyncs;
+    let start = Instant::now();
+    for _ in 0..30 {
+        ns.ip("link set red0 down");
+        ns.ip("link set red0 up");
+    }
+    // The kernel took the route with the link; put it back once, last.
+    ns.ip("route add 10.9.0.0/16 via 10.0.0.254");
+    let took = start.elapsed();
+    std::thread::sleep(vrhost_cp::watcher::RESYNC_GAP * 2);
+    common::drain_into(&rx, &mut state, Duration::from_millis(300));
+    let resyncs = w.stats().resyncs - before;
+    let gaps = (took.as_secs_f64() / vrhost_cp::watcher::RESYNC_GAP.as_secs_f64()).ceil() as u64;
+    assert!(
+        resyncs >= 1 && resyncs <= gaps + 2,
+        "{resyncs} resyncs for 60 link changes in {took:?} ({gaps} gaps)"
+    );
+    let mirrored: BTreeSet<&str> = ["red0"].into();
+    assert_eq!(state.routes, kernel_routes(&ns, &mirrored));
+    assert!(state.routes.keys().any(|p| p.to_string() == "10.9.0.0/16"));
+}
