@@ -111,6 +111,54 @@ fn group_churn_frees_bucket_tables() {
     assert_eq!(paths, [gw(0), gw(2999)]);
 }
 
+/// A group's flows stay with their gateways while other groups come and
+/// go and its bucket table moves in the packing.
+#[test]
+fn packing_moves_a_group_without_moving_its_flows() {
+    let mut w = TableWriter::new(&spec(8)).unwrap();
+    // net(1)'s group first, so that net(0)'s table lies behind it.
+    w.add_route(RED, net(1), multipath(&[3, 4])).unwrap();
+    w.add_route(RED, net(0), multipath(&[0, 1, 2])).unwrap();
+    w.commit();
+    let flows = |w: &TableWriter| -> Vec<IpAddr> {
+        let nh = w.shared().vrs[0].nexthops.load_full();
+        let id = w.shared().vrs[0]
+            .fib4
+            .load_full()
+            .lookup(net(0).addr())
+            .unwrap();
+        let RouteHop::Group { base, .. } = nh.hops[id.0 as usize] else {
+            panic!("not a group");
+        };
+        (0..GROUP_BUCKETS as u32)
+            .map(|b| {
+                let m = nh.pick(base, b << (32 - GROUP_BUCKET_BITS)).unwrap();
+                match nh.hops[m as usize] {
+                    RouteHop::Gateway { addr, .. } => addr,
+                    other => panic!("{other:?}"),
+                }
+            })
+            .collect()
+    };
+    let before = flows(&w);
+    let base = |w: &TableWriter| match w.route(RED, net(0).addr().into(), 24) {
+        Some(RouteHop::Group { base, .. }) => base,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(base(&w), (GROUP_BUCKETS + 2) as u32);
+    // Free net(1)'s group and churn others: net(0)'s table moves down.
+    w.remove_route(RED, net(1));
+    w.commit();
+    for i in 5..40u16 {
+        w.add_route(RED, net(2), multipath(&[i, i + 1])).unwrap();
+        w.commit();
+    }
+    w.commit();
+    assert_eq!(base(&w), 0, "the table moved to the front");
+    assert_eq!(flows(&w), before);
+    assert_counts(&w);
+}
+
 #[test]
 fn a_held_fib_keeps_its_ids() {
     let mut w = TableWriter::new(&spec(16)).unwrap();
