@@ -61,9 +61,33 @@ pub fn thread_cpu_ns() -> u64 {
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Makes the calling thread's sleeps end when asked: its timer slack (how
+/// late the kernel may wake it, to batch wake-ups; 50 µs by default) set
+/// to 1 ns. A worker that naps 20 µs when idle otherwise sleeps 70, and a
+/// frame that arrives meanwhile waits that long. Returns whether the
+/// kernel took it.
+pub fn precise_sleeps() -> bool {
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and touches no
+    // memory of ours; the unused arguments are zero as prctl(2) asks.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn precise_sleeps_set_the_timer_slack() {
+        std::thread::spawn(|| {
+            assert!(precise_sleeps());
+            // SAFETY: PR_GET_TIMERSLACK takes no argument and returns the
+            // calling thread's slack.
+            let slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+            assert_eq!(slack, 1);
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn clocks_move_forward() {
