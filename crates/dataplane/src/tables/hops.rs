@@ -150,6 +150,14 @@ impl VrControl {
         self.group_index.len()
     }
 
+    /// Whether `id` is a multipath group that one route alone names.
+    pub(super) fn sole_group(&self, id: NextHopId) -> bool {
+        matches!(
+            self.nexthops.hops.get(id.0 as usize),
+            Some(RouteHop::Group { .. })
+        ) && self.refs.get(id.0 as usize) == Some(&1)
+    }
+
     /// Whether the group over these gateways (egress interface, address,
     /// weight) exists already.
     pub(super) fn has_group(&self, paths: &[(u16, IpAddr, u16)]) -> bool {

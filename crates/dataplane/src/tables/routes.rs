@@ -15,14 +15,19 @@ pub(super) enum Checked {
 }
 
 impl TableWriter {
+    /// The next hop of `target` for a route that now points at `replacing`
+    /// (if it exists), made if need be.
     fn target(
         &mut self,
         vr: usize,
         target: &RouteTarget,
         v4: bool,
+        replacing: Option<NextHopId>,
     ) -> Result<NextHopId, BuildError> {
         let checked = self.check(vr, target, v4)?;
-        self.group_room(vr, &[std::slice::from_ref(&checked)])?;
+        // A group only this route names goes as the route moves off it.
+        let freed = replacing.is_some_and(|id| self.vrs[vr].sole_group(id));
+        self.group_room(vr, &[std::slice::from_ref(&checked)], usize::from(freed))?;
         Ok(self.hop_id(vr, checked))
     }
 
@@ -79,7 +84,11 @@ impl TableWriter {
             IpPrefix::V4(p) => (c.fib4.table().len(), c.fib4.table().get(p).is_some()),
             IpPrefix::V6(p) => (c.fib6.table().len(), c.fib6.table().get(p).is_some()),
         })?;
-        let nh = self.target(vr, &target, prefix.is_ipv4())?;
+        let replacing = match &prefix {
+            IpPrefix::V4(p) => self.vrs[vr].fib4.table().get(p),
+            IpPrefix::V6(p) => self.vrs[vr].fib6.table().get(p),
+        };
+        let nh = self.target(vr, &target, prefix.is_ipv4(), replacing)?;
         let c = &mut self.vrs[vr];
         match prefix {
             IpPrefix::V4(p) => c.insert(v4, p, nh),
@@ -111,7 +120,7 @@ impl TableWriter {
             .iter()
             .map(|(_, t)| self.check(vr, t, false))
             .collect::<Result<Vec<_>, _>>()?;
-        self.group_room(vr, &[&ifaces4, &ifaces6])?;
+        self.group_room(vr, &[&ifaces4, &ifaces6], 0)?;
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
         let new4 = new_prefixes(&c.fib4, routes4);
@@ -407,9 +416,15 @@ impl TableWriter {
     /// The egress interface of each gateway of `target`, or why the VR
     /// refuses it.
     /// Refuses targets that need more multipath groups than VR `vr` may
-    /// have: groups no route names any more are let go first. A route
-    /// moving to a new group counts it before its old one goes.
-    fn group_room(&mut self, vr: usize, checked: &[&[Checked]]) -> Result<(), BuildError> {
+    /// have: groups no route names any more are let go first, and `freed`
+    /// more that the change itself lets go (a route moving off the only
+    /// group that names it) do not count.
+    fn group_room(
+        &mut self,
+        vr: usize,
+        checked: &[&[Checked]],
+        freed: usize,
+    ) -> Result<(), BuildError> {
         if !checked
             .iter()
             .flat_map(|k| k.iter())
@@ -419,7 +434,7 @@ impl TableWriter {
         }
         let c = &mut self.vrs[vr];
         c.settle();
-        let held = c.groups();
+        let held = c.groups().saturating_sub(freed);
         self.groups_fit(vr, checked, held)
     }
 

@@ -220,6 +220,17 @@ fn group_limit_holds_and_frees_with_routes() {
         Err(BuildError::GroupLimit { .. })
     ));
     assert_eq!(w.routes(RED).0, 3 + 3);
+    // At the limit, a route that alone names its group may move to a new one.
+    w.add_route(RED, net(1), multipath(&[1, 4])).unwrap();
+    assert!(w.route(RED, net(1).addr().into(), 24).is_some());
+    w.commit();
+    assert_eq!(red(&w).groups(), 2);
+    // One whose group another route shares may not.
+    let shared = w.add_route(RED, net(2), multipath(&[2, 4]));
+    assert!(
+        matches!(shared, Err(BuildError::GroupLimit { .. })),
+        "{shared:?}"
+    );
     // Routes gone, uncommitted, free their group for the next one.
     w.remove_route(RED, net(1));
     w.add_route(RED, net(3), multipath(&[4, 5])).unwrap();
