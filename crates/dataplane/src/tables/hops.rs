@@ -4,16 +4,16 @@
 //! ```text
 //!   route inserted ── hold(id) ──▶ refs[id] += 1
 //!   route replaced/removed ── release(old) ──▶ refs[old] -= 1; at 0: `zero`
-//!   settle() (commit, or before a group count): still 0 ─▶ out of the indexes,
-//!        a group lets its members go ─▶ `dying` with the FIB epoch
+//!   settle() (commit, or before a group count): still 0 ─▶ out of its index
+//!        (`nh_index`, or `group_index` for a group) ─▶ `dying` with the FIB version
 //!   reap() once a later FIB is published and no worker holds an older one
-//!        ─▶ `free` (the id is reused), a group's buckets dropped
+//!        ─▶ `free` (the id is reused); a group's members released, its buckets dropped
 //! ```
 //!
 //! A worker may still hold a FIB published before a route went away, so an
-//! id is reused only after the next publication and once every older FIB
-//! snapshot is reclaimed ([`vrhost_fib::FibHandle::reclaim`]): until then
-//! it keeps what it meant. Bucket tables move (and their groups' `base`
+//! id is reused only after the next publication and once no worker holds a
+//! FIB version from before it went ([`vrhost_fib::FibHandle::oldest_held`]):
+//! until then it keeps what it meant, a group its members. Bucket tables move (and their groups' `base`
 //! with them) only inside a new [`NextHops`], which workers read together
 //! with the FIB they load with it, so a group id always finds its own table.
 
@@ -53,7 +53,6 @@ impl VrControl {
             free: Vec::new(),
             nh_dirty: true,
             fib_dirty: true,
-            fib_epoch: 0,
             quiet_epoch: 0,
             compact_epoch: None,
         };
@@ -68,8 +67,15 @@ impl VrControl {
         c
     }
 
-    /// The id of next hop `nh`, made on first use (a free id if there is
-    /// one). It counts no reference until a route or group holds it.
+    /// The FIBs' version: how many times they were published (both
+    /// families always together, at [`TableWriter::commit`]).
+    pub(super) fn epoch(&self) -> u64 {
+        self.fib4.version()
+    }
+
+    /// The id of next hop `nh` (not a group: [`VrControl::group`]), made on
+    /// first use (a free id if there is one). It counts no reference until
+    /// a route or group holds it.
     pub(super) fn nexthop(&mut self, nh: RouteHop) -> NextHopId {
         if let Some(&i) = self.nh_index.get(&nh) {
             return NextHopId(i);
@@ -77,7 +83,9 @@ impl VrControl {
         if self.free.is_empty() {
             self.reap();
         }
-        self.alloc(nh)
+        let id = self.alloc(nh);
+        self.nh_index.insert(nh, id.0);
+        id
     }
 
     /// A new id for `nh`, a free one if there is one; let go at the next
@@ -95,7 +103,6 @@ impl VrControl {
                 (self.nexthops.hops.len() - 1) as u32
             }
         };
-        self.nh_index.insert(nh, i);
         self.zero.push(i);
         self.nh_dirty = true;
         NextHopId(i)
@@ -199,10 +206,10 @@ impl VrControl {
     }
 
     /// Lets go of every next hop whose count fell to zero and stayed there:
-    /// out of the indexes (a new route naming the same gateway makes a new
-    /// one), a group's members released, the id kept from reuse until no
-    /// worker can hold a FIB that names it ([`VrControl::reap`]); a group's
-    /// members stay held until then. Call it
+    /// out of its index (a new route naming the same gateway or gateways
+    /// makes a new one), the id kept from reuse until no worker can hold a
+    /// FIB that names it ([`VrControl::reap`]); a group's members stay held
+    /// until then, as a worker may still pick them through it. Call it
     /// between changes, never between making a route's next hop and
     /// inserting the route.
     pub(super) fn settle(&mut self) {
@@ -213,18 +220,20 @@ impl VrControl {
             let Some(&hop) = self.nexthops.hops.get(id as usize) else {
                 continue;
             };
-            if self.nh_index.get(&hop) != Some(&id) {
-                continue; // let go already
+            // Out of its index, unless it was let go already.
+            let indexed = match hop {
+                RouteHop::Group { base, .. } => match self.group_paths.get(&base) {
+                    Some(m) if self.group_index.get(m) == Some(&id) => {
+                        self.group_index.remove(m).is_some()
+                    }
+                    _ => false,
+                },
+                _ if self.nh_index.get(&hop) == Some(&id) => self.nh_index.remove(&hop).is_some(),
+                _ => false,
+            };
+            if indexed {
+                self.dying.push((id, self.epoch()));
             }
-            self.nh_index.remove(&hop);
-            if let RouteHop::Group { base, .. } = hop {
-                // Its members stay held while a worker may still pick them
-                // through it: they are released when it is reaped.
-                if let Some(members) = self.group_paths.get(&base) {
-                    self.group_index.remove(members);
-                }
-            }
-            self.dying.push((id, self.fib_epoch));
         }
     }
 
@@ -241,9 +250,8 @@ impl VrControl {
         if self.dying.is_empty() {
             return;
         }
-        debug_assert_eq!(self.fib4.version(), self.fib_epoch);
         // A FIB of version `at` or older may name an id let go at `at`.
-        let epoch = self.fib_epoch;
+        let epoch = self.epoch();
         let gone = |at: u64| at < epoch && oldest.is_none_or(|o| o > at);
         let (mut freed, mut freed_group) = (false, false);
         let mut i = 0;
@@ -276,16 +284,6 @@ impl VrControl {
     fn pack_buckets(&mut self) {
         let old = std::mem::take(&mut self.nexthops.buckets);
         let mut paths = HashMap::with_capacity(self.group_paths.len());
-        // The index knows a live group by its hop, base included: out with
-        // every old key first, so that a moved key never meets an old one.
-        let mut live = Vec::new();
-        for (id, hop) in self.nexthops.hops.iter().enumerate() {
-            if matches!(hop, RouteHop::Group { .. }) && self.nh_index.get(hop) == Some(&(id as u32))
-            {
-                self.nh_index.remove(hop);
-                live.push(id);
-            }
-        }
         for hop in self.nexthops.hops.iter_mut() {
             let RouteHop::Group { base, members } = *hop else {
                 continue;
@@ -301,9 +299,6 @@ impl VrControl {
             self.nexthops.buckets.extend_from_slice(table);
             paths.insert(new, p);
             *hop = RouteHop::Group { base: new, members };
-        }
-        for id in live {
-            self.nh_index.insert(self.nexthops.hops[id], id as u32);
         }
         self.group_paths = paths;
     }
@@ -399,19 +394,21 @@ impl VrControl {
 
     /// Empties both FIBs and lets every next hop go (a deleted VR).
     pub(super) fn clear(&mut self) {
-        self.fib4.replace_all(std::iter::empty());
-        self.fib6.replace_all(std::iter::empty());
-        self.fib_dirty = true;
-        let fresh = VrControl::new();
-        self.nexthops = fresh.nexthops;
-        self.nh_index = fresh.nh_index;
-        self.group_index = fresh.group_index;
-        self.group_paths = fresh.group_paths;
-        self.refs = fresh.refs;
-        self.zero.clear();
-        self.dying.clear();
-        self.free.clear();
-        self.nh_dirty = true;
+        let (mut fib4, mut fib6) = (
+            std::mem::take(&mut self.fib4),
+            std::mem::take(&mut self.fib6),
+        );
+        fib4.replace_all(std::iter::empty());
+        fib6.replace_all(std::iter::empty());
+        // The same handles (the workers read through them), compaction's
+        // record of them, and the fixed next hops only.
+        *self = VrControl {
+            fib4,
+            fib6,
+            quiet_epoch: self.quiet_epoch,
+            compact_epoch: self.compact_epoch,
+            ..VrControl::new()
+        };
     }
 
     /// Every id's count as the FIBs and groups give it, to check the kept

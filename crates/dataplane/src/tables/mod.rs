@@ -465,25 +465,26 @@ struct VrControl {
     nh_index: HashMap<RouteHop, u32>,
     /// Multipath groups by their (member id, weight) list, sorted.
     group_index: HashMap<Vec<(u32, u16)>, u32>,
-    /// Each group's gateways (next-hop ids) and weights, by its first bucket.
+    /// Each group's gateways (next-hop ids) and weights, by its first
+    /// bucket, until the group is reaped. Groups are not in `nh_index`.
     group_paths: HashMap<u32, Vec<(u32, u16)>>,
     /// Per next-hop id: the routes (both families) and groups naming it.
     refs: Vec<u32>,
     /// Ids whose count fell to zero since the last settle ([`hops`]).
     zero: Vec<u32>,
-    /// Ids let go, with the `fib_epoch` at which they were: reusable once a
-    /// later FIB is published and no worker holds an older one.
+    /// Ids let go, with the FIB version ([`VrControl::epoch`]) at which
+    /// they were: reusable once a later FIB is published and no worker
+    /// holds an older one.
     dying: Vec<(u32, u64)>,
     /// Ids to reuse.
     free: Vec<u32>,
     /// Next hops appended since the last publication.
     nh_dirty: bool,
     fib_dirty: bool,
-    /// FIB publications so far, and the count the last
+    /// The FIB version ([`VrControl::epoch`]) the last
     /// [`TableWriter::compact_quiet_fibs`] saw: equal means no update since.
-    fib_epoch: u64,
     quiet_epoch: u64,
-    /// The `fib_epoch` at which the FIB was last found compact.
+    /// The FIB version at which the FIB was last found compact.
     compact_epoch: Option<u64>,
 }
 
@@ -595,7 +596,6 @@ impl TableWriter {
                 c.fib4.publish();
                 c.fib6.publish();
                 c.fib_dirty = false;
-                c.fib_epoch += 1;
                 any = true;
             } else {
                 c.fib4.reclaim();

@@ -48,14 +48,9 @@ impl TableWriter {
         }
     }
 
-    /// Refuses a new route once the VR's table holds `max_routes`; replacing
-    /// an existing prefix is always allowed. `probe` gives (routes, exists).
-    fn check_room(
-        &self,
-        vr: usize,
-        probe: impl Fn(&VrControl) -> (usize, bool),
-    ) -> Result<(), BuildError> {
-        let (len, exists) = probe(&self.vrs[vr]);
+    /// Refuses a new route once the VR's table for its family holds `len`
+    /// of `max_routes`; replacing an existing prefix is always allowed.
+    fn check_room(&self, vr: usize, len: usize, exists: bool) -> Result<(), BuildError> {
         let limit = self.shared.vrs[vr].limits.max_routes;
         if !exists && len >= limit as usize {
             return Err(BuildError::RouteLimit {
@@ -79,15 +74,12 @@ impl TableWriter {
         use vrhost_fib::Lpm;
         let prefix = prefix.into();
         self.vr(vr)?;
-        // Room first: a refused route must not leave its next hop behind.
-        self.check_room(vr, |c| match &prefix {
-            IpPrefix::V4(p) => (c.fib4.table().len(), c.fib4.table().get(p).is_some()),
-            IpPrefix::V6(p) => (c.fib6.table().len(), c.fib6.table().get(p).is_some()),
-        })?;
-        let replacing = match &prefix {
-            IpPrefix::V4(p) => self.vrs[vr].fib4.table().get(p),
-            IpPrefix::V6(p) => self.vrs[vr].fib6.table().get(p),
+        let c = &self.vrs[vr];
+        let (len, replacing) = match &prefix {
+            IpPrefix::V4(p) => (c.fib4.table().len(), c.fib4.table().get(p)),
+            IpPrefix::V6(p) => (c.fib6.table().len(), c.fib6.table().get(p)),
         };
+        self.check_room(vr, len, replacing.is_some())?;
         let nh = self.target(vr, &target, prefix.is_ipv4(), replacing)?;
         let c = &mut self.vrs[vr];
         match prefix {
@@ -236,11 +228,11 @@ impl TableWriter {
             }
             let vr = (self.compact_next + k) % n;
             let c = &mut self.vrs[vr];
-            if c.fib_epoch != c.quiet_epoch || c.fib_dirty {
-                c.quiet_epoch = c.fib_epoch;
+            if c.epoch() != c.quiet_epoch || c.fib_dirty {
+                c.quiet_epoch = c.epoch();
                 continue;
             }
-            if c.compact_epoch == Some(c.fib_epoch) {
+            if c.compact_epoch == Some(c.epoch()) {
                 continue;
             }
             let left = route_budget - spent;
@@ -251,7 +243,7 @@ impl TableWriter {
                 0
             };
             if done4 + done6 == 0 {
-                c.compact_epoch = Some(c.fib_epoch);
+                c.compact_epoch = Some(c.epoch());
             } else {
                 c.fib_dirty = true;
                 compacted.push(vr);
@@ -269,7 +261,7 @@ impl TableWriter {
             // The compaction's own publication is not an update.
             for vr in compacted {
                 let c = &mut self.vrs[vr];
-                c.quiet_epoch = c.fib_epoch;
+                c.quiet_epoch = c.epoch();
             }
         }
         spent
