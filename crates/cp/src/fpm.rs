@@ -905,13 +905,7 @@ fn install(
 /// session's own routes are under the limit, so such a route exists.
 fn evict_stale(shared: &Shared, t: &mut Table, generation: u64) {
     if t.stale.0 != generation {
-        let stale = t
-            .routes
-            .iter()
-            .filter(|(_, (_, g))| *g < generation)
-            .map(|(p, _)| *p)
-            .collect();
-        t.stale = (generation, stale);
+        t.stale = (generation, older(t, generation));
     }
     while let Some(p) = t.stale.1.pop() {
         if t.routes.get(&p).is_none_or(|(_, g)| *g >= generation) {
@@ -921,6 +915,16 @@ fn evict_stale(shared: &Shared, t: &mut Table, generation: u64) {
         withdraw(shared, t, p);
         return;
     }
+}
+
+/// The prefixes whose routes a session older than `generation` sent and
+/// that one has not resent.
+fn older(t: &Table, generation: u64) -> Vec<IpPrefix> {
+    t.routes
+        .iter()
+        .filter(|(_, (_, g))| *g < generation)
+        .map(|(p, _)| *p)
+        .collect()
 }
 
 fn send(shared: &Shared, ev: CpEvent) {
@@ -968,12 +972,9 @@ fn sweep(shared: &Shared, generation: u64) {
     if t.generation != generation {
         return;
     }
-    let stale: Vec<IpPrefix> = t
-        .routes
-        .iter()
-        .filter(|(_, (_, g))| *g < generation)
-        .map(|(p, _)| *p)
-        .collect();
+    let stale = older(&t, generation);
+    // What eviction had gathered goes with them.
+    t.stale = (0, Vec::new());
     // Counted before the events go out, so whoever sees a withdrawal also
     // sees it in the statistics.
     shared
