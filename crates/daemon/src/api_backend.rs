@@ -721,7 +721,7 @@ impl Backend for RuntimeBackend {
         // Validate everything first: nothing is applied unless all of it can be.
         let mut out = BulkResult::default();
         let mut plan = Vec::with_capacity(req.add.len());
-        let deleting: HashSet<Prefix> = req.delete.iter().copied().collect();
+        let mut deleting: HashSet<Prefix> = req.delete.iter().copied().collect();
         let (mut new4, mut new6) = (0usize, 0usize);
         for (k, r) in req.add.iter().enumerate() {
             let t = target(&r.target).ok_or_else(|| {
@@ -771,9 +771,8 @@ impl Backend for RuntimeBackend {
         let mut dels = Vec::with_capacity(req.delete.len());
         // A prefix listed twice is deleted once: counted twice, it passed
         // the route limit below that the adds then exceeded, half-applied.
-        let mut listed = HashSet::with_capacity(req.delete.len());
         for (k, p) in req.delete.iter().enumerate() {
-            if !listed.insert(*p) {
+            if !deleting.remove(p) {
                 out.missing += 1;
                 continue;
             }
@@ -852,17 +851,12 @@ impl Backend for RuntimeBackend {
         // thousands of rules takes a noticeable time (docs/forwarding.md),
         // which no other VR's calls or route syncs should wait for.
         let workers = lock(&self.writer).worker_count();
-        let rules: usize = lists.iter().map(|l| l.rules.len()).sum();
-        let prebuilt: Vec<Arc<vrhost_dataplane::Filter>> =
-            if vrhost_dataplane::filter::within_limits(lists.len(), rules) {
-                lists
-                    .iter()
-                    .filter_map(|l| vrhost_dataplane::Filter::build(l, workers).ok())
-                    .map(Arc::new)
-                    .collect()
-            } else {
-                Vec::new()
-            };
+        // `specs` refused lists past the limits before anything was built.
+        let prebuilt: Vec<Arc<vrhost_dataplane::Filter>> = lists
+            .iter()
+            .filter_map(|l| vrhost_dataplane::Filter::build(l, workers).ok())
+            .map(Arc::new)
+            .collect();
         let mut c = lock(&self.writer);
         let v = Self::vr_index(&c, vr)?;
         let changed = c
