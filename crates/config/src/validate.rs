@@ -809,10 +809,7 @@ impl Validator<'_, '_> {
         let addrs = interfaces.iter().map(|i| i.addresses.len()).sum::<usize>();
         let worst = v4.max(v6) + 3 * addrs + 2 * interfaces.len();
         if worst > limits.max_routes as usize {
-            let key = item
-                .limits
-                .as_ref()
-                .map_or_else(|| head.key("limits.max_routes"), |l| l.key("max_routes"));
+            let key = limit_key(item, "max_routes");
             self.err(
                 key,
                 format!(
@@ -823,18 +820,15 @@ impl Validator<'_, '_> {
             );
         }
 
-        let groups: std::collections::HashSet<&[Gateway]> = routes
+        let groups: std::collections::HashSet<&Paths> = routes
             .iter()
             .filter_map(|r| match &r.target {
-                RouteTarget::Multipath(p) => Some(p.as_slice()),
+                RouteTarget::Multipath(p) => Some(p),
                 _ => None,
             })
             .collect();
         if groups.len() > limits.max_nexthop_groups as usize {
-            let key = item.limits.as_ref().map_or_else(
-                || head.key("limits.max_nexthop_groups"),
-                |l| l.key("max_nexthop_groups"),
-            );
+            let key = limit_key(item, "max_nexthop_groups");
             self.err(
                 key,
                 format!(
@@ -853,10 +847,7 @@ impl Validator<'_, '_> {
                 .filter(|i| i.addresses.iter().any(|a| a.addr.is_ipv6()))
                 .count();
         if held > limits.max_addresses as usize {
-            let key = item.limits.as_ref().map_or_else(
-                || head.key("limits.max_addresses"),
-                |l| l.key("max_addresses"),
-            );
+            let key = limit_key(item, "max_addresses");
             self.err(
                 key,
                 format!(
@@ -866,10 +857,7 @@ impl Validator<'_, '_> {
             );
         }
         if neighbors.len() > limits.max_neighbors as usize {
-            let key = item.limits.as_ref().map_or_else(
-                || head.key("limits.max_neighbors"),
-                |l| l.key("max_neighbors"),
-            );
+            let key = limit_key(item, "max_neighbors");
             self.err(
                 key,
                 format!(
@@ -1628,6 +1616,14 @@ impl FileErrors {
 }
 
 /// `router "red".routes_file "table.txt"`: the file as written in the config.
+/// Where a router's limit `name` is reported: its `[router.limits]`
+/// entry where that table is there, else `limits.NAME` on the router.
+fn limit_key(item: &RouterItem, name: &str) -> String {
+    item.limits
+        .as_ref()
+        .map_or_else(|| item.head.key(&format!("limits.{name}")), |l| l.key(name))
+}
+
 fn file_label(head: &Item<RawRouter>) -> String {
     format!(
         "{} {:?}",
