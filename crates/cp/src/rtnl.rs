@@ -467,9 +467,8 @@ pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
                 gws.sort_unstable();
                 // Past what a group may hold (a VR uses 64), left out and
                 // counted: one 64 KiB message can name thousands.
-                let most = MAX_GROUP_MEMBERS;
-                extra_hops += gws.len().saturating_sub(most);
-                gws.truncate(most);
+                extra_hops += gws.len().saturating_sub(MAX_GROUP_MEMBERS);
+                gws.truncate(MAX_GROUP_MEMBERS);
                 match gws.len() {
                     0 => return Err(Skip::NoNextHop),
                     1 => RawTarget::Via {

@@ -287,8 +287,8 @@ struct Watcher {
     addrs: BTreeSet<Addr>,
     /// When the last resync began.
     last_resync: Instant,
-    /// A resync asked for, due then ([`RESYNC_GAP`]).
-    resync_due: Option<Instant>,
+    /// A resync is asked for: it runs [`RESYNC_GAP`] after the last began.
+    resync_wanted: bool,
 }
 
 impl Watcher {
@@ -329,7 +329,7 @@ impl Watcher {
             routes: BTreeMap::new(),
             addrs: BTreeSet::new(),
             last_resync: Instant::now(),
-            resync_due: None,
+            resync_wanted: false,
         };
         w.resync().map_err(|e| match e {
             ResyncError::Closed => CpError::Io("event receiver dropped".into()),
@@ -341,8 +341,8 @@ impl Watcher {
     fn run(&mut self) {
         tracing::info!(netns = %self.netns, "watching namespace");
         while !self.stop.load(Ordering::Relaxed) {
-            if self.resync_due.is_some_and(|due| Instant::now() >= due) {
-                self.resync_due = None;
+            if self.resync_wanted && self.last_resync.elapsed() >= RESYNC_GAP {
+                self.resync_wanted = false;
                 if !self.resync_or_stop() {
                     return;
                 }
@@ -353,7 +353,7 @@ impl Watcher {
                     self.c.overruns.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(netns = %self.netns, "netlink overrun (ENOBUFS): changes lost, resyncing");
                     self.discard_queue();
-                    self.ask_resync();
+                    self.resync_wanted = true;
                     continue;
                 }
                 Err(e) if crate::is_poll_timeout(&e) => {
@@ -377,17 +377,11 @@ impl Watcher {
             }
             if after == After::Resync {
                 tracing::debug!(netns = %self.netns, "link or IPv4 address change: resyncing");
-                self.ask_resync();
+                // At once if the last one began a gap ago, else when it
+                // has (one pending resync covers every request until then).
+                self.resync_wanted = true;
             }
         }
-    }
-
-    /// Asks for a resync: at once if the last one began [`RESYNC_GAP`]
-    /// ago, else when the gap is over (one pending resync covers every
-    /// request until it runs).
-    fn ask_resync(&mut self) {
-        let due = self.last_resync + RESYNC_GAP;
-        self.resync_due.get_or_insert(due);
     }
 
     /// Resyncs; false when the watcher should stop.
