@@ -442,7 +442,6 @@ impl NeighborTable {
         if self.slots[i as usize].state == State::Static {
             return false;
         }
-        self.changed();
         let n = &mut self.slots[i as usize];
         let changed = n.mac != mac;
         let was = n.state;
@@ -470,7 +469,13 @@ impl NeighborTable {
             n.probes = 0;
             n.next_probe = now + DELAY_FIRST_PROBE_NS;
         }
+        // Gateway slots' copies of the MAC stay true unless the MAC or the
+        // state moved: a repeat (a flood of the same ARP) keeps them.
+        let moved = changed || n.state != was;
         self.held_total -= n.release_held(|m| release(m, mac));
+        if moved {
+            self.changed();
+        }
         news
     }
 
@@ -778,7 +783,7 @@ mod tests {
 
     /// A MAC copied with its deadline stays true while the generation does
     /// not change: anything that may end an entry's use or change its MAC
-    /// changes it; using an entry does not.
+    /// changes it; using an entry, or learning what it knows, does not.
     #[test]
     fn usable_until_and_the_generation() {
         let mut t = NeighborTable::new(4, 4, 30 * SEC);
@@ -791,12 +796,15 @@ mod tests {
         };
         t.learn(g, MAC, true, 2 * SEC, |_, _| {});
         changed(&t, &mut last, "learnt");
+        // The same again (a flood of one ARP reply) moves nothing.
+        t.learn(g, MAC, true, 2 * SEC + 1, |_, _| {});
+        assert_eq!(t.generation(), last, "a repeat");
         // Reachable until confirmed + the reachable time, not a tick more.
         assert_eq!(t.usable_mac_until(g, 3 * SEC), Some((MAC, 32 * SEC)));
         assert_eq!(t.usable_mac_until(g, 32 * SEC - 1), Some((MAC, 32 * SEC)));
         assert_eq!(t.usable_mac_until(g, 32 * SEC), None);
         assert_eq!(t.usable_mac(g, 32 * SEC), None, "the same rule");
-        let other = EthernetAddress([2, 0, 0, 0, 0, 9]);
+        let other = EthernetAddress([2, 0, 0, 0, 0, 8]);
         t.learn(g, other, false, 40 * SEC, |_, _| {});
         changed(&t, &mut last, "a new MAC, unconfirmed");
         assert_eq!(t.usable_mac_until(g, 40 * SEC), None, "stale");
