@@ -471,9 +471,11 @@ impl Vr {
 /// yet (any other next hop, or a gateway the table had no room for). One
 /// 64-byte line: the one line per packet the fast path reads for its next
 /// hop instead of the shared next hops, the egress interface and the
-/// neighbor entry. Pinned neighbor slots never move, and every slot is
-/// cleared when the VR's next hops or the topology are republished, so
-/// what it holds stays true while it is held; the MAC, while the neighbor
+/// neighbor entry. Pinned neighbor slots never move, every slot is cleared
+/// when the topology is republished, and when the VR's next hops are, a
+/// slot is kept only where its id still names the same next hop
+/// ([`carry_slots`]), so what it holds stays true while it is held; the
+/// MAC, while the neighbor
 /// table's generation is the one it was copied in and its deadline has not
 /// passed ([`NeighborTable::usable_mac_until`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

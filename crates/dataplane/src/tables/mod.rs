@@ -7,7 +7,7 @@
 //!           next hops (counted) ─── store ─▶ ArcSwap<NextHops> ──────── load_full ─▶ Arc<NextHops>
 //!   commit(): bump `generation` (Release) ─────▶ AtomicU64 ◀── one Acquire load per burst;
 //!                                                                  refresh the Arcs when it moved
-//!   static neighbors ──────────────── Event ──────────────────────────────────────▶ inbox (bounded)
+//!   static neighbors ──────────────── Event ─────────────────────────────▶ control queue (unbounded)
 //! ```
 //!
 //! Workers never lock and never wait: between two bursts a worker compares one
