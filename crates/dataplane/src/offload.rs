@@ -161,11 +161,11 @@ impl Headers {
 
 /// Where the transport header of L3 packet `pkt` starts, and its
 /// protocol: after IPv4's header (IHL), or after IPv6's header and its
-/// Hop-by-Hop, Routing and Destination Options headers (eight at most).
-/// `None` for a fragment (no transport header of its own whole), another
-/// extension header, a header chain that runs past `pkt`, or neither
-/// family.
-pub fn transport(pkt: &[u8]) -> Option<(usize, u8)> {
+/// extension headers as [`vrhost_wire::ipv6::walk_extension_headers`]
+/// walks them (AH included, as rule lists read ports behind it). `None`
+/// for a fragment (no transport header of its own whole), a header chain
+/// that runs past `pkt` or is malformed, or neither family.
+fn transport(pkt: &[u8]) -> Option<(usize, u8)> {
     match pkt.first()? >> 4 {
         4 => {
             let ihl = usize::from(pkt[0] & 0x0f) * 4;
@@ -173,18 +173,11 @@ pub fn transport(pkt: &[u8]) -> Option<(usize, u8)> {
             (ihl >= 20 && pkt.len() >= ihl && frag == 0).then_some((ihl, pkt[9]))
         }
         6 => {
-            let (mut at, mut next) = (40, *pkt.get(6)?);
-            for _ in 0..8 {
-                if next == 44 {
-                    return None;
-                }
-                if !matches!(next, 0 | 43 | 60) {
-                    return (pkt.len() >= at).then_some((at, next));
-                }
-                next = *pkt.get(at)?;
-                at += (usize::from(*pkt.get(at + 1)?) + 1) * 8;
-            }
-            None
+            let first = vrhost_wire::ip::IpProtocol::from(*pkt.get(6)?);
+            let walk = vrhost_wire::ipv6::walk_extension_headers(first, pkt.get(40..)?).ok()?;
+            walk.fragment
+                .is_none()
+                .then_some((40 + walk.offset, u8::from(walk.upper)))
         }
         _ => None,
     }
@@ -217,16 +210,17 @@ pub fn offload_agrees(pkt: &[u8], off: &Offload) -> bool {
     if !off.any() {
         return true;
     }
+    // A super-frame's headers pin its sum to its own transport header,
+    // field where that protocol's is, inside the packet.
+    if off.gso != Gso::None {
+        return off.partial && Headers::parse(pkt, off).is_ok();
+    }
     let (Some((l4, _)), Some(end)) = (transport(pkt), l3_end(pkt)) else {
         return false;
     };
     let start = usize::from(off.csum_start);
     let field = start + usize::from(off.csum_offset);
-    off.partial
-        && start >= l4
-        && field >= l4 + 4
-        && field + 2 <= end
-        && (off.gso == Gso::None || Headers::parse(pkt, off).is_ok())
+    off.partial && start >= l4 && field >= l4 + 4 && field + 2 <= end
 }
 
 /// The L3 length of the longest segment super-frame `pkt` (its L3 packet)
@@ -352,16 +346,8 @@ pub fn complete(m: &mut Mbuf) -> bool {
     let field = start + usize::from(off.csum_offset);
     // The L3 packet's own length, not the frame's: Ethernet padding is not
     // part of the sum.
-    let end = match frame.get(l2).map(|b| b >> 4) {
-        Some(4) => frame
-            .get(l2 + 2..l2 + 4)
-            .map(|b| l2 + usize::from(u16::from_be_bytes([b[0], b[1]]))),
-        Some(6) => frame
-            .get(l2 + 4..l2 + 6)
-            .map(|b| l2 + 40 + usize::from(u16::from_be_bytes([b[0], b[1]]))),
-        _ => None,
-    };
-    let Some(end) = end.filter(|&e| e <= frame.len() && field + 2 <= e) else {
+    let end = frame.get(l2..).and_then(l3_end).map(|e| l2 + e);
+    let Some(end) = end.filter(|&e| field + 2 <= e) else {
         return false;
     };
     let c = match checksum::checksum(&frame[start..end]) {
@@ -736,6 +722,22 @@ mod tests {
         let mut fragment = p.clone();
         fragment[6] = 44;
         assert_eq!(transport(&fragment), None);
+        // Behind AH (the same eight bytes read as AH, length 0: 8 bytes),
+        // where rule lists read the ports too.
+        let mut ah = p.clone();
+        ah[6] = 51;
+        assert_eq!(transport(&ah), Some((48, 6)));
+        let on_the_port = Offload {
+            gso: Gso::None,
+            gso_size: 0,
+            csum_start: 40,
+            csum_offset: 10,
+            partial: true,
+        };
+        assert!(
+            !offload_agrees(&ah, &on_the_port),
+            "a field on the port behind AH"
+        );
         assert_eq!(transport(&p[..44]), None, "the chain runs past the packet");
         assert_eq!(transport(&[0x45; 12]), None);
     }
