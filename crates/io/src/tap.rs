@@ -56,7 +56,7 @@ use std::os::unix::fs::OpenOptionsExt;
 
 use vrhost_dataplane::coalesce;
 use vrhost_dataplane::mbuf::{HEADROOM, MAX_FRAME};
-use vrhost_dataplane::offload::{self, l2_len};
+use vrhost_dataplane::offload;
 use vrhost_dataplane::{Mbuf, MbufPool};
 
 use crate::sys::{self, last_err, sys_err, zeroed};
@@ -447,29 +447,14 @@ impl Port for TapPort {
                 pool.put(m);
                 break;
             };
-            let l2 = (len >= 14)
-                .then(|| l2_len(&m.data()[..len.min(MAX_FRAME)]))
-                .flatten();
-            let off = match (l2, self.vnet) {
-                // A frame that fits a buffer is checked here; a longer one
-                // where it is taken whole ([`rx_frame::take`],
-                // [`rx_frame::receive`]).
-                (Some(l2), true) => vnet::parse(&h, l2).filter(|off| {
-                    len > MAX_FRAME || offload::offload_agrees(&m.data()[l2..len], off)
-                }),
-                (Some(_), false) => Some(vrhost_dataplane::Offload::NONE),
-                (None, _) => None,
-            };
-            let Some(off) = off else {
-                // Short, or offloads the header cannot carry.
-                self.stats.dropped += 1;
-                pool.put(m);
-                continue;
-            };
             if len <= MAX_FRAME {
+                // Checked as every driver checks a frame read straight into
+                // its buffer: short, or offloads it cannot carry, dropped.
                 m.truncate(len);
-                rx_frame::deliver(&mut self.stats, m, off, rx, port_index);
-                n += 1;
+                match rx_frame::take(&mut self.stats, m, &h, pool, rx, port_index) {
+                    rx_frame::Received::Frames(k) => n += k,
+                    _ => self.stats.dropped += 1,
+                }
                 continue;
             }
             // A super-frame longer than a buffer, its head in `m`: whole in
