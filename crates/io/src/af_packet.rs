@@ -463,11 +463,9 @@ impl AfPacketPort {
     /// error attempt, a route entry made and freed, on the same core. Call
     /// it on one queue of the port; it holds while that queue is open.
     pub fn keep_host_stack_off(&mut self) -> Result<(), IoError> {
-        let ifindex = sys::ifindex(&self.ifname)?;
-        let e = |call| {
-            let ifname = self.ifname.clone();
-            move |err| sys_err(&ifname, call, err)
-        };
+        let ifname = &self.ifname;
+        let ifindex = sys::ifindex(ifname)?;
+        let e = |call| move |err| sys_err(ifname, call, err);
         let prog = crate::bpf::load_drop_program().map_err(e("bpf(BPF_PROG_LOAD, tc drop)"))?;
         let link = crate::bpf::link_create_tcx_ingress(&prog, ifindex)
             .map_err(e("bpf(BPF_LINK_CREATE, tcx ingress)"))?;

@@ -47,7 +47,7 @@ const BPF_TCX_INGRESS: u32 = 46;
 const TCX_DROP: i32 = 2;
 
 /// Name of the tc ingress program of an `af_packet` port.
-pub(crate) const DROP_PROG_NAME: &str = "vrhost_hostdrop";
+const DROP_PROG_NAME: &str = "vrhost_hostdrop";
 
 /// `XDP_FLAGS_SKB_MODE`: generic XDP, run on the skb, works on any device.
 pub(crate) const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
@@ -292,7 +292,7 @@ pub(crate) fn load_redirect_program(map: &OwnedFd, name: &str) -> io::Result<Own
 }
 
 /// The tc ingress program that drops every frame: `r0 = TCX_DROP; exit`.
-pub(crate) fn drop_program() -> [Insn; 2] {
+fn drop_program() -> [Insn; 2] {
     [
         insn(BPF_ALU64_MOV_K, 0, 0, 0, TCX_DROP),
         insn(BPF_JMP_EXIT, 0, 0, 0, 0),
@@ -360,13 +360,7 @@ fn load_program(
 /// `flags` names. The program stays attached exactly as long as the
 /// returned fd is open: closing it, or the process dying, detaches it.
 pub(crate) fn link_create_xdp(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::Result<OwnedFd> {
-    let mut a = LinkCreateAttr {
-        prog_fd: fd_u32(prog),
-        target_ifindex: ifindex,
-        attach_type: BPF_XDP,
-        flags,
-    };
-    bpf(BPF_LINK_CREATE, &mut a).map(owned)
+    link_create(prog, ifindex, BPF_XDP, flags)
 }
 
 /// Attaches tc program `prog` to interface `ifindex`'s ingress through a
@@ -374,11 +368,15 @@ pub(crate) fn link_create_xdp(prog: &OwnedFd, ifindex: u32, flags: u32) -> io::R
 /// packet sockets' taps have taken their copy of each frame, and stays
 /// attached exactly as long as the returned fd is open.
 pub(crate) fn link_create_tcx_ingress(prog: &OwnedFd, ifindex: u32) -> io::Result<OwnedFd> {
+    link_create(prog, ifindex, BPF_TCX_INGRESS, 0)
+}
+
+fn link_create(prog: &OwnedFd, ifindex: u32, attach_type: u32, flags: u32) -> io::Result<OwnedFd> {
     let mut a = LinkCreateAttr {
         prog_fd: fd_u32(prog),
         target_ifindex: ifindex,
-        attach_type: BPF_TCX_INGRESS,
-        flags: 0,
+        attach_type,
+        flags,
     };
     bpf(BPF_LINK_CREATE, &mut a).map(owned)
 }

@@ -302,30 +302,24 @@ impl Port for VhostUserPort {
                 if st.is_enabled() && st.get_queue().ready() {
                     let mem = conn.mem.memory();
                     let mut sent = 0usize;
-                    // After the first frame the guest's buffers did not
-                    // take, the rest of the burst is dropped: trying each
-                    // would walk the same chains again.
-                    let mut full = false;
-                    for m in tx.iter() {
-                        let Some(vh) = (!full).then(|| vnet::emit(&m.offload, m.data())).flatten()
-                        else {
+                    for (i, m) in tx.iter().enumerate() {
+                        let Some(vh) = vnet::emit(&m.offload, m.data()) else {
                             self.stats.dropped += 1;
                             continue;
                         };
                         let mut h = [0u8; HDR_LEN];
                         h[..vnet::LEN].copy_from_slice(&vh);
                         let bytes = [&h[..hdr], m.data()];
-                        match write_frame(&mut st, &*mem, &bytes, mergeable) {
-                            true => {
-                                self.stats.tx_packets += 1;
-                                self.stats.tx_bytes += m.len() as u64;
-                                sent += 1;
-                            }
-                            false => {
-                                self.stats.dropped += 1;
-                                full = true;
-                            }
+                        if !write_frame(&mut st, &*mem, &bytes, mergeable) {
+                            // The guest's ring did not take it (no buffers
+                            // posted, or a bad chain): the rest of the
+                            // burst is dropped, not tried chain by chain.
+                            self.stats.dropped += (tx.len() - i) as u64;
+                            break;
                         }
+                        self.stats.tx_packets += 1;
+                        self.stats.tx_bytes += m.len() as u64;
+                        sent += 1;
                     }
                     if sent > 0 && st.needs_notification().unwrap_or(true) {
                         let _ = st.signal_used_queue();
