@@ -835,8 +835,9 @@ impl Worker {
     /// Applies what other workers learned and the control side installed,
     /// releasing packets held for those neighbors.
     fn apply_events(&mut self, now: u64, tx: &mut TxBatch) {
+        let control = std::mem::take(&mut self.control_pending).then(|| self.control.try_iter());
         let mut ctx = ctx!(self, now, tx, &[]);
-        for ev in self.control.try_iter().chain(self.inbox.try_iter()) {
+        for ev in control.into_iter().flatten().chain(self.inbox.try_iter()) {
             let (vr, iface, addr, mac, confirmed, pin) = match ev {
                 Event::Unstatic { vr, iface, addr } => {
                     if let Some(v) = self.vrs.get_mut(vr as usize) {
@@ -1629,6 +1630,7 @@ mod tests {
         let mut tx = TxBatch::new(1);
         let w = &mut workers[1];
         let now = 1_000_000_000;
+        w.refresh();
         w.apply_events(now, &mut tx);
         let n = w.vrs[0].neighbors.find(0, addr).expect("installed");
         assert_eq!(

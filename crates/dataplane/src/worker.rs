@@ -606,8 +606,11 @@ pub struct Worker {
     /// learned again by ARP/ND).
     pub(crate) inbox: Receiver<Event>,
     /// The control side's static neighbors, added and removed (unbounded:
-    /// none is lost).
+    /// none is lost). Sent before the generation that publishes them moves,
+    /// so read only once it has ([`Worker::refresh`] sets
+    /// `control_pending`): an empty queue costs a burst nothing.
     pub(crate) control: Receiver<Event>,
+    pub(crate) control_pending: bool,
     pub(crate) peers: Vec<SyncSender<Event>>,
     /// Events that did not fit a peer's inbox (counted, not retried).
     pub events_lost: u64,
@@ -833,6 +836,7 @@ impl Worker {
             solicit: Vec::new(),
             inbox,
             control,
+            control_pending: true,
             peers,
             events_lost: 0,
             punt_dirty: Vec::with_capacity(shared_vr_count),
@@ -871,6 +875,7 @@ impl Worker {
         let g = self.tables.generation.load(Ordering::Acquire);
         if g != self.seen_generation {
             self.seen_generation = g;
+            self.control_pending = true;
             let topo = self.tables.load();
             if !Arc::ptr_eq(&topo, &self.shared) {
                 self.adopt(topo);

@@ -607,15 +607,17 @@ impl TableWriter {
             self.topology_dirty = false;
             any = true;
         }
-        if any {
-            self.tables.generation.fetch_add(1, Ordering::Release);
-        }
-        // Neighbor facts about what was just published.
+        // Neighbor facts about what was just published, queued before the
+        // generation moves: a worker reads its queue only once it has.
+        any |= !self.pending.is_empty();
         for ev in self.pending.drain(..) {
             for w in &self.workers {
                 // Unbounded: none is lost. A worker gone (stopped) needs none.
                 let _ = w.send(ev);
             }
+        }
+        if any {
+            self.tables.generation.fetch_add(1, Ordering::Release);
         }
     }
 }
