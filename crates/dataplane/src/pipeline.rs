@@ -261,10 +261,12 @@ impl Worker {
                 for m in rx.extract_if(.., |m| !v.protected(m, now)) {
                     ctx.drop(m, DropReason::OverShare);
                 }
-                let t_stages = match (timed, rx.is_empty()) {
-                    (true, _) => Some(t0),
-                    (false, false) => Some(fair.now()),
-                    (false, true) => None,
+                // Timed from the burst's start, or, in a part of a split
+                // burst, from here where frames are left to time.
+                let t_stages = if timed {
+                    Some(t0)
+                } else {
+                    (!rx.is_empty()).then(|| fair.now())
                 };
                 for m in rx.drain(..) {
                     A::stages_unrouted(&mut ctx, v, m);
