@@ -753,14 +753,20 @@ fn run_to_completion(
                 skipped = true;
                 // Its control protocols' frames, where the driver steers
                 // them to a queue of their own: the VRs' sessions stay up.
+                let t = w.fair().now();
                 if plan.queues[q].rx_control(w.pool(), &mut rx, BURST, port) > 0 {
+                    w.note_receive(t);
                     cap.received(&rx, now);
                     w.process_burst(&mut rx, now, &mut tx);
                 }
                 continue;
             }
+            // What reading takes is charged to the burst's VRs, by bytes:
+            // copying a large frame costs the worker more than forwarding it.
+            let t = w.fair().now();
             got += plan.queues[q].rx_burst(w.pool(), &mut rx, BURST, port);
             if !rx.is_empty() {
+                w.note_receive(t);
                 cap.received(&rx, now);
                 w.process_burst(&mut rx, now, &mut tx);
             }

@@ -110,6 +110,12 @@ impl Engine {
         self.worker.fair()
     }
 
+    /// The driver began to read the next burst at `start`, a reading of
+    /// the clock; see [`Worker::note_receive`].
+    pub fn note_receive(&mut self, start: u64) {
+        self.worker.note_receive(start);
+    }
+
     /// Processes a burst; see [`Worker::process_burst`].
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         self.worker.process_burst(rx, now, tx);

@@ -16,7 +16,10 @@
 //! ```
 //!
 //! - **Cost** is what the VR's packets took in the stages: ICMP errors,
-//!   punts, fragmentation and neighbour misses all show up as cycles.
+//!   punts, fragmentation and neighbour misses all show up as cycles. What
+//!   the driver took to read a burst ([`Fair::note_receive`]) is charged
+//!   to its VRs by bytes: large frames cost little in the stages and much
+//!   to copy.
 //! - **Budgets** are deficit-round-robin quanta: each VR active last round
 //!   gets its weight's fraction of the cycles the worker spent on VRs, in
 //!   eight refills per round; overshoot carries over as a deficit.
@@ -53,6 +56,13 @@ const MIN_QUANTUM_FRAMES: u64 = 64;
 /// The estimated cost of a fast-path frame ([`Fair::count_fast`]) is kept
 /// in 1/1024 ticks: a coarse clock may measure less than a tick a frame.
 const FAST_COST_SHIFT: u32 = 10;
+
+/// A frame longer than this many bytes is charged its own share, by bytes,
+/// of what reading its burst took ([`Fair::charge_receive`]); shorter ones
+/// share what is left equally, with the fast path's cost. Reading a frame
+/// costs about the same up to a few hundred bytes, and charging each frame
+/// on its own reads its VR's record, which bursts of many VRs avoid.
+pub const RECEIVE_BY_BYTES_FROM: u64 = 512;
 
 /// Idle time below this fraction of a round (1/20 = 5 %) means saturated.
 const IDLE_FRACTION_DIVISOR: u64 = 20;
@@ -247,9 +257,12 @@ pub struct Fair {
     refused_bursts: u32,
     /// A burst running in several parts ([`Fair::defer_burst`]).
     deferred: Option<Deferred>,
-    /// Each plain part's VR and frames while a burst runs in parts
+    /// Each plain part's VR, frames and bytes while a burst runs in parts
     /// ([`Fair::charge_run`]; reused).
-    split_runs: Vec<(usize, u64)>,
+    split_runs: Vec<(usize, u64, u64)>,
+    /// When the driver began to read the burst being processed
+    /// ([`Fair::note_receive`]), until its VRs are charged for it.
+    receive_from: Option<u64>,
     /// What a frame of a burst of many VRs costs the fast path, as last
     /// measured (1/2^[`FAST_COST_SHIFT`] ticks; [`Fair::count_fast`]), and
     /// what such frames took this round and how many there were.
@@ -272,6 +285,9 @@ struct Deferred {
     start: u64,
     /// Ticks charged since (frames timed on their own).
     charged: u64,
+    /// What the driver took to read the burst, shared by bytes among the
+    /// plain parts' VRs at the end.
+    receive: u64,
 }
 
 impl Fair {
@@ -322,6 +338,7 @@ impl Fair {
             refused_bursts: 0,
             deferred: None,
             split_runs: Vec::new(),
+            receive_from: None,
             fast_cost: 0,
             round_fast_ticks: 0,
             round_fast_frames: 0,
@@ -456,6 +473,40 @@ impl Fair {
         if self.enforcing {
             self.check(vr);
         }
+    }
+
+    /// The driver began to read the burst that is processed next at
+    /// `start` (the clock's reading): what it took, its system calls and
+    /// copies, which grow with the frames' bytes, is charged to the
+    /// burst's VRs by bytes, so that no VR takes more than its share of the
+    /// worker with large frames, cheap in the stages and dear to read.
+    #[inline]
+    pub fn note_receive(&mut self, start: u64) {
+        self.receive_from = Some(start);
+    }
+
+    /// The ticks from the burst's receive ([`Fair::note_receive`]) to
+    /// `now`, the caller's first clock reading, for the caller to charge:
+    /// the reading and whatever the worker did with the burst before
+    /// `now`. 0 after the first take, and in a part of a burst running in
+    /// parts, whose whole burst charges them at its end.
+    #[inline]
+    pub fn take_receive(&mut self, now: u64) -> u64 {
+        if self.deferred.is_some() {
+            return 0;
+        }
+        self.receive_from
+            .take()
+            .map_or(0, |start| now.saturating_sub(start))
+    }
+
+    /// Charges VR `vr` a frame's share of `receive`, what reading its
+    /// burst of `bytes` took, by its `len` bytes; returns the share.
+    #[inline]
+    pub fn charge_receive(&mut self, vr: usize, receive: u64, len: u64, bytes: u64) -> u64 {
+        let share = mul_div(receive, len, bytes.max(1)).min(receive);
+        self.charge(vr, share);
+        share
     }
 
     /// A frame of VR `vr` in a burst of many VRs went out by the fast path,
@@ -716,13 +767,14 @@ impl Fair {
         self.deferred.is_some()
     }
 
-    /// A run of `frames` of VR `vr` that cost `ticks`: charged now, or,
-    /// while a burst runs in parts, counted toward an equal share per
-    /// frame of the whole burst's cost ([`Fair::end_deferred_burst`]).
+    /// A run of `frames` of VR `vr`, `bytes` long together, that cost
+    /// `ticks`: charged now, or, while a burst runs in parts, counted
+    /// toward an equal share per frame of the whole burst's cost and a
+    /// share by bytes of its receive ([`Fair::end_deferred_burst`]).
     #[inline]
-    pub fn charge_run(&mut self, vr: usize, frames: u64, ticks: u64) {
+    pub fn charge_run(&mut self, vr: usize, frames: u64, bytes: u64, ticks: u64) {
         if self.deferred.is_some() {
-            self.split_runs.push((vr, frames));
+            self.split_runs.push((vr, frames, bytes));
         } else {
             self.charge(vr, ticks);
         }
@@ -733,10 +785,12 @@ impl Fair {
     /// plain runs ([`Fair::charge_run`]): until [`Fair::end_deferred_burst`],
     /// they count as one burst, refused only if every part was.
     pub fn defer_burst(&mut self, now: u64) {
+        let receive = self.take_receive(now);
         self.deferred = Some(Deferred {
             refused_only: None,
             start: now,
             charged: 0,
+            receive,
         });
         self.split_runs.clear();
     }
@@ -745,23 +799,32 @@ impl Fair {
     /// beyond what was charged on the way (frames timed on their own) is
     /// shared among the plain runs' frames equally, as a frame-by-frame
     /// burst shares its fast path's cost, so a VR pays per frame, not per
-    /// part; then the burst is noted as a whole.
+    /// part, and the burst's receive among them by bytes; then the burst
+    /// is noted as a whole.
     pub fn end_deferred_burst(&mut self, now: u64) {
         let Some(d) = self.deferred.take() else {
             return;
         };
         let cost = now.saturating_sub(d.start).saturating_sub(d.charged);
-        let frames: u64 = self.split_runs.iter().map(|&(_, n)| n).sum();
-        let mut left = cost;
+        let (frames, bytes) = self
+            .split_runs
+            .iter()
+            .fold((0, 0), |(f, b), &(_, n, len)| (f + n, b + len));
+        let (mut left, mut receive_left) = (cost, d.receive);
+        let last = self.split_runs.len().saturating_sub(1);
         for k in 0..self.split_runs.len() {
-            let (vr, n) = self.split_runs[k];
-            let share = if k + 1 == self.split_runs.len() {
-                left
+            let (vr, n, len) = self.split_runs[k];
+            let (share, receive) = if k == last {
+                (left, receive_left)
             } else {
-                mul_div(cost, n, frames.max(1)).min(left)
+                (
+                    mul_div(cost, n, frames.max(1)).min(left),
+                    mul_div(d.receive, len, bytes.max(1)).min(receive_left),
+                )
             };
             left -= share;
-            self.charge(vr, share);
+            receive_left -= receive;
+            self.charge(vr, share + receive);
         }
         self.split_runs.clear();
         if let Some(refused_only) = d.refused_only {
@@ -912,16 +975,30 @@ mod tests {
         f.defer_burst(100);
         // Two plain parts: 3 frames of VR 0, 1 of VR 1 (their own timings
         // are not what is charged), and one frame of VR 1 timed on its own.
-        f.charge_run(0, 3, 999);
-        f.charge_run(1, 1, 999);
+        f.charge_run(0, 3, 0, 999);
+        f.charge_run(1, 1, 0, 999);
         f.charge(1, 10);
         f.end_deferred_burst(150);
         // 50 ticks in all, 10 charged on the way: 40 shared 3 : 1.
         assert_eq!(f.used(0), 30);
         assert_eq!(f.used(1), 10 + 10);
         // Outside a split burst, a run is charged what it cost.
-        f.charge_run(0, 3, 7);
+        f.charge_run(0, 3, 0, 7);
         assert_eq!(f.used(0), 37);
+    }
+
+    #[test]
+    fn a_split_burst_shares_its_receive_by_bytes() {
+        let mut f = Fair::new(&[1, 1], &[vec![0], vec![0]], 1);
+        f.note_receive(0);
+        f.defer_burst(1000);
+        assert_eq!(f.take_receive(1000), 0, "a part takes none");
+        // 300 bytes of VR 0, 100 of VR 1, no cost beyond the receive.
+        f.charge_run(0, 3, 300, 0);
+        f.charge_run(1, 1, 100, 0);
+        f.end_deferred_burst(1000);
+        assert_eq!((f.used(0), f.used(1)), (750, 250));
+        assert_eq!(f.take_receive(2000), 0, "charged once");
     }
 
     #[test]

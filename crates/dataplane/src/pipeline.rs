@@ -114,7 +114,10 @@ impl Worker {
         if now >= self.next_poll {
             self.poll(now, tx);
         }
+        // A receive that no way in charged (every frame traced) is not
+        // carried to the next burst.
         let t = self.fair.now();
+        self.fair.take_receive(t);
         self.fair.end_call(t, false);
         self.counters.load_permille.set(self.fair.load_permille);
     }
@@ -251,6 +254,10 @@ impl Worker {
         let splitting = fair.splitting();
         let timed = fair_share && !splitting;
         let t0 = if timed { fair.now() } else { 0 };
+        // What reading and demuxing the burst took is this VR's alone (in
+        // a part of a split burst 0: the burst shares it out by the parts'
+        // bytes).
+        let receive = fair.take_receive(t0);
         if fair_share {
             let full = self.full_burst > 0 && self.burst_len >= self.full_burst;
             let admitted = fair.admit_run(usize::from(vr), full);
@@ -272,7 +279,10 @@ impl Worker {
                     A::stages_unrouted(&mut ctx, v, m);
                 }
                 if let Some(t) = t_stages {
-                    fair.charge(usize::from(vr), fair.now().saturating_sub(t));
+                    fair.charge(usize::from(vr), fair.now().saturating_sub(t) + receive);
+                }
+                if splitting {
+                    fair.charge_run(usize::from(vr), 0, bytes, 0);
                 }
                 return true;
             }
@@ -329,15 +339,15 @@ impl Worker {
         }
         if fair_share {
             if timed {
-                fair.charge_run(usize::from(vr), n as u64, fair.now().saturating_sub(t0));
+                let ticks = fair.now().saturating_sub(t0) + receive;
+                fair.charge_run(usize::from(vr), n as u64, bytes, ticks);
             } else {
                 if let Some(t) = t_rest {
                     fair.charge(usize::from(vr), fair.now().saturating_sub(t));
                 }
-                // The fast path's frames share the burst's cost left over.
-                if done > 0 {
-                    fair.charge_run(usize::from(vr), done as u64, 0);
-                }
+                // The fast path's frames share the burst's cost left over,
+                // and all of them its receive by bytes.
+                fair.charge_run(usize::from(vr), done as u64, bytes, 0);
             }
         }
         true
@@ -437,6 +447,12 @@ impl Worker {
         let police = fair_share && fair.enforcing();
         let full = self.full_burst > 0 && self.burst_len >= self.full_burst;
         let start = fair.now();
+        // What reading, demuxing and looking the burst up took: a long
+        // frame is charged its share by bytes, the rest is shared with the
+        // fast path's cost.
+        let receive = fair.take_receive(start);
+        let own_receive = own_receive_from(receive);
+        let mut receive_charged = 0;
         // The fast path's frames up to the first it refuses (or the fair
         // share does), queued as a block when they all leave by one port.
         // Each is counted here, in one go on its interfaces' counter
@@ -473,6 +489,10 @@ impl Worker {
                     c.rx_bytes.add(len_in);
                     c.forwarded.inc();
                     c.fast_path.inc();
+                }
+                if len_in > own_receive {
+                    let vr = usize::from(lane.vr);
+                    receive_charged += fair.charge_receive(vr, receive, len_in, bytes);
                 }
                 if let Some(c) = counters.ifaces.get(usize::from(sent.egress)) {
                     c.tx_packets.inc();
@@ -512,6 +532,10 @@ impl Worker {
                 ctx.drop(m, DropReason::NoInterface);
                 continue;
             };
+            let len = m.len() as u64;
+            if len > own_receive {
+                receive_charged += fair.charge_receive(vr, receive, len, bytes);
+            }
             let retried = k == 0 && refused_fast;
             if fair_share && !retried && !fair.admit_run(vr, full) && !v.protected(&m, now) {
                 any_refused = true;
@@ -539,9 +563,10 @@ impl Worker {
             }
         }
         if fair_share {
-            // What the fast path's frames cost together.
+            // What the fast path's frames cost together, and the short
+            // frames' part of the receive.
             let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed);
-            fair.fast_burst(fast, fast_ticks);
+            fair.fast_burst(fast, fast_ticks + receive.saturating_sub(receive_charged));
             fair.note_refused_burst(any_refused && !any_admitted);
         }
         true
@@ -642,6 +667,7 @@ impl Worker {
         self.dsts6.clear();
         self.at4.clear();
         self.at6.clear();
+        let bytes = rx.iter().map(|m| m.len() as u64).sum::<u64>();
         for m in rx.drain(..) {
             if let Some((next, (vr, urpf), m)) = classify(&mut ctx, &mut self.vrs, m) {
                 let at = self.staged.len();
@@ -693,6 +719,12 @@ impl Worker {
         let (mut any_admitted, mut any_refused) = (false, false);
         let start = fair.now();
         let mut timed = 0u64;
+        // What reading, demuxing and looking the burst up took: a long
+        // frame is charged its share by bytes, the rest is shared with the
+        // fast path's cost.
+        let receive = fair.take_receive(start);
+        let own_receive = own_receive_from(receive);
+        let mut receive_charged = 0;
         self.fast_vrs.clear();
         for (s, &route) in self.staged.iter_mut().zip(&self.routes) {
             let Some(mut m) = s.m.take() else { continue };
@@ -701,6 +733,10 @@ impl Worker {
                 ctx.drop(m, DropReason::NoInterface);
                 continue;
             };
+            let len = m.len() as u64;
+            if len > own_receive {
+                receive_charged += fair.charge_receive(vr, receive, len, bytes);
+            }
             if fair_share && !fair.admit_run(vr, full) && !v.protected(&m, ctx.now) {
                 any_refused = true;
                 ctx.drop(m, DropReason::OverShare);
@@ -737,7 +773,8 @@ impl Worker {
             // What the fast path's frames cost together, in equal shares
             // (the remainder one tick each to the first frames: nothing is
             // lost, however coarse the clock).
-            let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed);
+            let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed)
+                + receive.saturating_sub(receive_charged);
             let n = self.fast_vrs.len() as u64;
             if let (Some(share), Some(rest)) =
                 (fast_ticks.checked_div(n), fast_ticks.checked_rem(n))
@@ -1009,6 +1046,18 @@ fn plain_demux<const L2: usize, A: Family>(
         m.set_received(iface, L2 as u16);
     }
     Some(bytes)
+}
+
+/// The length past which a frame is charged its own share of its burst's
+/// `receive` ([`crate::Fair::charge_receive`]): never when there is none to
+/// share.
+#[inline(always)]
+fn own_receive_from(receive: u64) -> u64 {
+    if receive > 0 {
+        crate::fair::RECEIVE_BY_BYTES_FROM
+    } else {
+        u64::MAX
+    }
 }
 
 /// Moves the first `done` frames of `rx` to the end of `queue`: the

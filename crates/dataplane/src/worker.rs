@@ -997,6 +997,15 @@ impl Worker {
         self.fair.replenish();
     }
 
+    /// The driver began to read the burst that [`Worker::process_burst`]
+    /// gets next at `start`, a reading of the worker's clock
+    /// ([`Worker::fair`]`.now()`): its VRs are charged for the reading, by
+    /// bytes ([`Fair::note_receive`]).
+    #[inline]
+    pub fn note_receive(&mut self, start: u64) {
+        self.fair.note_receive(start);
+    }
+
     /// Fair-share state, for reports and tests.
     pub fn fair(&self) -> &Fair {
         &self.fair

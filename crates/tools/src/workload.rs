@@ -242,8 +242,14 @@ pub struct FrameSpec {
 /// A minimum-size (60 bytes + FCS = 64 on the wire) Ethernet/IPv4/UDP frame;
 /// with a VLAN tag it is 64 bytes before the FCS.
 pub fn udp4_frame(f: &FrameSpec) -> Vec<u8> {
+    udp4_packet(f, 60 - 14) // IPv4 20 + UDP 8 + 18 bytes of payload
+}
+
+/// An Ethernet/IPv4/UDP frame whose IPv4 packet is `l3_len` bytes (at
+/// least 28), its payload counting up from 0.
+pub fn udp4_packet(f: &FrameSpec, l3_len: usize) -> Vec<u8> {
     let l2 = if f.vlan.is_some() { 18 } else { 14 };
-    let l3_len = 60 - 14; // IPv4 20 + UDP 8 + 18 bytes of payload
+    let l3_len = l3_len.max(28);
     let mut buf = vec![0u8; l2 + l3_len];
     write_l2(&mut buf, f, EtherType::Ipv4);
     let ip = Ipv4Repr {
