@@ -435,6 +435,18 @@ pub(crate) fn decode_route_key(msg: &RouteMessage) -> Result<(IpPrefix, u32), Sk
 
 /// Decodes a route message, applying the filters every producer shares.
 pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
+    decode_route_out_of(msg, |_| true)
+}
+
+/// [`decode_route`], keeping of a multipath route only the next hops out
+/// of an interface `out` takes (its index, `None` for none): they are
+/// chosen before the route is cut to what a group may hold, so that next
+/// hops the caller would drop cannot push out the ones it keeps. Those left
+/// out are counted in [`RawRoute::extra_hops`].
+pub(crate) fn decode_route_out_of(
+    msg: &RouteMessage,
+    out: impl Fn(Option<u32>) -> bool,
+) -> Result<RawRoute, Skip> {
     let (prefix, metric) = decode_route_key(msg)?;
     let h = &msg.header;
     let attrs = &msg.attributes;
@@ -453,13 +465,15 @@ pub(crate) fn decode_route(msg: &RouteMessage) -> Result<RawRoute, Skip> {
                 _ => None,
             });
             if let Some(hops) = multipath {
-                // ECMP: every next hop with a gateway, its weight the
-                // kernel's `rtnh_hops` + 1; one without (a device-only
-                // next hop) has nothing the VR can resolve, and is counted.
+                // ECMP: every next hop with a gateway out of an interface
+                // the caller takes, its weight the kernel's `rtnh_hops` + 1;
+                // one without (a device-only next hop) has nothing the VR
+                // can resolve, and is counted.
                 let mut gws: Vec<(IpAddr, Option<u32>, u16)> = hops
                     .iter()
                     .filter_map(|h| {
                         let oif = (h.interface_index != 0).then_some(h.interface_index);
+                        out(oif).then_some(())?;
                         Some((gateway(&h.attributes)?, oif, u16::from(h.hops) + 1))
                     })
                     .collect();
@@ -511,11 +525,22 @@ pub const MAX_GROUP_MEMBERS: usize = 256;
 /// `RTA_MULTIPATH` for `hops`, as the kernel and zebra send it (for
 /// encoding test frames).
 pub(crate) fn multipath_attr(hops: &[crate::event::Hop]) -> RouteAttribute {
+    multipath_attr_out_of(hops, |_| 0)
+}
+
+/// [`multipath_attr`] with each next hop's interface index, `oif(k)` for
+/// the `k`th (0: none).
+pub(crate) fn multipath_attr_out_of(
+    hops: &[crate::event::Hop],
+    oif: impl Fn(usize) -> u32,
+) -> RouteAttribute {
     use netlink_packet_route::route::RouteNextHop;
     RouteAttribute::MultiPath(
         hops.iter()
-            .map(|h| {
+            .enumerate()
+            .map(|(k, h)| {
                 let mut nh = RouteNextHop::default();
+                nh.interface_index = oif(k);
                 nh.hops = (h.weight.clamp(1, 256) - 1) as u8;
                 nh.attributes.push(RouteAttribute::Gateway(match h.gw {
                     IpAddr::V4(a) => RouteAddress::Inet(a),
@@ -557,20 +582,26 @@ pub(crate) fn route_message(prefix: IpPrefix, kind: RouteType, gw: Option<IpAddr
 mod tests {
     use super::*;
 
-    /// A multipath route names at most what a next-hop group may hold; the
-    /// rest are left out and counted, as next hops without a gateway are.
-    #[test]
-    fn a_multipath_route_keeps_at_most_a_groups_worth_of_hops() {
-        let most = MAX_GROUP_MEMBERS;
-        let hops: Vec<crate::event::Hop> = (0..most as u32 + 44)
+    const PREFIX: &str = "203.0.113.0/24";
+
+    /// `n` next hops, gateways 10.0.0.0 up, weight 1, no interface.
+    fn gateways(n: u32) -> Vec<crate::event::Hop> {
+        (0..n)
             .map(|k| crate::event::Hop {
                 gw: IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + k)),
                 ifname: None,
                 weight: 1,
             })
-            .collect();
-        let prefix: IpPrefix = "203.0.113.0/24".parse().expect("prefix");
-        let mut m = route_message(prefix, RouteType::Unicast, None);
+            .collect()
+    }
+
+    /// A multipath route names at most what a next-hop group may hold; the
+    /// rest are left out and counted, as next hops without a gateway are.
+    #[test]
+    fn a_multipath_route_keeps_at_most_a_groups_worth_of_hops() {
+        let most = MAX_GROUP_MEMBERS;
+        let hops = gateways(most as u32 + 44);
+        let mut m = route_message(PREFIX.parse().expect("prefix"), RouteType::Unicast, None);
         m.attributes.push(multipath_attr(&hops));
         let r = decode_route(&m).expect("a route");
         let RawTarget::Multipath(gws) = r.target else {
@@ -578,5 +609,34 @@ mod tests {
         };
         assert_eq!((gws.len(), r.extra_hops), (most, 44));
         assert_eq!(gws[0].0, hops[0].gw, "the first, in order, are kept");
+    }
+
+    /// Next hops out of interfaces the caller drops are left out before
+    /// the route is cut to a group's size: 300 of them, ordered first,
+    /// cannot push out the 20 it keeps.
+    #[test]
+    fn hops_the_caller_drops_do_not_push_out_the_ones_it_keeps() {
+        let hops = gateways(320);
+        let mut m = route_message(PREFIX.parse().expect("prefix"), RouteType::Unicast, None);
+        // The first 300 (the lowest gateways) out of interface 7, the
+        // last 20 out of interface 3.
+        m.attributes.push(multipath_attr_out_of(
+            &hops,
+            |k| if k < 300 { 7 } else { 3 },
+        ));
+        let r = decode_route_out_of(&m, |oif| oif == Some(3)).expect("a route");
+        let RawTarget::Multipath(gws) = r.target else {
+            panic!("multipath");
+        };
+        assert_eq!((gws.len(), r.extra_hops), (20, 300));
+        assert!(gws.iter().all(|&(_, oif, _)| oif == Some(3)));
+        assert_eq!(gws[0].0, hops[300].gw);
+        // Taking every interface, the cut keeps the lowest 256.
+        let r = decode_route(&m).expect("a route");
+        let RawTarget::Multipath(gws) = r.target else {
+            panic!("multipath");
+        };
+        assert_eq!((gws.len(), r.extra_hops), (MAX_GROUP_MEMBERS, 64));
+        assert!(gws.iter().all(|&(_, oif, _)| oif == Some(7)));
     }
 }

@@ -543,7 +543,10 @@ impl Watcher {
     /// the data plane can only send out of VR interfaces, so routes through
     /// `lo` or a tenant's own dummy devices mean nothing to it.
     fn route_of(&self, r: &RouteMessage) -> Option<(IpPrefix, u32, RouteTarget)> {
-        let raw = match rtnl::decode_route(r) {
+        // A multipath route's next hops out of other interfaces are left
+        // out before it is cut to a group's size.
+        let out = |oif: Option<u32>| oif.is_some_and(|i| self.mirrored(i).is_some());
+        let raw = match rtnl::decode_route_out_of(r, out) {
             Ok(raw) => raw,
             Err(skip) => {
                 self.c.filtered.fetch_add(1, Ordering::Relaxed);
@@ -626,7 +629,7 @@ impl Watcher {
             self.c
                 .ignored_next_hops
                 .fetch_add(raw.extra_hops as u64, Ordering::Relaxed);
-            tracing::debug!(netns = %self.netns, prefix = %raw.prefix, left_out = raw.extra_hops, "multipath route: next hops without a gateway left out");
+            tracing::debug!(netns = %self.netns, prefix = %raw.prefix, left_out = raw.extra_hops, "multipath route: next hops without a gateway, out of no VR interface or past a group's size left out");
         }
         Some((raw.prefix, raw.metric, target))
     }
