@@ -738,11 +738,20 @@ fn run_to_completion(
     let mut taps = crate::taps::WorkerTaps::new(std::mem::take(&mut plan.taps));
     let panic_at = fault_panic_at();
     let counters = w.counters();
+    // Whether the last turn sent frames: what that took, from the end of
+    // the last call into the worker to the clock's first reading this turn,
+    // is charged to the VRs whose frames were read since, by bytes.
+    let mut sent = false;
     while !stop.load(Ordering::Relaxed) {
         counters.heartbeat.inc();
         let now = start.elapsed().as_nanos() as u64;
         if panic_at.is_some_and(|t| now >= t) {
             panic!("{FAULT_WORKER_PANIC_MS} is set: this worker panics, as a test asked");
+        }
+        // One reading ends the last turn's send and starts the first read.
+        let mut turn = Some(w.fair().now());
+        if std::mem::take(&mut sent) {
+            w.sent(turn.unwrap_or_default());
         }
         let mut got = 0;
         let mut skipped = false;
@@ -753,7 +762,7 @@ fn run_to_completion(
                 skipped = true;
                 // Its control protocols' frames, where the driver steers
                 // them to a queue of their own: the VRs' sessions stay up.
-                let t = w.fair().now();
+                let t = turn.take().unwrap_or_else(|| w.fair().now());
                 if plan.queues[q].rx_control(w.pool(), &mut rx, BURST, port) > 0 {
                     w.note_receive(t);
                     cap.received(&rx, now);
@@ -763,7 +772,7 @@ fn run_to_completion(
             }
             // What reading takes is charged to the burst's VRs, by bytes:
             // copying a large frame costs the worker more than forwarding it.
-            let t = w.fair().now();
+            let t = turn.take().unwrap_or_else(|| w.fair().now());
             got += plan.queues[q].rx_burst(w.pool(), &mut rx, BURST, port);
             if !rx.is_empty() {
                 w.note_receive(t);
@@ -780,6 +789,7 @@ fn run_to_completion(
             w.replenish_shares();
             taps.inject(&mut w, &mut tx, now, false);
             cap.sending(&tx, now);
+            sent = !tx.is_empty();
             flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
             taps.punted(&mut w, now);
             continue;
@@ -790,6 +800,7 @@ fn run_to_completion(
         // What the tenants' kernels sent leaves with this worker's packets.
         taps.inject(&mut w, &mut tx, now, got == 0);
         cap.sending(&tx, now);
+        sent = !tx.is_empty();
         flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
         taps.punted(&mut w, now);
         idle_polls = if got == 0 { idle_polls + 1 } else { 0 };
@@ -877,6 +888,8 @@ fn forward_thread(
                 let n = batch.len();
                 w.process_burst(&mut batch, now, &mut tx);
                 flush(&mut w, &mut tx, &mut tx_ports, None, now);
+                // What sending took is charged to the batch's VRs.
+                w.sent(w.fair().now());
                 discard_punted(&mut w, &mut cp);
                 // Hand as many buffers back as arrived, so both pools stay level.
                 for _ in 0..n {

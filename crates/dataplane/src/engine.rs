@@ -116,6 +116,12 @@ impl Engine {
         self.worker.note_receive(start);
     }
 
+    /// The driver sent what the worker queued, until `now`; see
+    /// [`Worker::sent`].
+    pub fn sent(&mut self, now: u64) {
+        self.worker.sent(now);
+    }
+
     /// Processes a burst; see [`Worker::process_burst`].
     pub fn process_burst(&mut self, rx: &mut Vec<Mbuf>, now: u64, tx: &mut TxBatch) {
         self.worker.process_burst(rx, now, tx);

@@ -58,11 +58,16 @@ const MIN_QUANTUM_FRAMES: u64 = 64;
 const FAST_COST_SHIFT: u32 = 10;
 
 /// A frame longer than this many bytes is charged its own share, by bytes,
-/// of what reading its burst took ([`Fair::charge_receive`]); shorter ones
+/// of what reading its burst took ([`Fair::charge_by_bytes`]); shorter ones
 /// share what is left equally, with the fast path's cost. Reading a frame
 /// costs about the same up to a few hundred bytes, and charging each frame
 /// on its own reads its VR's record, which bursts of many VRs avoid.
 pub const RECEIVE_BY_BYTES_FROM: u64 = 512;
+
+/// Runs and long frames [`Fair::note_own_bytes`] keeps between two sends;
+/// past it their bytes are shared with the fast path's cost (a driver
+/// loop's turn reads a burst of at most 64 frames from each queue).
+const OWN_BYTES_KEPT: usize = 4096;
 
 /// Idle time below this fraction of a round (1/20 = 5 %) means saturated.
 const IDLE_FRACTION_DIVISOR: u64 = 20;
@@ -263,6 +268,11 @@ pub struct Fair {
     /// When the driver began to read the burst being processed
     /// ([`Fair::note_receive`]), until its VRs are charged for it.
     receive_from: Option<u64>,
+    /// What the bursts since the driver last sent held: the bytes of each
+    /// plain run and long frame with its VR (at most [`OWN_BYTES_KEPT`]),
+    /// and all their bytes ([`Fair::charge_send`]).
+    own_bytes: Vec<(usize, u64)>,
+    burst_bytes: u64,
     /// What a frame of a burst of many VRs costs the fast path, as last
     /// measured (1/2^[`FAST_COST_SHIFT`] ticks; [`Fair::count_fast`]), and
     /// what such frames took this round and how many there were.
@@ -339,6 +349,8 @@ impl Fair {
             deferred: None,
             split_runs: Vec::new(),
             receive_from: None,
+            own_bytes: Vec::new(),
+            burst_bytes: 0,
             fast_cost: 0,
             round_fast_ticks: 0,
             round_fast_frames: 0,
@@ -492,21 +504,75 @@ impl Fair {
     /// parts, whose whole burst charges them at its end.
     #[inline]
     pub fn take_receive(&mut self, now: u64) -> u64 {
-        if self.deferred.is_some() {
-            return 0;
-        }
-        self.receive_from
-            .take()
+        self.take_receive_start()
             .map_or(0, |start| now.saturating_sub(start))
     }
 
-    /// Charges VR `vr` a frame's share of `receive`, what reading its
-    /// burst of `bytes` took, by its `len` bytes; returns the share.
+    /// When the burst's receive began ([`Fair::note_receive`]), for a
+    /// caller that times the burst from there; `None` after the first take,
+    /// and in a part of a burst running in parts.
     #[inline]
-    pub fn charge_receive(&mut self, vr: usize, receive: u64, len: u64, bytes: u64) -> u64 {
-        let share = mul_div(receive, len, bytes.max(1)).min(receive);
+    pub fn take_receive_start(&mut self) -> Option<u64> {
+        if self.deferred.is_some() {
+            return None;
+        }
+        self.receive_from.take()
+    }
+
+    /// Charges VR `vr` its share by bytes, `len` of `bytes`, of `ticks`
+    /// the driver took to read or send them; returns the share.
+    #[inline]
+    pub fn charge_by_bytes(&mut self, vr: usize, ticks: u64, len: u64, bytes: u64) -> u64 {
+        let share = mul_div(ticks, len, bytes.max(1)).min(ticks);
         self.charge(vr, share);
         share
+    }
+
+    /// A burst of `bytes` was received: what the driver takes to send is
+    /// shared by the bytes of the bursts since it last sent.
+    #[inline]
+    pub fn note_burst_bytes(&mut self, bytes: u64) {
+        self.burst_bytes += bytes;
+    }
+
+    /// `bytes` of those ([`Fair::note_burst_bytes`]) were VR `vr`'s own:
+    /// a plain run's frames, or a frame longer than
+    /// [`RECEIVE_BY_BYTES_FROM`]. The rest are shared with the fast path's
+    /// cost, per frame.
+    #[inline]
+    pub fn note_own_bytes(&mut self, vr: usize, bytes: u64) {
+        if self.own_bytes.len() < OWN_BYTES_KEPT {
+            self.own_bytes.push((vr, bytes));
+        }
+    }
+
+    /// The driver sent, from the end of the last call into the worker
+    /// ([`Fair::end_call`]) to `now`, what the bursts since its last send
+    /// held (in run-to-completion, the frames those bursts forwarded):
+    /// charged by bytes to the VRs whose own bytes were noted
+    /// ([`Fair::note_own_bytes`]), the rest with the fast path's cost.
+    pub fn charge_send(&mut self, now: u64) {
+        let ticks = now.saturating_sub(self.last_end);
+        let bytes = std::mem::take(&mut self.burst_bytes);
+        let mut own = std::mem::take(&mut self.own_bytes);
+        if let [(vr, len)] = own[..] {
+            if len == bytes {
+                // One VR's frames alone, the common case.
+                self.charge(vr, ticks);
+                own.clear();
+                self.own_bytes = own;
+                return;
+            }
+        }
+        if bytes > 0 && ticks > 0 {
+            let mut charged = 0;
+            for &(vr, len) in &own {
+                charged += self.charge_by_bytes(vr, ticks, len, bytes);
+            }
+            self.fast_burst(0, ticks.saturating_sub(charged));
+        }
+        own.clear();
+        self.own_bytes = own;
     }
 
     /// A frame of VR `vr` in a burst of many VRs went out by the fast path,
@@ -999,6 +1065,23 @@ mod tests {
         f.end_deferred_burst(1000);
         assert_eq!((f.used(0), f.used(1)), (750, 250));
         assert_eq!(f.take_receive(2000), 0, "charged once");
+    }
+
+    #[test]
+    fn sending_is_charged_by_the_bytes_received_since_the_last_send() {
+        let mut f = Fair::new(&[1, 1, 1], &[vec![0], vec![0], vec![0]], 1);
+        // A plain run of VR 0 (300 bytes), a long frame of VR 1 (100) in
+        // a burst of 200 bytes whose other 100 are short frames.
+        f.note_burst_bytes(300);
+        f.note_own_bytes(0, 300);
+        f.note_burst_bytes(200);
+        f.note_own_bytes(1, 100);
+        // No clock: the last call ended at 0.
+        f.charge_send(1000);
+        // The short frames' 200 ticks go with the fast path's cost.
+        assert_eq!((f.used(0), f.used(1), f.used(2)), (600, 200, 0));
+        f.charge_send(1000);
+        assert_eq!((f.used(0), f.used(1)), (600, 200), "nothing read since");
     }
 
     #[test]

@@ -253,11 +253,13 @@ impl Worker {
         // timed, below, and charged to this VR alone.
         let splitting = fair.splitting();
         let timed = fair_share && !splitting;
-        let t0 = if timed { fair.now() } else { 0 };
-        // What reading and demuxing the burst took is this VR's alone (in
-        // a part of a split burst 0: the burst shares it out by the parts'
-        // bytes).
-        let receive = fair.take_receive(t0);
+        // Timed from the start of its receive, which is this VR's alone
+        // (in a part of a split burst, the burst shares its receive out by
+        // the parts' bytes).
+        let t0 = match timed {
+            true => fair.take_receive_start().unwrap_or_else(|| fair.now()),
+            false => 0,
+        };
         if fair_share {
             let full = self.full_burst > 0 && self.burst_len >= self.full_burst;
             let admitted = fair.admit_run(usize::from(vr), full);
@@ -279,7 +281,7 @@ impl Worker {
                     A::stages_unrouted(&mut ctx, v, m);
                 }
                 if let Some(t) = t_stages {
-                    fair.charge(usize::from(vr), fair.now().saturating_sub(t) + receive);
+                    fair.charge(usize::from(vr), fair.now().saturating_sub(t));
                 }
                 if splitting {
                     fair.charge_run(usize::from(vr), 0, bytes, 0);
@@ -338,8 +340,11 @@ impl Worker {
             forward::<A, L2>(&mut ctx, v, self.fast_path, m, route, urpf);
         }
         if fair_share {
+            // What sending them takes is this VR's alone too.
+            fair.note_burst_bytes(bytes);
+            fair.note_own_bytes(usize::from(vr), bytes);
             if timed {
-                let ticks = fair.now().saturating_sub(t0) + receive;
+                let ticks = fair.now().saturating_sub(t0);
                 fair.charge_run(usize::from(vr), n as u64, bytes, ticks);
             } else {
                 if let Some(t) = t_rest {
@@ -451,7 +456,7 @@ impl Worker {
         // frame is charged its share by bytes, the rest is shared with the
         // fast path's cost.
         let receive = fair.take_receive(start);
-        let own_receive = own_receive_from(receive);
+        let long = long_from(fair_share);
         let mut receive_charged = 0;
         // The fast path's frames up to the first it refuses (or the fair
         // share does), queued as a block when they all leave by one port.
@@ -490,9 +495,10 @@ impl Worker {
                     c.forwarded.inc();
                     c.fast_path.inc();
                 }
-                if len_in > own_receive {
+                if len_in > long {
                     let vr = usize::from(lane.vr);
-                    receive_charged += fair.charge_receive(vr, receive, len_in, bytes);
+                    receive_charged += fair.charge_by_bytes(vr, receive, len_in, bytes);
+                    fair.note_own_bytes(vr, len_in);
                 }
                 if let Some(c) = counters.ifaces.get(usize::from(sent.egress)) {
                     c.tx_packets.inc();
@@ -533,8 +539,9 @@ impl Worker {
                 continue;
             };
             let len = m.len() as u64;
-            if len > own_receive {
-                receive_charged += fair.charge_receive(vr, receive, len, bytes);
+            if len > long {
+                receive_charged += fair.charge_by_bytes(vr, receive, len, bytes);
+                fair.note_own_bytes(vr, len);
             }
             let retried = k == 0 && refused_fast;
             if fair_share && !retried && !fair.admit_run(vr, full) && !v.protected(&m, now) {
@@ -567,6 +574,7 @@ impl Worker {
             // frames' part of the receive.
             let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed);
             fair.fast_burst(fast, fast_ticks + receive.saturating_sub(receive_charged));
+            fair.note_burst_bytes(bytes);
             fair.note_refused_burst(any_refused && !any_admitted);
         }
         true
@@ -723,7 +731,7 @@ impl Worker {
         // frame is charged its share by bytes, the rest is shared with the
         // fast path's cost.
         let receive = fair.take_receive(start);
-        let own_receive = own_receive_from(receive);
+        let long = long_from(fair_share);
         let mut receive_charged = 0;
         self.fast_vrs.clear();
         for (s, &route) in self.staged.iter_mut().zip(&self.routes) {
@@ -734,8 +742,9 @@ impl Worker {
                 continue;
             };
             let len = m.len() as u64;
-            if len > own_receive {
-                receive_charged += fair.charge_receive(vr, receive, len, bytes);
+            if len > long {
+                receive_charged += fair.charge_by_bytes(vr, receive, len, bytes);
+                fair.note_own_bytes(vr, len);
             }
             if fair_share && !fair.admit_run(vr, full) && !v.protected(&m, ctx.now) {
                 any_refused = true;
@@ -775,6 +784,7 @@ impl Worker {
             // lost, however coarse the clock).
             let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed)
                 + receive.saturating_sub(receive_charged);
+            fair.note_burst_bytes(bytes);
             let n = self.fast_vrs.len() as u64;
             if let (Some(share), Some(rest)) =
                 (fast_ticks.checked_div(n), fast_ticks.checked_rem(n))
@@ -1048,12 +1058,13 @@ fn plain_demux<const L2: usize, A: Family>(
     Some(bytes)
 }
 
-/// The length past which a frame is charged its own share of its burst's
-/// `receive` ([`crate::Fair::charge_receive`]): never when there is none to
-/// share.
+/// The length past which a frame of a burst of many VRs is charged its own
+/// share by bytes of what reading and sending its burst took
+/// ([`crate::Fair::charge_by_bytes`], [`crate::Fair::note_own_bytes`]):
+/// never without a clock.
 #[inline(always)]
-fn own_receive_from(receive: u64) -> u64 {
-    if receive > 0 {
+fn long_from(fair_share: bool) -> u64 {
+    if fair_share {
         crate::fair::RECEIVE_BY_BYTES_FROM
     } else {
         u64::MAX

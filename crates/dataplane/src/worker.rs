@@ -1006,6 +1006,14 @@ impl Worker {
         self.fair.note_receive(start);
     }
 
+    /// The driver sent what the worker queued, from the end of the last
+    /// call into the worker to `now` (a reading of its clock, [`Fair::now`]):
+    /// charged to the VRs whose frames the calls since the last send
+    /// received, by bytes ([`Fair::charge_send`]).
+    pub fn sent(&mut self, now: u64) {
+        self.fair.charge_send(now);
+    }
+
     /// Fair-share state, for reports and tests.
     pub fn fair(&self) -> &Fair {
         &self.fair

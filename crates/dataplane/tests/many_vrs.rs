@@ -25,7 +25,7 @@ use common::{
     eth, fix_ipv4_checksum, gw_mac, host_mac, ipv4, send_burst, tagged_vrs, udp, Out, DOWN_MAC, SEC,
 };
 use proptest::prelude::*;
-use vrhost_dataplane::{Engine, EngineSpec, VrId};
+use vrhost_dataplane::{Engine, EngineSpec, TxBatch, VrId};
 use vrhost_wire::arp::ArpPacket;
 use vrhost_wire::ethernet::EtherType;
 use vrhost_wire::ip::IpProtocol;
@@ -458,17 +458,18 @@ fn receive_clock() -> u64 {
     RECEIVE_TICKS.fetch_add(10, std::sync::atomic::Ordering::Relaxed)
 }
 
-/// What reading a burst took (the driver's copies and system calls) is
-/// charged to the burst's VRs by bytes: a frame longer than 512 bytes pays
-/// its own share, shorter ones share the rest with the fast path's cost,
-/// per frame. VR 0 sends 56 frames of 1,218 bytes in every burst of 64,
-/// VRs 1, 2 and 3 send 3, 3 and 2 of 64; the same bursts run through two
+/// What the driver takes to read a burst and to send what it forwarded
+/// (its copies and system calls) is charged to the frames' VRs by bytes:
+/// a frame longer than 512 bytes (or a plain burst's run) pays its own
+/// share, and the rest is shared with the fast path's cost, per frame. VR 0 sends 56 frames of 1,218 bytes in every burst of 64,
+/// VRs 1, 2 and 3 send 3, 3 and 2 of 64; the same bursts run through
 /// engines on the same deterministic clock, one told that each burst's
-/// reading began 100,000 ticks before the worker looked at its frames: what
-/// each VR was charged more there is its share.
+/// reading began 100,000 ticks before the worker looked at its frames,
+/// another that sending it took 100,000 ticks: what each VR was charged
+/// more than with neither is its share.
 #[test]
-fn a_bursts_receive_is_charged_to_its_vrs_by_bytes() {
-    const RECEIVE: u64 = 100_000;
+fn what_reading_and_sending_take_is_charged_to_the_vrs_by_bytes() {
+    const TICKS: u64 = 100_000;
     const BURSTS: u64 = 200;
     let big = |k: usize| {
         let l3 = ipv4(
@@ -489,8 +490,7 @@ fn a_bursts_receive_is_charged_to_its_vrs_by_bytes() {
             _ => big(k),
         })
         .collect();
-    let refs: Vec<(u16, &[u8])> = frames.iter().map(|(p, f)| (*p, f.as_slice())).collect();
-    let run = |receive: u64| {
+    let run = |receive: u64, send: u64| {
         let mut e = Engine::new(&spec()).expect("spec builds");
         RECEIVE_TICKS.store(1 << 40, std::sync::atomic::Ordering::Relaxed);
         e.set_clock(receive_clock, 1_000_000, 8);
@@ -502,39 +502,59 @@ fn a_bursts_receive_is_charged_to_its_vrs_by_bytes() {
                 let now = RECEIVE_TICKS.load(std::sync::atomic::Ordering::Relaxed);
                 e.note_receive(now - receive);
             }
-            let out = send_burst(&mut e, &refs, SEC + i * 1000);
-            assert_eq!(out.len(), 64, "every frame forwarded");
+            let mut rx = Vec::new();
+            for (port, f) in &frames {
+                let mut m = e.pool().get();
+                m.fill(f);
+                m.port = *port;
+                rx.push(m);
+            }
+            let mut tx = TxBatch::new(e.port_count());
+            e.process_burst(&mut rx, SEC + i * 1000, &mut tx);
+            assert_eq!(tx.len(), 64, "every frame forwarded");
+            if send > 0 {
+                // Sending took `send` ticks from the burst's last reading.
+                let now = RECEIVE_TICKS.load(std::sync::atomic::Ordering::Relaxed);
+                e.sent(now - 10 + send);
+            }
+            for q in &mut tx.ports {
+                for m in q.drain(..) {
+                    e.pool().put(m);
+                }
+            }
         }
         e.fair().charged()
     };
-    let (without, with) = (run(0), run(RECEIVE));
-    let extra: Vec<u64> = (0..4).map(|vr| with[vr] - without[vr]).collect();
     let (big_len, small_len) = (frames[0].1.len() as u64, frames[7].1.len() as u64);
     assert_eq!((big_len, small_len), (1218, 64));
     let bytes = 56 * big_len + 8 * small_len;
-    // Each long frame its share by bytes (rounded down); what is left is
+    // The long frames their share by bytes (rounded down); what is left is
     // shared per frame by all 64, with the fast path's cost.
-    let own = 56 * (RECEIVE * big_len / bytes);
-    let pool = RECEIVE - own;
+    let own = 56 * big_len * TICKS / bytes;
+    let pool = TICKS - own;
     let want = [
         BURSTS * (own + pool * 56 / 64),
         BURSTS * pool * 3 / 64,
         BURSTS * pool * 3 / 64,
         BURSTS * pool * 2 / 64,
     ];
-    for vr in 0..4 {
+    let neither = run(0, 0);
+    for (what, charged) in [("reading", run(TICKS, 0)), ("sending", run(0, TICKS))] {
+        let extra: Vec<u64> = (0..4).map(|vr| charged[vr] - neither[vr]).collect();
+        for vr in 0..4 {
+            assert!(
+                extra[vr].abs_diff(want[vr]) <= want[vr] / 100 + 200,
+                "{what}: VR {vr} charged {} more, want about {}",
+                extra[vr],
+                want[vr]
+            );
+        }
+        // All of it, to a tick a round.
+        let total: u64 = extra.iter().sum();
         assert!(
-            extra[vr].abs_diff(want[vr]) <= want[vr] / 100 + 200,
-            "VR {vr}: charged {} more, want about {}",
-            extra[vr],
-            want[vr]
+            total.abs_diff(BURSTS * TICKS) <= 1000,
+            "{what}: charged {total} in all"
         );
+        assert_eq!(charged[4..], neither[4..], "silent VRs pay nothing");
     }
-    // All of it, to a tick a round.
-    let total: u64 = extra.iter().sum();
-    assert!(
-        total.abs_diff(BURSTS * RECEIVE) <= 1000,
-        "charged {total} in all"
-    );
-    assert_eq!(with[4..], without[4..], "silent VRs pay nothing");
 }
