@@ -159,26 +159,34 @@ impl VrControl {
 
     /// Whether `id` is a multipath group that one route alone names.
     pub(super) fn sole_group(&self, id: NextHopId) -> bool {
-        matches!(
-            self.nexthops.hops.get(id.0 as usize),
-            Some(RouteHop::Group { .. })
-        ) && self.refs.get(id.0 as usize) == Some(&1)
+        self.group_refs(id) == Some(1)
+    }
+
+    /// How many routes name `id`, if it is a multipath group.
+    pub(super) fn group_refs(&self, id: NextHopId) -> Option<u32> {
+        match self.nexthops.hops.get(id.0 as usize) {
+            Some(RouteHop::Group { .. }) => self.refs.get(id.0 as usize).copied(),
+            _ => None,
+        }
     }
 
     /// Whether the group over these gateways (egress interface, address,
     /// weight) exists already.
     pub(super) fn has_group(&self, paths: &[(u16, IpAddr, u16)]) -> bool {
-        let members: Option<Vec<(u32, u16)>> = paths
+        self.group_of(paths).is_some()
+    }
+
+    /// The group over these gateways, if it exists.
+    pub(super) fn group_of(&self, paths: &[(u16, IpAddr, u16)]) -> Option<NextHopId> {
+        let mut members = paths
             .iter()
             .map(|&(iface, addr, w)| {
                 let id = self.nh_index.get(&RouteHop::Gateway { iface, addr })?;
                 Some((*id, w))
             })
-            .collect();
-        members.is_some_and(|mut m| {
-            m.sort_unstable();
-            self.group_index.contains_key(&m)
-        })
+            .collect::<Option<Vec<(u32, u16)>>>()?;
+        members.sort_unstable();
+        self.group_index.get(&members).map(|&id| NextHopId(id))
     }
 
     /// One more route or group names `id`.

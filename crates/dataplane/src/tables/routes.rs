@@ -112,7 +112,17 @@ impl TableWriter {
             .iter()
             .map(|(_, t)| self.check(vr, t, false))
             .collect::<Result<Vec<_>, _>>()?;
-        self.group_room(vr, &[&ifaces4, &ifaces6], 0)?;
+        if let Err(e) = self.group_room(vr, &[&ifaces4, &ifaces6], 0) {
+            // At the limit, groups that only the batch's routes name, and
+            // that it moves them off, make room (a BGP path change for
+            // many prefixes at once), as one route at a time would.
+            let prefixes = (routes4.iter().map(|r| r.0), routes6.iter().map(|r| r.0));
+            let freed = self.groups_freed(vr, prefixes, &[&ifaces4, &ifaces6]);
+            if freed == 0 {
+                return Err(e);
+            }
+            self.group_room(vr, &[&ifaces4, &ifaces6], freed)?;
+        }
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
         let new4 = new_prefixes(&c.fib4, routes4);
@@ -159,7 +169,18 @@ impl TableWriter {
         for (_, t) in add6 {
             checked.push(self.check(vr, t, false)?);
         }
-        self.groups_fit(vr, &[&checked], self.vrs[vr].groups())?;
+        let held = self.vrs[vr].groups();
+        if let Err(e) = self.groups_fit(vr, &[&checked], held) {
+            let prefixes = (
+                remove.0.iter().copied().chain(add4.iter().map(|r| r.0)),
+                remove.1.iter().copied().chain(add6.iter().map(|r| r.0)),
+            );
+            let freed = self.groups_freed(vr, prefixes, &[&checked]);
+            if freed == 0 {
+                return Err(e);
+            }
+            self.groups_fit(vr, &[&checked], held.saturating_sub(freed))?;
+        }
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
         let gone4 = remove
@@ -428,6 +449,42 @@ impl TableWriter {
         c.settle();
         let held = c.groups().saturating_sub(freed);
         self.groups_fit(vr, checked, held)
+    }
+
+    /// How many of VR `vr`'s multipath groups a change of the routes for
+    /// `prefixes` (IPv4, IPv6; removed or given the targets `checked`)
+    /// lets go: those whose every route is among them and that none of
+    /// `checked` names.
+    fn groups_freed(
+        &self,
+        vr: usize,
+        prefixes: (impl Iterator<Item = Prefix4>, impl Iterator<Item = Prefix6>),
+        checked: &[&[Checked]],
+    ) -> usize {
+        use std::collections::HashSet;
+        use vrhost_fib::Lpm;
+        let c = &self.vrs[vr];
+        // Each prefix once, however often the change names it.
+        let p4: HashSet<Prefix4> = prefixes.0.collect();
+        let p6: HashSet<Prefix6> = prefixes.1.collect();
+        let mut named: HashMap<NextHopId, u32> = HashMap::new();
+        let ids = p4.iter().filter_map(|p| c.fib4.table().get(p));
+        for id in ids.chain(p6.iter().filter_map(|p| c.fib6.table().get(p))) {
+            if c.group_refs(id).is_some() {
+                *named.entry(id).or_default() += 1;
+            }
+        }
+        for k in checked.iter().flat_map(|k| k.iter()) {
+            if let Checked::Gateways(g) = k {
+                if let Some(id) = c.group_of(g) {
+                    named.remove(&id);
+                }
+            }
+        }
+        named
+            .iter()
+            .filter(|&(&id, &n)| c.group_refs(id) == Some(n))
+            .count()
     }
 
     /// Whether the groups `checked` needs beyond those VR `vr` has fit in

@@ -192,6 +192,54 @@ fn a_held_fib_keeps_its_ids() {
     assert_counts(&w);
 }
 
+/// At the group limit a batch, like one route, may move routes off groups
+/// that only its routes name (a BGP path change for many prefixes in one
+/// FPM message), not off groups that others share too.
+#[test]
+fn a_batch_at_the_group_limit_may_move_routes_off_groups_only_they_name() {
+    let mut w = TableWriter::new(&spec(3)).unwrap();
+    w.add_route(RED, net(0), multipath(&[1, 2])).unwrap();
+    w.add_route(RED, net(1), multipath(&[1, 3])).unwrap();
+    w.add_route(RED, net(2), multipath(&[2, 3])).unwrap();
+    w.add_route(RED, net(3), multipath(&[2, 3])).unwrap();
+    w.commit();
+    let limited = |r: Result<(), BuildError>| matches!(r, Err(BuildError::GroupLimit { .. }));
+    // net(0) and net(1) move to two new groups at once: theirs go.
+    let batch = [(net(0), multipath(&[4, 5])), (net(1), multipath(&[5, 6]))];
+    w.check_routes(RED, (&[], &[]), &batch, &[]).unwrap();
+    w.add_routes(RED, &batch, &[]).unwrap();
+    w.commit();
+    assert_eq!(red(&w).groups(), 3);
+    // net(2) shares its group with net(3): moving it alone frees nothing.
+    let shared = [(net(2), multipath(&[4, 6]))];
+    assert!(limited(w.check_routes(RED, (&[], &[]), &shared, &[])));
+    assert!(limited(w.add_routes(RED, &shared, &[])));
+    // Both of them free it; a prefix named twice counts once.
+    let both = [
+        (net(2), multipath(&[4, 6])),
+        (net(3), multipath(&[4, 6])),
+        (net(2), multipath(&[4, 6])),
+    ];
+    w.add_routes(RED, &both, &[]).unwrap();
+    w.commit();
+    assert_eq!(red(&w).groups(), 3);
+    // One group freed, two needed: refused, and nothing changes.
+    let two = [(net(0), multipath(&[1, 4])), (net(9), multipath(&[1, 5]))];
+    assert!(limited(w.check_routes(RED, (&[], &[]), &two, &[])));
+    assert!(limited(w.add_routes(RED, &two, &[])));
+    assert!(w.route(RED, net(9).addr().into(), 24).is_none());
+    // A route removed in the same change frees its group for a new one.
+    let one = [(net(9), multipath(&[1, 4]))];
+    assert!(limited(w.check_routes(RED, (&[], &[]), &one, &[])));
+    w.check_routes(RED, (&[net(1)], &[]), &one, &[]).unwrap();
+    // Moving onto a group the VR has frees nothing and needs nothing.
+    let onto = [(net(0), multipath(&[5, 6]))];
+    w.add_routes(RED, &onto, &[]).unwrap();
+    w.commit();
+    assert_eq!(red(&w).groups(), 2);
+    assert_counts(&w);
+}
+
 #[test]
 fn group_limit_holds_and_frees_with_routes() {
     let mut w = TableWriter::new(&spec(2)).unwrap();
