@@ -57,12 +57,14 @@ const MIN_QUANTUM_FRAMES: u64 = 64;
 /// in 1/1024 ticks: a coarse clock may measure less than a tick a frame.
 const FAST_COST_SHIFT: u32 = 10;
 
-/// A frame longer than this many bytes is charged its own share, by bytes,
-/// of what reading its burst took ([`Fair::charge_by_bytes`]); shorter ones
-/// share what is left equally, with the fast path's cost. Reading a frame
-/// costs about the same up to a few hundred bytes, and charging each frame
-/// on its own reads its VR's record, which bursts of many VRs avoid.
-pub const RECEIVE_BY_BYTES_FROM: u64 = 512;
+/// A frame of a burst of many VRs longer than this many bytes is charged
+/// its own share, by bytes, of what reading its burst and sending it took
+/// ([`Fair::charge_by_bytes`], [`Fair::note_own_bytes`]); shorter ones
+/// share what is left equally, with the fast path's cost. Reading or
+/// sending a frame costs about the same up to a few hundred bytes, and
+/// charging each frame on its own reads its VR's record, which bursts of
+/// many VRs avoid.
+pub const LONG_FRAME: u64 = 512;
 
 /// Runs and long frames [`Fair::note_own_bytes`] keeps between two sends;
 /// past it their bytes are shared with the fast path's cost (a driver
@@ -537,7 +539,7 @@ impl Fair {
 
     /// `bytes` of those ([`Fair::note_burst_bytes`]) were VR `vr`'s own:
     /// a plain run's frames, or a frame longer than
-    /// [`RECEIVE_BY_BYTES_FROM`]. The rest are shared with the fast path's
+    /// [`LONG_FRAME`]. The rest are shared with the fast path's
     /// cost, per frame.
     #[inline]
     pub fn note_own_bytes(&mut self, vr: usize, bytes: u64) {

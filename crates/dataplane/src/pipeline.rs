@@ -1065,7 +1065,7 @@ fn plain_demux<const L2: usize, A: Family>(
 #[inline(always)]
 fn long_from(fair_share: bool) -> u64 {
     if fair_share {
-        crate::fair::RECEIVE_BY_BYTES_FROM
+        crate::fair::LONG_FRAME
     } else {
         u64::MAX
     }
