@@ -740,7 +740,7 @@ fn run_to_completion(
     let counters = w.counters();
     // Whether the last turn sent frames: what that took, from the end of
     // the last call into the worker to the clock's first reading this turn,
-    // is charged to the VRs whose frames were read since, by bytes.
+    // is charged to the VRs whose frames it forwarded, by bytes.
     let mut sent = false;
     while !stop.load(Ordering::Relaxed) {
         counters.heartbeat.inc();
@@ -748,11 +748,14 @@ fn run_to_completion(
         if panic_at.is_some_and(|t| now >= t) {
             panic!("{FAULT_WORKER_PANIC_MS} is set: this worker panics, as a test asked");
         }
-        // One reading ends the last turn's send and starts the first read.
-        let mut turn = Some(w.fair().now());
-        if std::mem::take(&mut sent) {
-            w.sent(turn.unwrap_or_default());
-        }
+        // One clock reading a turn: it ends the last turn (and its send)
+        // and starts the first receive; each later receive starts where the
+        // last call into the worker ended. What reading takes is charged to
+        // the burst's VRs, by bytes: copying a large frame costs the worker
+        // more than forwarding it.
+        let turn = w.fair().now();
+        w.end_turn(turn, std::mem::take(&mut sent));
+        let mut mark = turn;
         let mut got = 0;
         let mut skipped = false;
         for &(port, q) in plan.rx.iter() {
@@ -762,22 +765,20 @@ fn run_to_completion(
                 skipped = true;
                 // Its control protocols' frames, where the driver steers
                 // them to a queue of their own: the VRs' sessions stay up.
-                let t = turn.take().unwrap_or_else(|| w.fair().now());
                 if plan.queues[q].rx_control(w.pool(), &mut rx, BURST, port) > 0 {
-                    w.note_receive(t);
+                    w.note_receive(mark);
                     cap.received(&rx, now);
                     w.process_burst(&mut rx, now, &mut tx);
+                    mark = w.fair().last_end();
                 }
                 continue;
             }
-            // What reading takes is charged to the burst's VRs, by bytes:
-            // copying a large frame costs the worker more than forwarding it.
-            let t = turn.take().unwrap_or_else(|| w.fair().now());
             got += plan.queues[q].rx_burst(w.pool(), &mut rx, BURST, port);
             if !rx.is_empty() {
-                w.note_receive(t);
+                w.note_receive(mark);
                 cap.received(&rx, now);
                 w.process_burst(&mut rx, now, &mut tx);
+                mark = w.fair().last_end();
             }
         }
         if skipped && got < BURST {
@@ -889,7 +890,7 @@ fn forward_thread(
                 w.process_burst(&mut batch, now, &mut tx);
                 flush(&mut w, &mut tx, &mut tx_ports, None, now);
                 // What sending took is charged to the batch's VRs.
-                w.sent(w.fair().now());
+                w.end_turn(w.fair().now(), true);
                 discard_punted(&mut w, &mut cp);
                 // Hand as many buffers back as arrived, so both pools stay level.
                 for _ in 0..n {

@@ -116,10 +116,10 @@ impl Engine {
         self.worker.note_receive(start);
     }
 
-    /// The driver sent what the worker queued, until `now`; see
-    /// [`Worker::sent`].
-    pub fn sent(&mut self, now: u64) {
-        self.worker.sent(now);
+    /// A turn of the driver loop ended at `now`, having `sent` frames or
+    /// not; see [`Worker::end_turn`].
+    pub fn end_turn(&mut self, now: u64, sent: bool) {
+        self.worker.end_turn(now, sent);
     }
 
     /// Processes a burst; see [`Worker::process_burst`].

@@ -17,9 +17,9 @@
 //!
 //! - **Cost** is what the VR's packets took in the stages: ICMP errors,
 //!   punts, fragmentation and neighbour misses all show up as cycles. What
-//!   the driver took to read a burst ([`Fair::note_receive`]) is charged
-//!   to its VRs by bytes: large frames cost little in the stages and much
-//!   to copy.
+//!   the driver took to read a burst ([`Fair::note_receive`]) and to send
+//!   what it forwarded ([`Fair::charge_send`]) is charged to its VRs by
+//!   bytes: large frames cost little in the stages and much to copy.
 //! - **Budgets** are deficit-round-robin quanta: each VR active last round
 //!   gets its weight's fraction of the cycles the worker spent on VRs, in
 //!   eight refills per round; overshoot carries over as a deficit.
@@ -297,9 +297,11 @@ struct Deferred {
     start: u64,
     /// Ticks charged since (frames timed on their own).
     charged: u64,
-    /// What the driver took to read the burst, shared by bytes among the
-    /// plain parts' VRs at the end.
+    /// What the driver took to read the burst, and the bytes the burst
+    /// held: a mixed part charges its frames their shares by bytes as it
+    /// goes, the plain parts get theirs at the end.
     receive: u64,
+    bytes: u64,
 }
 
 impl Fair {
@@ -525,22 +527,28 @@ impl Fair {
     /// the driver took to read or send them; returns the share.
     #[inline]
     pub fn charge_by_bytes(&mut self, vr: usize, ticks: u64, len: u64, bytes: u64) -> u64 {
+        if ticks == 0 {
+            return 0;
+        }
         let share = mul_div(ticks, len, bytes.max(1)).min(ticks);
-        self.charge(vr, share);
+        // Not a frame timed within a burst in parts: the driver's time
+        // lies outside the burst's own.
+        self.charge_share(vr, share);
         share
     }
 
-    /// A burst of `bytes` was received: what the driver takes to send is
-    /// shared by the bytes of the bursts since it last sent.
+    /// A burst's frames of `bytes` in all are to be sent: what the driver
+    /// takes to send is shared by the bytes of the bursts since it last
+    /// sent.
     #[inline]
     pub fn note_burst_bytes(&mut self, bytes: u64) {
         self.burst_bytes += bytes;
     }
 
-    /// `bytes` of those ([`Fair::note_burst_bytes`]) were VR `vr`'s own:
-    /// a plain run's frames, or a frame longer than
-    /// [`LONG_FRAME`]. The rest are shared with the fast path's
-    /// cost, per frame.
+    /// `bytes` of those ([`Fair::note_burst_bytes`]) are VR `vr`'s own: a
+    /// plain run's frames, a frame of a burst of many VRs longer than
+    /// [`LONG_FRAME`], any frame of a mixed burst. The rest are shared with
+    /// the fast path's cost, per frame.
     #[inline]
     pub fn note_own_bytes(&mut self, vr: usize, bytes: u64) {
         if self.own_bytes.len() < OWN_BYTES_KEPT {
@@ -548,33 +556,41 @@ impl Fair {
         }
     }
 
-    /// The driver sent, from the end of the last call into the worker
-    /// ([`Fair::end_call`]) to `now`, what the bursts since its last send
-    /// held (in run-to-completion, the frames those bursts forwarded):
-    /// charged by bytes to the VRs whose own bytes were noted
-    /// ([`Fair::note_own_bytes`]), the rest with the fast path's cost.
-    pub fn charge_send(&mut self, now: u64) {
+    /// A turn of the driver loop ends at `now`: if it `sent` frames, what
+    /// that took, from the end of the last call into the worker
+    /// ([`Fair::end_call`]) to `now`, is charged by bytes to the VRs whose
+    /// frames the bursts since the last such call forwarded
+    /// ([`Fair::note_own_bytes`]), the rest with the fast path's cost;
+    /// either way the notes start afresh, and the time counts as busy, not
+    /// idle.
+    pub fn charge_send(&mut self, now: u64, sent: bool) {
         let ticks = now.saturating_sub(self.last_end);
         let bytes = std::mem::take(&mut self.burst_bytes);
         let mut own = std::mem::take(&mut self.own_bytes);
-        if let [(vr, len)] = own[..] {
-            if len == bytes {
+        if sent && bytes > 0 && ticks > 0 {
+            self.last_end = self.last_end.max(now);
+            match own[..] {
                 // One VR's frames alone, the common case.
-                self.charge(vr, ticks);
-                own.clear();
-                self.own_bytes = own;
-                return;
+                [(vr, len)] if len == bytes => self.charge_share(vr, ticks),
+                _ => {
+                    let mut charged = 0;
+                    for &(vr, len) in &own {
+                        charged += self.charge_by_bytes(vr, ticks, len, bytes);
+                    }
+                    self.fast_burst(0, ticks.saturating_sub(charged));
+                }
             }
-        }
-        if bytes > 0 && ticks > 0 {
-            let mut charged = 0;
-            for &(vr, len) in &own {
-                charged += self.charge_by_bytes(vr, ticks, len, bytes);
-            }
-            self.fast_burst(0, ticks.saturating_sub(charged));
         }
         own.clear();
         self.own_bytes = own;
+    }
+
+    /// The clock's reading at the end of the last call into the worker (or
+    /// of the last send charged): where the driver's next receive, if it
+    /// began with no reading of its own, is taken to begin.
+    #[inline]
+    pub fn last_end(&self) -> u64 {
+        self.last_end
     }
 
     /// A frame of VR `vr` in a burst of many VRs went out by the fast path,
@@ -848,19 +864,34 @@ impl Fair {
         }
     }
 
-    /// One receive burst, begun at `now`, is about to run in several parts,
-    /// each noting itself ([`Fair::note_refused_burst`]) and charging its
-    /// plain runs ([`Fair::charge_run`]): until [`Fair::end_deferred_burst`],
-    /// they count as one burst, refused only if every part was.
-    pub fn defer_burst(&mut self, now: u64) {
+    /// One receive burst of `bytes`, begun at `now`, is about to run in
+    /// several parts, each noting itself ([`Fair::note_refused_burst`]) and
+    /// charging its plain runs ([`Fair::charge_run`]): until
+    /// [`Fair::end_deferred_burst`], they count as one burst, refused only
+    /// if every part was.
+    pub fn defer_burst(&mut self, now: u64, bytes: u64) {
         let receive = self.take_receive(now);
         self.deferred = Some(Deferred {
             refused_only: None,
             start: now,
             charged: 0,
             receive,
+            bytes,
         });
         self.split_runs.clear();
+    }
+
+    /// What reading the burst took, and the bytes it held, for a caller
+    /// that charges its frames by bytes: this burst's, of `bytes`, taken at
+    /// `now` ([`Fair::take_receive`]); in a part of a burst running in
+    /// parts, the whole burst's, whose share for the part's own frames the
+    /// part charges (the plain parts get theirs at the end).
+    #[inline]
+    pub fn receive_by_bytes(&mut self, now: u64, bytes: u64) -> (u64, u64) {
+        match &self.deferred {
+            Some(d) => (d.receive, d.bytes),
+            None => (self.take_receive(now), bytes),
+        }
     }
 
     /// The parts of a deferred burst are done at `now`: what the burst cost
@@ -878,7 +909,9 @@ impl Fair {
             .split_runs
             .iter()
             .fold((0, 0), |(f, b), &(_, n, len)| (f + n, b + len));
-        let (mut left, mut receive_left) = (cost, d.receive);
+        // The plain parts' share of the receive (mixed parts charged theirs).
+        let receive = mul_div(d.receive, bytes, d.bytes.max(bytes).max(1));
+        let (mut left, mut receive_left) = (cost, receive);
         let last = self.split_runs.len().saturating_sub(1);
         for k in 0..self.split_runs.len() {
             let (vr, n, len) = self.split_runs[k];
@@ -887,7 +920,7 @@ impl Fair {
             } else {
                 (
                     mul_div(cost, n, frames.max(1)).min(left),
-                    mul_div(d.receive, len, bytes.max(1)).min(receive_left),
+                    mul_div(receive, len, bytes.max(1)).min(receive_left),
                 )
             };
             left -= share;
@@ -1010,7 +1043,7 @@ mod tests {
         }
         // Two parts refused, one admitted: not a refused burst, twice over.
         for _ in 0..2 {
-            f.defer_burst(0);
+            f.defer_burst(0, 0);
             f.note_refused_burst(true);
             f.note_refused_burst(true);
             f.note_refused_burst(false);
@@ -1019,17 +1052,17 @@ mod tests {
         assert_eq!(f.vrs[0].used(0), 25, "no refill");
         // A burst whose every part was refused counts once: the second one
         // refills the budgets (two in a row), not the first one's parts.
-        f.defer_burst(0);
+        f.defer_burst(0, 0);
         f.note_refused_burst(true);
         f.note_refused_burst(true);
         f.end_deferred_burst(0);
         assert_eq!(f.vrs[0].used(0), 25, "one refused burst so far");
-        f.defer_burst(0);
+        f.defer_burst(0, 0);
         f.note_refused_burst(true);
         f.end_deferred_burst(0);
         assert_eq!(f.vrs[0].used(0), 15, "refilled after two refused bursts");
         // A deferred burst with no part noted notes nothing.
-        f.defer_burst(0);
+        f.defer_burst(0, 0);
         f.end_deferred_burst(0);
         f.note_refused_burst(true);
         assert_eq!(f.vrs[0].used(0), 15);
@@ -1040,7 +1073,7 @@ mod tests {
     #[test]
     fn a_split_burst_shares_its_cost_per_frame() {
         let mut f = Fair::new(&[1, 1], &[vec![0], vec![0]], 1);
-        f.defer_burst(100);
+        f.defer_burst(100, 0);
         // Two plain parts: 3 frames of VR 0, 1 of VR 1 (their own timings
         // are not what is charged), and one frame of VR 1 timed on its own.
         f.charge_run(0, 3, 0, 999);
@@ -1059,7 +1092,7 @@ mod tests {
     fn a_split_burst_shares_its_receive_by_bytes() {
         let mut f = Fair::new(&[1, 1], &[vec![0], vec![0]], 1);
         f.note_receive(0);
-        f.defer_burst(1000);
+        f.defer_burst(1000, 400);
         assert_eq!(f.take_receive(1000), 0, "a part takes none");
         // 300 bytes of VR 0, 100 of VR 1, no cost beyond the receive.
         f.charge_run(0, 3, 300, 0);
@@ -1079,11 +1112,19 @@ mod tests {
         f.note_burst_bytes(200);
         f.note_own_bytes(1, 100);
         // No clock: the last call ended at 0.
-        f.charge_send(1000);
+        f.charge_send(1000, true);
         // The short frames' 200 ticks go with the fast path's cost.
         assert_eq!((f.used(0), f.used(1), f.used(2)), (600, 200, 0));
-        f.charge_send(1000);
+        assert_eq!(f.last_end(), 1000, "the send was busy time");
+        f.charge_send(2000, true);
         assert_eq!((f.used(0), f.used(1)), (600, 200), "nothing read since");
+        // A turn that read but sent nothing (its frames dropped) leaves no
+        // bytes for a later send to charge.
+        f.note_burst_bytes(300);
+        f.note_own_bytes(0, 300);
+        f.charge_send(3000, false);
+        f.charge_send(4000, true);
+        assert_eq!((f.used(0), f.used(1)), (600, 200));
     }
 
     #[test]

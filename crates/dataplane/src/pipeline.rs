@@ -527,27 +527,33 @@ impl Worker {
         let (mut any_admitted, mut any_refused) = (done > 0, false);
         let mut timed = 0u64;
         let mut fast = done as u64;
+        // Bytes of frames dropped as over their VR's share: not sent.
+        let mut refused_bytes = 0;
         let rest = rx.drain(..).zip(&self.routes[done..n]).zip(&lanes[done..]);
         for (k, ((mut m, &route), lane)) in rest.enumerate() {
+            let len = m.len() as u64;
             if let Some(c) = counters.ifaces.get(usize::from(m.iface)) {
                 c.rx_packets.inc();
-                c.rx_bytes.add(m.len() as u64);
+                c.rx_bytes.add(len);
             }
             let vr = usize::from(lane.vr);
             let Some(v) = self.vrs.get_mut(vr) else {
                 ctx.drop(m, DropReason::NoInterface);
                 continue;
             };
-            let len = m.len() as u64;
-            if len > long {
-                receive_charged += fair.charge_by_bytes(vr, receive, len, bytes);
-                fair.note_own_bytes(vr, len);
-            }
             let retried = k == 0 && refused_fast;
             if fair_share && !retried && !fair.admit_run(vr, full) && !v.protected(&m, now) {
+                // Its reading is its own VR's, however short (the others'
+                // shares must not pay for a VR over its own).
+                receive_charged += fair.charge_by_bytes(vr, receive, len, bytes);
+                refused_bytes += len;
                 any_refused = true;
                 ctx.drop(m, DropReason::OverShare);
                 continue;
+            }
+            if len > long {
+                receive_charged += fair.charge_by_bytes(vr, receive, len, bytes);
+                fair.note_own_bytes(vr, len);
             }
             any_admitted = true;
             if let (true, false, Some(id)) = (self.fast_path, retried, route) {
@@ -574,7 +580,7 @@ impl Worker {
             // frames' part of the receive.
             let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed);
             fair.fast_burst(fast, fast_ticks + receive.saturating_sub(receive_charged));
-            fair.note_burst_bytes(bytes);
+            fair.note_burst_bytes(bytes - refused_bytes);
             fair.note_refused_burst(any_refused && !any_admitted);
         }
         true
@@ -608,7 +614,9 @@ impl Worker {
             shared.ifaces.get(usize::from(iface)).map(|i| i.vr)
         };
         let mut last = (u32::MAX, 0u8);
+        let mut bytes = 0;
         for m in rx.iter() {
+            bytes += m.len() as u64;
             let key = part_key(m);
             if key != last.0 {
                 let part = match self.part_keys.iter().position(|&k| k == key) {
@@ -644,7 +652,7 @@ impl Worker {
         // The clock is read only once the burst is split (under KVM a read
         // can cost a microsecond; most bursts that try are not split).
         let start = self.fair.now();
-        self.fair.defer_burst(start);
+        self.fair.defer_burst(start, bytes);
         for part in parts.iter_mut().take(self.part_keys.len()) {
             if !self.plain_burst(part, now, tx) {
                 self.mixed_burst(part, now, tx);
@@ -675,7 +683,10 @@ impl Worker {
         self.dsts6.clear();
         self.at4.clear();
         self.at6.clear();
-        let bytes = rx.iter().map(|m| m.len() as u64).sum::<u64>();
+        let bytes = match fair_share {
+            true => rx.iter().map(|m| m.len() as u64).sum::<u64>(),
+            false => 0,
+        };
         for m in rx.drain(..) {
             if let Some((next, (vr, urpf), m)) = classify(&mut ctx, &mut self.vrs, m) {
                 let at = self.staged.len();
@@ -727,12 +738,12 @@ impl Worker {
         let (mut any_admitted, mut any_refused) = (false, false);
         let start = fair.now();
         let mut timed = 0u64;
-        // What reading, demuxing and looking the burst up took: a long
-        // frame is charged its share by bytes, the rest is shared with the
-        // fast path's cost.
-        let receive = fair.take_receive(start);
-        let long = long_from(fair_share);
-        let mut receive_charged = 0;
+        // What reading, demuxing and looking the burst up took (in a part
+        // of a split burst, the whole burst's): each frame its share by
+        // bytes, charged as it goes (as every frame here is), and what
+        // sending the admitted ones takes by theirs.
+        let (receive, of) = fair.receive_by_bytes(start, bytes);
+        let mut sent_bytes = 0;
         self.fast_vrs.clear();
         for (s, &route) in self.staged.iter_mut().zip(&self.routes) {
             let Some(mut m) = s.m.take() else { continue };
@@ -742,16 +753,17 @@ impl Worker {
                 continue;
             };
             let len = m.len() as u64;
-            if len > long {
-                receive_charged += fair.charge_by_bytes(vr, receive, len, bytes);
-                fair.note_own_bytes(vr, len);
-            }
+            fair.charge_by_bytes(vr, receive, len, of);
             if fair_share && !fair.admit_run(vr, full) && !v.protected(&m, ctx.now) {
                 any_refused = true;
                 ctx.drop(m, DropReason::OverShare);
                 continue;
             }
             any_admitted = true;
+            if fair_share {
+                fair.note_own_bytes(vr, len);
+                sent_bytes += len;
+            }
             let route = s.looked_up.then_some(route);
             let fast_id = route.flatten().filter(|_| fast_path);
             if let Some(id) = fast_id {
@@ -782,9 +794,8 @@ impl Worker {
             // What the fast path's frames cost together, in equal shares
             // (the remainder one tick each to the first frames: nothing is
             // lost, however coarse the clock).
-            let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed)
-                + receive.saturating_sub(receive_charged);
-            fair.note_burst_bytes(bytes);
+            let fast_ticks = fair.now().saturating_sub(start).saturating_sub(timed);
+            fair.note_burst_bytes(sent_bytes);
             let n = self.fast_vrs.len() as u64;
             if let (Some(share), Some(rest)) =
                 (fast_ticks.checked_div(n), fast_ticks.checked_rem(n))

@@ -1006,12 +1006,12 @@ impl Worker {
         self.fair.note_receive(start);
     }
 
-    /// The driver sent what the worker queued, from the end of the last
-    /// call into the worker to `now` (a reading of its clock, [`Fair::now`]):
-    /// charged to the VRs whose frames the calls since the last send
-    /// received, by bytes ([`Fair::charge_send`]).
-    pub fn sent(&mut self, now: u64) {
-        self.fair.charge_send(now);
+    /// A turn of the driver loop ended at `now` (a reading of the worker's
+    /// clock, [`Fair::now`]); if it `sent` frames, what sending took, from
+    /// the end of the last call into the worker, is charged to the VRs
+    /// whose frames the turn forwarded, by bytes ([`Fair::charge_send`]).
+    pub fn end_turn(&mut self, now: u64, sent: bool) {
+        self.fair.charge_send(now, sent);
     }
 
     /// Fair-share state, for reports and tests.

@@ -104,12 +104,17 @@ fn frame(vr: usize, kind: u8, last: u8) -> (u16, Vec<u8>) {
             &udp(18),
         ),
     };
+    from_host(vr, &l3)
+}
+
+/// IPv4 packet `l3` from VR `vr`'s host, on port 0 in its VLAN.
+fn from_host(vr: usize, l3: &[u8]) -> (u16, Vec<u8>) {
     let mut f = eth(
         DOWN_MAC,
         host_mac(vr),
         Some(10 + vr as u16),
         EtherType::Ipv4,
-        &l3,
+        l3,
     );
     fix_ipv4_checksum(&mut f, 18);
     (0, f)
@@ -458,73 +463,84 @@ fn receive_clock() -> u64 {
     RECEIVE_TICKS.fetch_add(10, std::sync::atomic::Ordering::Relaxed)
 }
 
+/// A 1,218-byte UDP frame from VR `vr`'s host to 192.0.2.`k + 1`.
+fn long_frame(vr: usize, k: usize) -> (u16, Vec<u8>) {
+    let l3 = ipv4(
+        Ipv4Addr::new(10, 0, 0, 2),
+        Ipv4Addr::new(192, 0, 2, k as u8 + 1),
+        IpProtocol::Udp,
+        64,
+        false,
+        &udp(1172),
+    );
+    from_host(vr, &l3)
+}
+
+/// What each VR is charged after `bursts` runs of `frames` through an
+/// engine that measures (and does not enforce) shares on a deterministic
+/// clock, each burst's receive said to have begun `receive` ticks before
+/// the worker looked at it, and each turn's send to have taken `send`.
+fn charged(frames: &[(u16, Vec<u8>)], bursts: u64, receive: u64, send: u64) -> Vec<u64> {
+    // The runs share the clock: one at a time, so each is the same.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut e = Engine::new(&spec()).expect("spec builds");
+    RECEIVE_TICKS.store(1 << 40, std::sync::atomic::Ordering::Relaxed);
+    e.set_clock(receive_clock, 1_000_000, 8);
+    e.set_fair_share(false);
+    for i in 0..bursts {
+        if receive > 0 {
+            // The burst's first clock reading will be what the clock reads
+            // now: the receive began `receive` ticks before.
+            let now = RECEIVE_TICKS.load(std::sync::atomic::Ordering::Relaxed);
+            e.note_receive(now - receive);
+        }
+        let mut rx = Vec::new();
+        for (port, f) in frames {
+            let mut m = e.pool().get();
+            m.fill(f);
+            m.port = *port;
+            rx.push(m);
+        }
+        let mut tx = TxBatch::new(e.port_count());
+        e.process_burst(&mut rx, SEC + i * 1000, &mut tx);
+        assert_eq!(tx.len(), frames.len(), "every frame forwarded");
+        if send > 0 {
+            // Sending took `send` ticks from the burst's last reading.
+            let now = RECEIVE_TICKS.load(std::sync::atomic::Ordering::Relaxed);
+            e.end_turn(now - 10 + send, true);
+        }
+        for q in &mut tx.ports {
+            for m in q.drain(..) {
+                e.pool().put(m);
+            }
+        }
+    }
+    e.fair().charged()
+}
+
 /// What the driver takes to read a burst and to send what it forwarded
-/// (its copies and system calls) is charged to the frames' VRs by bytes:
-/// a frame longer than 512 bytes (or a plain burst's run) pays its own
-/// share, and the rest is shared with the fast path's cost, per frame. VR 0 sends 56 frames of 1,218 bytes in every burst of 64,
-/// VRs 1, 2 and 3 send 3, 3 and 2 of 64; the same bursts run through
-/// engines on the same deterministic clock, one told that each burst's
-/// reading began 100,000 ticks before the worker looked at its frames,
-/// another that sending it took 100,000 ticks: what each VR was charged
-/// more than with neither is its share.
+/// (its copies and system calls) is charged to the frames' VRs by bytes,
+/// in a burst of many VRs: a frame longer than 512 bytes pays its own
+/// share, and the rest is shared with the fast path's cost, per frame.
+/// VR 0 sends 56 frames of 1,218 bytes in every burst of 64, VRs 1, 2 and
+/// 3 send 3, 3 and 2 of 64; the same bursts run through engines on the
+/// same deterministic clock, one told that each burst's reading began
+/// 100,000 ticks before the worker looked at its frames, another that
+/// sending it took 100,000 ticks: what each VR was charged more than with
+/// neither is its share.
 #[test]
 fn what_reading_and_sending_take_is_charged_to_the_vrs_by_bytes() {
     const TICKS: u64 = 100_000;
     const BURSTS: u64 = 200;
-    let big = |k: usize| {
-        let l3 = ipv4(
-            Ipv4Addr::new(10, 0, 0, 2),
-            Ipv4Addr::new(192, 0, 2, k as u8 + 1),
-            IpProtocol::Udp,
-            64,
-            false,
-            &udp(1172),
-        );
-        let mut f = eth(DOWN_MAC, host_mac(0), Some(10), EtherType::Ipv4, &l3);
-        fix_ipv4_checksum(&mut f, 18);
-        (0u16, f)
-    };
     let frames: Vec<_> = (0..64usize)
         .map(|k| match k % 8 {
             7 => frame(1 + k / 8 % 3, 0, k as u8 + 1),
-            _ => big(k),
+            _ => long_frame(0, k),
         })
         .collect();
-    let run = |receive: u64, send: u64| {
-        let mut e = Engine::new(&spec()).expect("spec builds");
-        RECEIVE_TICKS.store(1 << 40, std::sync::atomic::Ordering::Relaxed);
-        e.set_clock(receive_clock, 1_000_000, 8);
-        e.set_fair_share(false);
-        for i in 0..BURSTS {
-            if receive > 0 {
-                // The burst's first clock reading will be what the clock
-                // reads now: the receive began `receive` ticks before.
-                let now = RECEIVE_TICKS.load(std::sync::atomic::Ordering::Relaxed);
-                e.note_receive(now - receive);
-            }
-            let mut rx = Vec::new();
-            for (port, f) in &frames {
-                let mut m = e.pool().get();
-                m.fill(f);
-                m.port = *port;
-                rx.push(m);
-            }
-            let mut tx = TxBatch::new(e.port_count());
-            e.process_burst(&mut rx, SEC + i * 1000, &mut tx);
-            assert_eq!(tx.len(), 64, "every frame forwarded");
-            if send > 0 {
-                // Sending took `send` ticks from the burst's last reading.
-                let now = RECEIVE_TICKS.load(std::sync::atomic::Ordering::Relaxed);
-                e.sent(now - 10 + send);
-            }
-            for q in &mut tx.ports {
-                for m in q.drain(..) {
-                    e.pool().put(m);
-                }
-            }
-        }
-        e.fair().charged()
-    };
     let (big_len, small_len) = (frames[0].1.len() as u64, frames[7].1.len() as u64);
     assert_eq!((big_len, small_len), (1218, 64));
     let bytes = 56 * big_len + 8 * small_len;
@@ -538,8 +554,12 @@ fn what_reading_and_sending_take_is_charged_to_the_vrs_by_bytes() {
         BURSTS * pool * 3 / 64,
         BURSTS * pool * 2 / 64,
     ];
-    let neither = run(0, 0);
-    for (what, charged) in [("reading", run(TICKS, 0)), ("sending", run(0, TICKS))] {
+    let neither = charged(&frames, BURSTS, 0, 0);
+    let runs = [
+        ("reading", charged(&frames, BURSTS, TICKS, 0)),
+        ("sending", charged(&frames, BURSTS, 0, TICKS)),
+    ];
+    for (what, charged) in runs {
         let extra: Vec<u64> = (0..4).map(|vr| charged[vr] - neither[vr]).collect();
         for vr in 0..4 {
             assert!(
@@ -555,6 +575,49 @@ fn what_reading_and_sending_take_is_charged_to_the_vrs_by_bytes() {
             total.abs_diff(BURSTS * TICKS) <= 1000,
             "{what}: charged {total} in all"
         );
+        assert_eq!(charged[4..], neither[4..], "silent VRs pay nothing");
+    }
+}
+
+/// The same in a burst that takes the frame-by-frame path (seven frames,
+/// one of them IPv6, too few to split): every frame is charged its own
+/// share by bytes, short ones too, of both the reading and the sending.
+#[test]
+fn a_mixed_bursts_reading_and_sending_are_charged_by_bytes() {
+    const TICKS: u64 = 100_000;
+    const BURSTS: u64 = 200;
+    let frames = [
+        long_frame(0, 1),
+        long_frame(0, 2),
+        long_frame(0, 3),
+        long_frame(0, 4),
+        frame(1, 4, 5),
+        frame(2, 0, 6),
+        frame(3, 0, 7),
+    ];
+    let bytes: u64 = frames.iter().map(|(_, f)| f.len() as u64).sum();
+    let share = |k: usize| TICKS * frames[k].1.len() as u64 / bytes;
+    let want = [
+        BURSTS * (0..4).map(share).sum::<u64>(),
+        BURSTS * share(4),
+        BURSTS * share(5),
+        BURSTS * share(6),
+    ];
+    assert!(want[1] > want[2], "the IPv6 frame is the longer short one");
+    let neither = charged(&frames, BURSTS, 0, 0);
+    let runs = [
+        ("reading", charged(&frames, BURSTS, TICKS, 0)),
+        ("sending", charged(&frames, BURSTS, 0, TICKS)),
+    ];
+    for (what, charged) in runs {
+        for vr in 0..4 {
+            let extra = charged[vr] - neither[vr];
+            assert!(
+                extra.abs_diff(want[vr]) <= BURSTS,
+                "{what}: VR {vr} charged {extra} more, want {}",
+                want[vr]
+            );
+        }
         assert_eq!(charged[4..], neither[4..], "silent VRs pay nothing");
     }
 }
