@@ -314,6 +314,9 @@ pub(crate) enum Skip {
     Scope,
     /// A unicast route with no gateway and no interface.
     NoNextHop,
+    /// A multipath route none of whose next hops the caller takes (out of
+    /// interfaces it does not mirror, or without a gateway): how many.
+    NoNextHopTaken(usize),
 }
 
 /// A decoded route, before interface indexes are turned into names.
@@ -484,7 +487,7 @@ pub(crate) fn decode_route_out_of(
                 extra_hops += gws.len().saturating_sub(MAX_GROUP_MEMBERS);
                 gws.truncate(MAX_GROUP_MEMBERS);
                 match gws.len() {
-                    0 => return Err(Skip::NoNextHop),
+                    0 => return Err(Skip::NoNextHopTaken(hops.len())),
                     1 => RawTarget::Via {
                         gw: gws[0].0,
                         oif: gws[0].1,
@@ -638,5 +641,10 @@ mod tests {
         };
         assert_eq!((gws.len(), r.extra_hops), (MAX_GROUP_MEMBERS, 64));
         assert!(gws.iter().all(|&(_, oif, _)| oif == Some(7)));
+        // None taken: the route is skipped, saying how many were left out.
+        assert!(matches!(
+            decode_route_out_of(&m, |_| false),
+            Err(Skip::NoNextHopTaken(320))
+        ));
     }
 }

@@ -549,6 +549,11 @@ impl Watcher {
         let raw = match rtnl::decode_route_out_of(r, out) {
             Ok(raw) => raw,
             Err(skip) => {
+                if let rtnl::Skip::NoNextHopTaken(hops) = skip {
+                    self.c
+                        .ignored_next_hops
+                        .fetch_add(hops as u64, Ordering::Relaxed);
+                }
                 self.c.filtered.fetch_add(1, Ordering::Relaxed);
                 tracing::trace!(netns = %self.netns, ?skip, "route filtered");
                 return None;
