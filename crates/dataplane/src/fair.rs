@@ -530,7 +530,7 @@ impl Fair {
         if ticks == 0 {
             return 0;
         }
-        let share = mul_div(ticks, len, bytes.max(1)).min(ticks);
+        let share = share_by_bytes(ticks, len, bytes);
         // Not a frame timed within a burst in parts: the driver's time
         // lies outside the burst's own.
         self.charge_share(vr, share);
@@ -956,6 +956,13 @@ impl Fair {
     pub fn enforcing(&self) -> bool {
         self.enforcing
     }
+}
+
+/// The share of `ticks` that `len` of `bytes` takes (rounded down, at most
+/// `ticks`).
+#[inline]
+pub fn share_by_bytes(ticks: u64, len: u64, bytes: u64) -> u64 {
+    mul_div(ticks, len, bytes.max(1)).min(ticks)
 }
 
 /// `a × b ÷ c` without overflow (`c` of 0 taken as 1); in 64 bits when the

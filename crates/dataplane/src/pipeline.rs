@@ -270,21 +270,16 @@ impl Worker {
                 for m in rx.extract_if(.., |m| !v.protected(m, now)) {
                     ctx.drop(m, DropReason::OverShare);
                 }
-                // Timed from the burst's start, or, in a part of a split
-                // burst, from here where frames are left to time.
-                let t_stages = if timed {
-                    Some(t0)
-                } else {
-                    (!rx.is_empty()).then(|| fair.now())
-                };
+                // What reading and demuxing it took is charged to nobody,
+                // as a refused frame's in a burst of many VRs (charged to
+                // its VR, a flooding VR's budget went on reading what it
+                // may not send): only what its protected frames take.
+                let t_stages = (fair_share && !rx.is_empty()).then(|| fair.now());
                 for m in rx.drain(..) {
                     A::stages_unrouted(&mut ctx, v, m);
                 }
                 if let Some(t) = t_stages {
                     fair.charge(usize::from(vr), fair.now().saturating_sub(t));
-                }
-                if splitting {
-                    fair.charge_run(usize::from(vr), 0, bytes, 0);
                 }
                 return true;
             }
@@ -543,9 +538,13 @@ impl Worker {
             };
             let retried = k == 0 && refused_fast;
             if fair_share && !retried && !fair.admit_run(vr, full) && !v.protected(&m, now) {
-                // Its reading is its own VR's, however short (the others'
-                // shares must not pay for a VR over its own).
-                receive_charged += fair.charge_by_bytes(vr, receive, len, bytes);
+                // What reading it took is charged to nobody, as what the
+                // demux took never was: not to the others (their shares
+                // must not pay for a VR over its own), nor to its VR, whose
+                // budget would go on reading what it may not send (tried:
+                // `vrhost demo`'s flooding tenant then forwarded less than
+                // half of its share, and the worker 26% less in all).
+                receive_charged += crate::fair::share_by_bytes(receive, len, bytes);
                 refused_bytes += len;
                 any_refused = true;
                 ctx.drop(m, DropReason::OverShare);
@@ -753,12 +752,13 @@ impl Worker {
                 continue;
             };
             let len = m.len() as u64;
-            fair.charge_by_bytes(vr, receive, len, of);
             if fair_share && !fair.admit_run(vr, full) && !v.protected(&m, ctx.now) {
+                // Its reading charged to nobody, as in a burst of many VRs.
                 any_refused = true;
                 ctx.drop(m, DropReason::OverShare);
                 continue;
             }
+            fair.charge_by_bytes(vr, receive, len, of);
             any_admitted = true;
             if fair_share {
                 fair.note_own_bytes(vr, len);

@@ -395,6 +395,34 @@ fn demo_runs_without_files_or_privileges() {
     );
 }
 
+/// The demo's three tenants share one port (VLANs) and offer 50/30/20 of
+/// a flood at equal weights: red and blue both want more than a third of
+/// the worker, so the fair share gives them about the same. Red, whose
+/// excess is read and dropped on the shared queue, must not end up with
+/// much less than blue (a version that charged red for reading what it was
+/// refused gave it 0.57 of blue's forwarding).
+#[test]
+fn the_demos_flooding_tenants_forward_about_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, stdout, stderr) = run(&["demo", "--seconds", "2", "--routes", "2000"], dir.path());
+    assert!(ok, "{stderr}");
+    // "vr     red    rx  tx  forwarded  local  punted  dropped"
+    let forwarded = |vr: &str| -> f64 {
+        stdout
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() == 8 && f[0] == "vr" && f[1] == vr).then(|| f[4].parse().ok())?
+            })
+            .unwrap_or_else(|| panic!("no summary line for {vr} in:\n{stdout}"))
+    };
+    let (red, blue) = (forwarded("red"), forwarded("blue"));
+    assert!(
+        red >= 0.75 * blue,
+        "red forwarded {red}, blue {blue}: red should get about blue's share\n{stdout}"
+    );
+}
+
 #[test]
 fn drop_reasons_doc_matches_the_code() {
     let dir = tempfile::tempdir().unwrap();
