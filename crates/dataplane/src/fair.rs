@@ -59,7 +59,7 @@ const FAST_COST_SHIFT: u32 = 10;
 
 /// A frame of a burst of many VRs longer than this many bytes is charged
 /// its own share, by bytes, of what reading its burst and sending it took
-/// ([`Fair::charge_by_bytes`], [`Fair::note_own_bytes`]); shorter ones
+/// ([`Fair::charge_frame`]); shorter ones
 /// share what is left equally, with the fast path's cost. Reading or
 /// sending a frame costs about the same up to a few hundred bytes, and
 /// charging each frame on its own reads its VR's record, which bursts of
@@ -507,7 +507,7 @@ impl Fair {
     /// `now`. 0 after the first take, and in a part of a burst running in
     /// parts, whose whole burst charges them at its end.
     #[inline]
-    pub fn take_receive(&mut self, now: u64) -> u64 {
+    fn take_receive(&mut self, now: u64) -> u64 {
         self.take_receive_start()
             .map_or(0, |start| now.saturating_sub(start))
     }
@@ -526,7 +526,7 @@ impl Fair {
     /// Charges VR `vr` its share by bytes, `len` of `bytes`, of `ticks`
     /// the driver took to read or send them; returns the share.
     #[inline]
-    pub fn charge_by_bytes(&mut self, vr: usize, ticks: u64, len: u64, bytes: u64) -> u64 {
+    fn charge_by_bytes(&mut self, vr: usize, ticks: u64, len: u64, bytes: u64) -> u64 {
         if ticks == 0 {
             return 0;
         }
@@ -535,6 +535,16 @@ impl Fair {
         // lies outside the burst's own.
         self.charge_share(vr, share);
         share
+    }
+
+    /// A frame of VR `vr`, `len` of its burst's `bytes`, pays for itself:
+    /// charged its share of `receive`, what reading the burst took, and
+    /// noted for its share of what sending it takes ([`Fair::charge_send`]).
+    /// Returns the receive's share.
+    #[inline]
+    pub fn charge_frame(&mut self, vr: usize, len: u64, receive: u64, bytes: u64) -> u64 {
+        self.note_own_bytes(vr, len);
+        self.charge_by_bytes(vr, receive, len, bytes)
     }
 
     /// A burst's frames of `bytes` in all are to be sent: what the driver
@@ -883,7 +893,7 @@ impl Fair {
 
     /// What reading the burst took, and the bytes it held, for a caller
     /// that charges its frames by bytes: this burst's, of `bytes`, taken at
-    /// `now` ([`Fair::take_receive`]); in a part of a burst running in
+    /// `now` (from [`Fair::note_receive`]); in a part of a burst running in
     /// parts, the whole burst's, whose share for the part's own frames the
     /// part charges (the plain parts get theirs at the end).
     #[inline]
@@ -920,7 +930,7 @@ impl Fair {
             } else {
                 (
                     mul_div(cost, n, frames.max(1)).min(left),
-                    mul_div(receive, len, bytes.max(1)).min(receive_left),
+                    share_by_bytes(receive, len, bytes).min(receive_left),
                 )
             };
             left -= share;

@@ -116,8 +116,8 @@ impl Worker {
         }
         // A receive that no way in charged (every frame traced) is not
         // carried to the next burst.
+        self.fair.take_receive_start();
         let t = self.fair.now();
-        self.fair.take_receive(t);
         self.fair.end_call(t, false);
         self.counters.load_permille.set(self.fair.load_permille);
     }
@@ -450,7 +450,7 @@ impl Worker {
         // What reading, demuxing and looking the burst up took: a long
         // frame is charged its share by bytes, the rest is shared with the
         // fast path's cost.
-        let receive = fair.take_receive(start);
+        let (receive, bytes) = fair.receive_by_bytes(start, bytes);
         let long = long_from(fair_share);
         let mut receive_charged = 0;
         // The fast path's frames up to the first it refuses (or the fair
@@ -492,8 +492,7 @@ impl Worker {
                 }
                 if len_in > long {
                     let vr = usize::from(lane.vr);
-                    receive_charged += fair.charge_by_bytes(vr, receive, len_in, bytes);
-                    fair.note_own_bytes(vr, len_in);
+                    receive_charged += fair.charge_frame(vr, len_in, receive, bytes);
                 }
                 if let Some(c) = counters.ifaces.get(usize::from(sent.egress)) {
                     c.tx_packets.inc();
@@ -551,8 +550,7 @@ impl Worker {
                 continue;
             }
             if len > long {
-                receive_charged += fair.charge_by_bytes(vr, receive, len, bytes);
-                fair.note_own_bytes(vr, len);
+                receive_charged += fair.charge_frame(vr, len, receive, bytes);
             }
             any_admitted = true;
             if let (true, false, Some(id)) = (self.fast_path, retried, route) {
@@ -682,11 +680,9 @@ impl Worker {
         self.dsts6.clear();
         self.at4.clear();
         self.at6.clear();
-        let bytes = match fair_share {
-            true => rx.iter().map(|m| m.len() as u64).sum::<u64>(),
-            false => 0,
-        };
+        let mut bytes = 0;
         for m in rx.drain(..) {
+            bytes += m.len() as u64;
             if let Some((next, (vr, urpf), m)) = classify(&mut ctx, &mut self.vrs, m) {
                 let at = self.staged.len();
                 let looked_up = match next {
@@ -758,10 +754,9 @@ impl Worker {
                 ctx.drop(m, DropReason::OverShare);
                 continue;
             }
-            fair.charge_by_bytes(vr, receive, len, of);
             any_admitted = true;
             if fair_share {
-                fair.note_own_bytes(vr, len);
+                fair.charge_frame(vr, len, receive, of);
                 sent_bytes += len;
             }
             let route = s.looked_up.then_some(route);
