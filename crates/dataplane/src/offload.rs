@@ -74,7 +74,7 @@ pub fn l2_len(frame: &[u8]) -> Option<usize> {
     }
 }
 
-/// The headers of a super-frame, as [`segment`] reads them from its L3
+/// The headers of a super-frame, as [`Cut::of`] reads them from its L3
 /// packet.
 #[derive(Clone, Copy, Debug)]
 struct Headers {
@@ -227,35 +227,10 @@ pub fn offload_agrees(pkt: &[u8], off: &Offload) -> bool {
 /// becomes: what the egress MTU is held against. `None` when `off` asks for
 /// no segmentation or the headers do not parse.
 pub fn segment_len(pkt: &[u8], off: &Offload) -> Option<usize> {
-    let h = Headers::parse(pkt, off).ok()?;
-    Some(h.len + usize::from(off.gso_size).min(h.end - h.len))
+    Cut::of(pkt, off).ok().map(|c| c.segment_len())
 }
 
-/// How many segments super-frame `pkt` (its L3 packet) is cut into.
-fn segments(pkt: &[u8], off: &Offload) -> Option<usize> {
-    let h = Headers::parse(pkt, off).ok()?;
-    Some((h.end - h.len).div_ceil(usize::from(off.gso_size)).max(1))
-}
-
-/// How super-frame `pkt` (its L3 packet) is best cut into frames of at
-/// most `max` bytes behind an L2 header of `l2` bytes: the segments each
-/// frame carries (at least one), and how many frames that makes. `None`
-/// when its headers do not parse.
-pub fn frames_fitting(pkt: &[u8], off: &Offload, l2: usize, max: usize) -> Option<(usize, usize)> {
-    let h = Headers::parse(pkt, off).ok()?;
-    let mss = usize::from(off.gso_size);
-    let per = (max.saturating_sub(l2 + h.len) / mss).max(1);
-    Some((per, (h.end - h.len).div_ceil(per * mss).max(1)))
-}
-
-/// Cuts super-frame `pkt` (its L3 packet, after L2 header `l2`) into frames
-/// of at most `per_frame` segments each, every one `l2` and the headers
-/// followed by its share of the payload, and hands each to `out` with its
-/// `l3_off` set. A frame of several segments stays a super-frame (same
-/// [`Gso`] and `gso_size`). With `finish`, each frame's transport checksum
-/// is computed whole; without, it is left partial (the pseudo-header's sum
-/// in the field, [`Offload::partial`] set) for the link. Returns how many
-/// frames were made; on an error none was.
+/// Cuts super-frame `pkt` as [`Cut::segment`] does, its headers read here.
 pub fn segment(
     l2: &[u8],
     pkt: &[u8],
@@ -263,68 +238,125 @@ pub fn segment(
     per_frame: usize,
     finish: bool,
     pool: &mut MbufPool,
-    mut out: impl FnMut(Mbuf),
+    out: impl FnMut(Mbuf),
 ) -> Result<usize, SegmentError> {
-    let h = Headers::parse(pkt, off)?;
-    let mss = usize::from(off.gso_size);
-    let chunk = mss * per_frame.max(1);
-    let payload = &pkt[h.len..h.end];
-    if l2.len() + h.len + chunk.min(payload.len()) > MAX_FRAME {
-        return Err(SegmentError::TooLarge);
+    Cut::of(pkt, off)?.segment(l2, per_frame, finish, pool, out)
+}
+
+/// A super-frame (its L3 packet) whose headers agree with its offload
+/// state, read once: what cutting it makes, and the cut.
+#[derive(Clone, Copy, Debug)]
+pub struct Cut<'a> {
+    pkt: &'a [u8],
+    off: &'a Offload,
+    h: Headers,
+}
+
+impl<'a> Cut<'a> {
+    /// `pkt`'s headers, as `off` says it is to be cut; an error when they
+    /// disagree, or it would make too many segments.
+    pub fn of(pkt: &'a [u8], off: &'a Offload) -> Result<Cut<'a>, SegmentError> {
+        Headers::parse(pkt, off).map(|h| Cut { pkt, off, h })
     }
-    let seq = u32::from_be_bytes([pkt[h.l4 + 4], pkt[h.l4 + 5], pkt[h.l4 + 6], pkt[h.l4 + 7]]);
-    let id = u16::from_be_bytes([pkt[4], pkt[5]]);
-    let field = h.l4 + h.csum_offset();
-    let pieces = payload.len().div_ceil(chunk).max(1);
-    for k in 0..pieces {
-        let from = k * chunk;
-        let piece = &payload[from..(from + chunk).min(payload.len())];
-        let total = h.len + piece.len();
-        let mut m = pool.get();
-        let frame = m.set_len_from_start(l2.len() + total);
-        frame[..l2.len()].copy_from_slice(l2);
-        let l3 = &mut frame[l2.len()..];
-        l3[..h.len].copy_from_slice(&pkt[..h.len]);
-        l3[h.len..].copy_from_slice(piece);
-        if h.v6 {
-            l3[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
-        } else {
-            l3[2..4].copy_from_slice(&(total as u16).to_be_bytes());
-            l3[4..6].copy_from_slice(&id.wrapping_add(k as u16).to_be_bytes());
-            l3[10..12].fill(0);
-            let c = checksum::checksum(&l3[..h.l4]);
-            l3[10..12].copy_from_slice(&c.to_be_bytes());
-        }
-        let l4_len = total - h.l4;
-        if h.tcp {
-            let s = seq.wrapping_add(from as u32);
-            l3[h.l4 + 4..h.l4 + 8].copy_from_slice(&s.to_be_bytes());
-            if k + 1 < pieces {
-                l3[h.l4 + 13] &= !(FIN | PSH);
-            }
-            if k > 0 {
-                l3[h.l4 + 13] &= !CWR;
-            }
-        } else {
-            l3[h.l4 + 4..h.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-        }
-        let pseudo = checksum::fold(h.pseudo(l3, l4_len));
-        l3[field..field + 2].copy_from_slice(&pseudo.to_be_bytes());
-        let several = piece.len() > mss;
-        m.offload = Offload {
-            partial: true,
-            gso: if several { off.gso } else { Gso::None },
-            gso_size: if several { off.gso_size } else { 0 },
-            csum_start: off.csum_start,
-            csum_offset: h.csum_offset() as u16,
-        };
-        m.l3_off = l2.len() as u16;
-        if finish {
-            complete(&mut m);
-        }
-        out(m);
+
+    /// The L3 length of its longest segment.
+    pub fn segment_len(&self) -> usize {
+        self.h.len + usize::from(self.off.gso_size).min(self.h.end - self.h.len)
     }
-    Ok(pieces)
+
+    /// How many segments it is cut into.
+    pub fn segments(&self) -> usize {
+        (self.h.end - self.h.len)
+            .div_ceil(usize::from(self.off.gso_size))
+            .max(1)
+    }
+
+    /// How it is best cut into frames of at most `max` bytes behind an L2
+    /// header of `l2` bytes: the segments each frame carries (at least
+    /// one), and how many frames that makes.
+    pub fn frames_fitting(&self, l2: usize, max: usize) -> (usize, usize) {
+        let mss = usize::from(self.off.gso_size);
+        let per = (max.saturating_sub(l2 + self.h.len) / mss).max(1);
+        (per, (self.h.end - self.h.len).div_ceil(per * mss).max(1))
+    }
+
+    /// Cuts it into frames of at most `per_frame` segments each, every one
+    /// `l2` and the headers followed by its share of the payload, and hands
+    /// each to `out` with its `l3_off` set. A frame of several segments
+    /// stays a super-frame (same [`Gso`] and `gso_size`). With `finish`,
+    /// each frame's transport checksum is computed whole; without, it is
+    /// left partial (the pseudo-header's sum in the field,
+    /// [`Offload::partial`] set) for the link. Returns how many frames were
+    /// made; on an error none was.
+    pub fn segment(
+        &self,
+        l2: &[u8],
+        per_frame: usize,
+        finish: bool,
+        pool: &mut MbufPool,
+        mut out: impl FnMut(Mbuf),
+    ) -> Result<usize, SegmentError> {
+        let (pkt, off, h) = (self.pkt, self.off, self.h);
+        let mss = usize::from(off.gso_size);
+        let chunk = mss * per_frame.max(1);
+        let payload = &pkt[h.len..h.end];
+        if l2.len() + h.len + chunk.min(payload.len()) > MAX_FRAME {
+            return Err(SegmentError::TooLarge);
+        }
+        let seq = u32::from_be_bytes([pkt[h.l4 + 4], pkt[h.l4 + 5], pkt[h.l4 + 6], pkt[h.l4 + 7]]);
+        let id = u16::from_be_bytes([pkt[4], pkt[5]]);
+        let field = h.l4 + h.csum_offset();
+        let pieces = payload.len().div_ceil(chunk).max(1);
+        for k in 0..pieces {
+            let from = k * chunk;
+            let piece = &payload[from..(from + chunk).min(payload.len())];
+            let total = h.len + piece.len();
+            let mut m = pool.get();
+            let frame = m.set_len_from_start(l2.len() + total);
+            frame[..l2.len()].copy_from_slice(l2);
+            let l3 = &mut frame[l2.len()..];
+            l3[..h.len].copy_from_slice(&pkt[..h.len]);
+            l3[h.len..].copy_from_slice(piece);
+            if h.v6 {
+                l3[4..6].copy_from_slice(&((total - 40) as u16).to_be_bytes());
+            } else {
+                l3[2..4].copy_from_slice(&(total as u16).to_be_bytes());
+                l3[4..6].copy_from_slice(&id.wrapping_add(k as u16).to_be_bytes());
+                l3[10..12].fill(0);
+                let c = checksum::checksum(&l3[..h.l4]);
+                l3[10..12].copy_from_slice(&c.to_be_bytes());
+            }
+            let l4_len = total - h.l4;
+            if h.tcp {
+                let s = seq.wrapping_add(from as u32);
+                l3[h.l4 + 4..h.l4 + 8].copy_from_slice(&s.to_be_bytes());
+                if k + 1 < pieces {
+                    l3[h.l4 + 13] &= !(FIN | PSH);
+                }
+                if k > 0 {
+                    l3[h.l4 + 13] &= !CWR;
+                }
+            } else {
+                l3[h.l4 + 4..h.l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+            }
+            let pseudo = checksum::fold(h.pseudo(l3, l4_len));
+            l3[field..field + 2].copy_from_slice(&pseudo.to_be_bytes());
+            let several = piece.len() > mss;
+            m.offload = Offload {
+                partial: true,
+                gso: if several { off.gso } else { Gso::None },
+                gso_size: if several { off.gso_size } else { 0 },
+                csum_start: off.csum_start,
+                csum_offset: h.csum_offset() as u16,
+            };
+            m.l3_off = l2.len() as u16;
+            if finish {
+                complete(&mut m);
+            }
+            out(m);
+        }
+        Ok(pieces)
+    }
 }
 
 /// Completes a partial transport checksum in place (what Linux's
@@ -400,10 +432,11 @@ pub fn resolve(tx: &mut Vec<Mbuf>, scratch: &mut Vec<Mbuf>, pool: &mut MbufPool)
         let left = RESOLVE_MAX_FRAMES.saturating_sub(tx.len());
         let made = l2_len(m.data()).and_then(|l2| {
             let (hdr, pkt) = m.data().split_at_checked(l2)?;
-            if segments(pkt, &m.offload)? > left {
+            let cut = Cut::of(pkt, &m.offload).ok()?;
+            if cut.segments() > left {
                 return None;
             }
-            segment(hdr, pkt, &m.offload, 1, true, pool, |mut s| {
+            cut.segment(hdr, 1, true, pool, |mut s| {
                 s.port = port;
                 s.iface = iface;
                 s.local_origin = local;
@@ -529,7 +562,10 @@ mod tests {
         })
         .unwrap();
         assert_eq!(n, 3); // 8688 + 8688 + 2624
-        assert_eq!(frames_fitting(&f[14..], &off, 14, MAX_FRAME), Some((6, 3)));
+        assert_eq!(
+            Cut::of(&f[14..], &off).map(|c| c.frames_fitting(14, MAX_FRAME)),
+            Ok((6, 3))
+        );
         assert!(out.iter().all(|m| m.offload.partial));
         assert_eq!(out[0].offload.gso, Gso::Tcp4);
         assert_eq!(out[2].offload.gso_size, 1448);
@@ -616,7 +652,7 @@ mod tests {
         );
         off.gso_size = 62;
         assert_eq!(segment_len(&f[14..], &off), None);
-        assert_eq!(frames_fitting(&f[14..], &off, 14, MAX_FRAME), None);
+        assert!(Cut::of(&f[14..], &off).is_err());
         let no = |_m: Mbuf| panic!("nothing should come out");
         assert_eq!(
             segment(&f[..14], &f[14..], &off, 1, true, &mut pool, no),

@@ -151,14 +151,15 @@ fn receive_cut(
         }
     };
     let pkt = &frame[l2..];
-    let Some((per, frames)) = offload::frames_fitting(pkt, off, head_len, MAX_FRAME) else {
+    let Ok(cut) = offload::Cut::of(pkt, off) else {
         return Received::Dropped;
     };
+    let (per, frames) = cut.frames_fitting(head_len, MAX_FRAME);
     if n > 0 && n + frames > max {
         return Received::NoRoom;
     }
     let mut bytes = 0u64;
-    let made = offload::segment(&head[..head_len], pkt, off, per, false, pool, |mut m| {
+    let made = cut.segment(&head[..head_len], per, false, pool, |mut m| {
         m.port = port_index;
         bytes += m.len() as u64;
         rx.push(m);

@@ -138,6 +138,30 @@ fn acked(c: &Conn) -> u64 {
 /// cost the worker 65,535 descriptor reads.
 const MAX_CHAIN_DESCRIPTORS: usize = 64;
 
+/// A chain longer than [`MAX_CHAIN_DESCRIPTORS`].
+struct TooLong;
+
+/// The descriptors of `chain`, then `Err(TooLong)` in place of the first
+/// past [`MAX_CHAIN_DESCRIPTORS`] (and nothing after it).
+fn bounded<M>(
+    chain: DescriptorChain<M>,
+) -> impl Iterator<Item = Result<virtio_queue::desc::split::Descriptor, TooLong>>
+where
+    M: std::ops::Deref,
+    M::Target: GuestMemory,
+{
+    chain
+        .take(MAX_CHAIN_DESCRIPTORS + 1)
+        .enumerate()
+        .map(|(i, d)| {
+            if i < MAX_CHAIN_DESCRIPTORS {
+                Ok(d)
+            } else {
+                Err(TooLong)
+            }
+        })
+}
+
 /// Copies a chain's device-readable bytes into `buf`; `None` when they do
 /// not fit, the chain has more than [`MAX_CHAIN_DESCRIPTORS`], or guest
 /// memory cannot be read.
@@ -147,10 +171,8 @@ where
     M::Target: GuestMemory,
 {
     let mut len = 0usize;
-    for (i, d) in chain.enumerate() {
-        if i == MAX_CHAIN_DESCRIPTORS {
-            return None;
-        }
+    for d in bounded(chain) {
+        let d = d.ok()?;
         if d.is_write_only() {
             continue;
         }
@@ -373,12 +395,12 @@ fn write_frame<M: GuestMemory>(
         };
         let head = chain.head_index();
         let start = at;
-        for (i, d) in chain.enumerate() {
-            if i == MAX_CHAIN_DESCRIPTORS {
+        for d in bounded(chain) {
+            let Ok(d) = d else {
                 // Returned empty, as a buffer outside guest memory is.
                 at = usize::MAX;
                 break;
-            }
+            };
             if !d.is_write_only() {
                 continue;
             }
