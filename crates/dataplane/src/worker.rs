@@ -897,14 +897,20 @@ impl Worker {
         }
     }
 
-    /// Prefetches in every VR's batch lookups when the IPv4 tables hold at
-    /// least the routes given to [`Worker::set_prefetch`] together. What
+    /// Prefetches in every VR's batch lookups when the tables (both
+    /// families; until 2026-12-07 IPv4's alone, so a large IPv6 table was
+    /// never prefetched) hold at least the routes given to
+    /// [`Worker::set_prefetch`] together. What
     /// matters is whether the tables a worker reads still fit the caches:
     /// 50 tables of 20,000 routes miss them as one of 1M routes does, which
     /// a threshold per table would never prefetch (docs/benchmarks.md,
     /// "Prefetch").
     fn choose_prefetch(&mut self) {
-        let routes: usize = self.vrs.iter().map(|vr| vr.fib4.len()).sum();
+        let routes: usize = self
+            .vrs
+            .iter()
+            .map(|vr| vr.fib4.len() + vr.fib6.len())
+            .sum();
         self.prefetch = self
             .prefetch_with
             .and_then(|(prefetch, min_routes)| (routes >= min_routes).then_some(prefetch));
@@ -975,7 +981,7 @@ impl Worker {
     }
 
     /// Hands the worker the CPU's prefetch (`vrhost_io::prefetch`): while
-    /// the VRs' IPv4 tables hold `min_routes` routes or more together
+    /// the VRs' tables (both families) hold `min_routes` routes or more together
     /// ([`vrhost_fib::PREFETCH_MIN_ROUTES`] by default, 0 for always), every
     /// batch lookup then prefetches each pass's direct entries and leaf
     /// blocks ([`FibSnapshot::lookup_batch_prefetch`]). Without it they

@@ -101,8 +101,8 @@ pub enum OnOff {
 /// `vrhost bench --prefetch`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Prefetch {
-    /// While the VRs' IPv4 tables hold [`vrhost_fib::PREFETCH_MIN_ROUTES`]
-    /// routes or more together.
+    /// While the VRs' tables (both families) hold
+    /// [`vrhost_fib::PREFETCH_MIN_ROUTES`] routes or more together.
     Auto,
     /// Always.
     On,

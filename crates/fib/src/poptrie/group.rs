@@ -18,7 +18,8 @@
 //! a busy IPv6 /8 (128 KiB; /48s then end on a node boundary: 24 + 6·4).
 
 use super::node::{
-    upto, Key, Node, Packing, BLOCK, LEAF, LEAF_ONLY, MAX_INDEX, MAX_NODE_DEPTH, STRIDE, TOP_BITS,
+    upto, Key, Node, Packing, BLOCK, LEAF, LEAF_ONLY, MAX_INDEX, MAX_NODE_DEPTH, PATH,
+    PATH_MAX_BITS, STRIDE, TOP_BITS,
 };
 
 /// A route as the builder sees it: the address left-aligned in 128 bits, the
@@ -369,6 +370,25 @@ impl Group {
         self.words.as_ptr().wrapping_add(block_offset(state)).cast()
     }
 
+    /// Where a lookup of a key of kind `K` reads next from walk state
+    /// `state`, a cache line to prefetch (never dereferenced here): where
+    /// `K` [walks](Key::WALKS), its node if it is one (with a lone route
+    /// below most direct entries, as in an IPv6 table, a path node and the
+    /// lookup's last load), else [`Group::block_line`].
+    #[inline(always)]
+    pub(crate) fn next_line<K: Key>(&self, state: u32) -> *const u8 {
+        if !K::WALKS {
+            return self.block_line(state);
+        }
+        // A select, not a branch: a batch's lanes mix leaves, blocks and
+        // nodes at random.
+        core::hint::select_unpredictable(
+            state & (LEAF | BLOCK) == 0,
+            self.nodes.as_ptr().wrapping_add(state as usize).cast(),
+            self.block_line(state),
+        )
+    }
+
     /// The value of `key` from its direct entry `state`, given `leafvec` =
     /// [`Group::block_leafvec`]`(state)` (loaded earlier, for all lanes of a
     /// batch). Branches on the entry's kind rather than computing the block
@@ -424,10 +444,20 @@ impl Group {
     fn node_step<K: Key>(&self, state: u32, key: K, off: u32, packing: Packing) -> u32 {
         let idx = key.bits(off, STRIDE) as u32;
         let node = self.nodes[state as usize];
-        if node.base1 == LEAF_ONLY {
-            let run = (node.vector & upto(idx)).count_ones() as usize - 1;
-            LEAF | self.run_packed(node.base0 as usize, run, packing)
-        } else if node.vector & (1 << idx) != 0 {
+        if node.base1 & PATH != 0 {
+            if node.base1 == LEAF_ONLY {
+                let run = (node.vector & upto(idx)).count_ones() as usize - 1;
+                return LEAF | self.run_packed(node.base0 as usize, run, packing);
+            }
+            let k = (node.vector & 0xff) as u32;
+            return LEAF
+                | if key.bits(off, k) as u64 == node.vector >> 8 {
+                    node.base0
+                } else {
+                    node.base1 & !PATH
+                };
+        }
+        if node.vector & (1 << idx) != 0 {
             node.base1 + (node.vector & upto(idx)).count_ones() - 1
         } else {
             let block = node.base0 as usize;
@@ -546,10 +576,28 @@ impl Group {
             .filter(|&i| self.direct.get(i) & (LEAF | BLOCK) == BLOCK)
             .count();
         stats.nodes += self.nodes.len() - self.garbage_nodes as usize;
+        stats.path_nodes += (0..self.direct.len())
+            .map(|i| self.path_nodes(self.direct.get(i)))
+            .sum::<usize>();
         stats.words += self.words.len() - self.garbage_words as usize;
         stats.garbage_nodes += self.garbage_nodes as usize;
         stats.garbage_words += self.garbage_words as usize;
         stats.groups_by_leaf_bits[self.packing.width().trailing_zeros() as usize - 2] += 1;
+    }
+
+    /// Path nodes reachable from the walk state `state`.
+    fn path_nodes(&self, state: u32) -> usize {
+        if state & (LEAF | BLOCK) != 0 {
+            return 0;
+        }
+        let node = self.nodes[state as usize];
+        match node.base1 {
+            LEAF_ONLY => 0,
+            b if b & PATH != 0 => 1,
+            b => (0..node.vector.count_ones())
+                .map(|k| self.path_nodes(b + k))
+                .sum(),
+        }
     }
 
     /// Nodes and words reachable from the walk state `state`.
@@ -564,6 +612,9 @@ impl Group {
         let node = self.nodes[state as usize];
         if node.base1 == LEAF_ONLY {
             return (1, self.packing.run_words(node.vector) as u32);
+        }
+        if node.base1 & PATH != 0 {
+            return (1, 0);
         }
         let mut nodes = 1;
         let mut words = 0;
@@ -586,6 +637,11 @@ impl Group {
     ///
     /// So a direct entry that is a leaf may still have routes below it.
     fn build_subtree(&mut self, routes: &[BuildRoute], default: u32, off: u32) -> u32 {
+        if let Some(node) = path_node(routes, default, off) {
+            assert!(self.nodes.len() <= MAX_INDEX, "group node array exhausted");
+            self.nodes.push(node);
+            return (self.nodes.len() - 1) as u32;
+        }
         let painted = Painted::new(routes, default, off);
         if painted.vector == 0 && painted.values.iter().all(|&v| v == painted.values[0]) {
             // Routes below, but all with the covering value: a plain leaf.
@@ -661,10 +717,34 @@ impl Group {
         };
         for (k, &(pos, start, end)) in painted.children[..painted.child_count].iter().enumerate() {
             let child_routes = &routes[start..end];
-            let child = Painted::new(child_routes, painted.values[pos], off + STRIDE);
+            let default = painted.values[pos];
+            if let Some(node) = path_node(child_routes, default, off + STRIDE) {
+                self.nodes[base1 + k] = node;
+                continue;
+            }
+            let child = Painted::new(child_routes, default, off + STRIDE);
             self.emit_node(base1 + k, child_routes, &child, off + STRIDE);
         }
     }
+}
+
+/// The path node for a subtree at `off` that holds `routes` over `default`,
+/// if it may be one: a single route that reaches more than one level below
+/// `off` (within one level, a leaf block answers it in one load as well),
+/// by at most [`PATH_MAX_BITS`].
+fn path_node(routes: &[BuildRoute], default: u32, off: u32) -> Option<Node> {
+    let &[route] = routes else {
+        return None;
+    };
+    let k = u32::from(route.len).checked_sub(off)?;
+    if k <= STRIDE || k > PATH_MAX_BITS || default >= BLOCK || route.leaf >= BLOCK {
+        return None;
+    }
+    Some(Node {
+        vector: (bits128(route.key, off, k) as u64) << 8 | u64::from(k),
+        base0: route.leaf,
+        base1: PATH | default,
+    })
 }
 
 /// How many routes from the start of `routes` fall at index `slot` of the
@@ -714,6 +794,58 @@ mod tests {
             assert_eq!(look(&g, [10, 207, 0, 0]), 6);
             assert_eq!(look(&g, [10, 208, 0, 0]), 0);
         }
+    }
+
+    fn r6(a: u128, len: u8, leaf: u32) -> BuildRoute {
+        BuildRoute { key: a, len, leaf }
+    }
+
+    /// A route alone below its direct entry, or alone at a child position,
+    /// is one path node: the addresses inside it get its value, every other
+    /// one the value around it, however close.
+    #[test]
+    fn a_lone_deep_route_is_one_path_node() {
+        // IPv6, d = 16 (split at /24): a /48 alone under 2a00:1200::/24;
+        // a /32, a /34 and a /48 together under 2a00:3400::/24, where the
+        // /48 is alone below /36, with the /34's value around it.
+        let lone = 0x2a00_1234_5678u128 << 80;
+        let pair = 0x2a00_3456u128 << 96;
+        let deep = pair | 0x0001_0203u128 << 64;
+        let routes = [
+            r6(lone, 48, 1),
+            r6(pair, 32, 2),
+            r6(deep & (u128::MAX << 94), 34, 3),
+            r6(deep, 48, 4),
+        ];
+        let g = Group::build(&routes, 16);
+        let look6 = |a: u128| g.lookup(a);
+        assert_eq!(look6(lone | 0xffff), 1);
+        assert_eq!(look6(lone ^ 1 << 80), 0, "the last bit of the /48 differs");
+        assert_eq!(look6(lone ^ 1 << 103), 0, "the first bit below /24 differs");
+        assert_eq!(look6(deep | 7), 4);
+        assert_eq!(look6(deep ^ 1 << 80), 3, "inside the /34, outside the /48");
+        assert_eq!(
+            look6(pair | 0xc1ff_0000u128 << 64),
+            2,
+            "inside the /32 only"
+        );
+        assert_eq!(look6(pair ^ 1 << 96), 0);
+        let path_nodes = g
+            .nodes
+            .iter()
+            .filter(|n| n.base1 & PATH != 0 && n.base1 != LEAF_ONLY);
+        assert_eq!(path_nodes.count(), 2, "{:?}", g.nodes);
+        let mut stats = super::super::PoptrieStats::default();
+        g.add_stats(&mut stats);
+        assert_eq!((stats.path_nodes, stats.nodes), (2, g.nodes.len()));
+        let slot = bits128(lone, TOP_BITS, 16);
+        assert_eq!(g.subtree_size(g.direct.get(slot)), (1, 0));
+        // IPv4, d = 10 (split at /18): a /30 alone under 10.1.0.0/18.
+        let g = Group::build(&[r4([10, 0, 0, 0], 9, 5), r4([10, 1, 2, 4], 30, 6)], 10);
+        assert_eq!(look(&g, [10, 1, 2, 7]), 6);
+        assert_eq!(look(&g, [10, 1, 2, 8]), 5);
+        assert_eq!(look(&g, [10, 1, 2, 3]), 5);
+        assert_eq!(g.nodes.len(), 1);
     }
 
     #[test]

@@ -137,6 +137,9 @@ pub struct PoptrieStats {
     pub blocks: usize,
     /// Reachable 16-byte inner nodes.
     pub nodes: usize,
+    /// Of `nodes`, path nodes: a lone route more than a level below its
+    /// direct entry or parent, held whole in one node.
+    pub path_nodes: usize,
     /// Reachable 8-byte words of leaf blocks.
     pub words: usize,
     /// Nodes left unreachable by incremental rebuilds, awaiting compaction.

@@ -27,17 +27,25 @@ pub(crate) const BLOCK: u32 = 1 << 30;
 pub(crate) const MAX_INDEX: usize = (BLOCK - 1) as usize;
 
 /// A 64-way node (Poptrie, Asai & Ohara, SIGCOMM 2015), 16 bytes, in one of
-/// two forms:
+/// three forms:
 ///
 /// ```text
 ///   inner      vector   bit i = 1: child i is a node → nodes[base1 + popcnt(vector & ≤i) - 1]
 ///                       bit i = 0: child i is a leaf → the leaf block at words[base0]
 ///   leaf-only  vector   the leafvec itself (no child), runs from words[base0];
 ///              base1 = LEAF_ONLY
+///   path       vector   the one route's next k bits (k ≤ PATH_MAX_BITS), then k
+///                       in the low 8 bits; base0 = its value,
+///                       base1 = PATH | the value of every other address
 /// ```
 ///
 /// The leaf-only form saves the leafvec word of a block for the many nodes
-/// at the bottom of a walk (most nodes of an IPv6 table).
+/// at the bottom of a walk (most nodes of an IPv6 table). The path form
+/// stands for a subtree that holds one route reaching more than a level
+/// below it (path compression): an IPv6 /48 alone under its direct entry,
+/// as most are in a table spread over 2000::/3, is one node where it was a
+/// chain of four nodes and a leaf block, so one dependent load instead of
+/// five.
 ///
 /// The children of a node are contiguous in the node array and always sit
 /// after their parent, so a walk cannot loop.
@@ -53,6 +61,15 @@ pub(crate) struct Node {
 
 /// `Node::base1` of a leaf-only node (no node index comes near it).
 pub(crate) const LEAF_ONLY: u32 = u32::MAX;
+
+/// `Node::base1` tag of a path node; the bits below it hold the value of
+/// the addresses outside its route (below [`super::node::BLOCK`], so never
+/// [`LEAF_ONLY`]). Node indices stay below it.
+pub(crate) const PATH: u32 = 1 << 31;
+
+/// The most key bits a path node holds (the rest of its `u64` is their
+/// count).
+pub(crate) const PATH_MAX_BITS: u32 = 56;
 
 /// Bits `0..=idx` of a 64-bit map (idx < 64).
 #[inline(always)]
@@ -189,8 +206,14 @@ impl Packing {
 /// Bits past the address are zero, so a node straddling the end of the
 /// address (IPv4 bits 30..36) simply sees zeros there.
 pub(crate) trait Key: Copy + Default {
-    /// `n` bits (1..=16) starting `off` bits from the left, as an index.
+    /// `n` bits (1..=56) starting `off` bits from the left, as an index.
     fn bits(self, off: u32, n: u32) -> usize;
+    /// Whether most lookups walk a node below their direct entry, so that
+    /// a batch prefetches it ([`super::group::Group::next_line`]): IPv6,
+    /// whose /32–/48 routes end below the /24 its large groups split at.
+    /// IPv4's end in the leaf block under their direct entry, and a batch
+    /// prefetches that alone, without the select.
+    const WALKS: bool;
     /// The address as the flat form of small tables keys it.
     type Flat: super::flat::FlatKey;
     fn flat(self) -> Self::Flat;
@@ -200,6 +223,7 @@ pub(crate) trait Key: Copy + Default {
 }
 
 impl Key for u64 {
+    const WALKS: bool = false;
     #[inline(always)]
     fn bits(self, off: u32, n: u32) -> usize {
         ((self << off) >> (64 - n)) as usize
@@ -217,6 +241,7 @@ impl Key for u64 {
 }
 
 impl Key for u128 {
+    const WALKS: bool = true;
     #[inline(always)]
     fn bits(self, off: u32, n: u32) -> usize {
         ((self << off) >> (128 - n)) as usize

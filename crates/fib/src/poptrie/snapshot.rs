@@ -157,7 +157,7 @@ fn key128<A: FibAddr>(addr: A) -> u128 {
 ///   pass 2: top slot     ──▶ prefetch its line of slots
 ///   pass 3: group        ──▶ prefetch the group
 ///   pass 4: direct index ──▶ prefetch the direct entry
-///   pass 5: direct entry ──▶ prefetch the leaf block
+///   pass 5: direct entry ──▶ prefetch the leaf block or node
 ///   pass 6: 8 lanes at a time: leaf-block word, answer
 /// ```
 pub fn lookup_batch_each<'t, A: FibAddr>(
@@ -335,7 +335,7 @@ fn each_pass<'t, A: FibAddr, K: Key>(
     for i in 0..m {
         if let Some(s) = slot[i] {
             state[i] = s.group.direct_at(direct[i]);
-            line[lines] = s.group.block_line(state[i]);
+            line[lines] = s.group.next_line::<K>(state[i]);
             lines += 1;
         }
     }
@@ -564,7 +564,7 @@ impl<A: FibAddr> FibSnapshot<A> {
     ///
     /// ```text
     ///   pass 1: slot, direct-entry address ──▶ prefetch(64 lines)
-    ///   pass 2: direct entry, leaf-block address ──▶ prefetch(64 lines)
+    ///   pass 2: direct entry, leaf-block or node address ──▶ prefetch(64 lines)
     ///   pass 3: 8 lanes at a time: leaf-block word, answer
     /// ```
     pub fn lookup_batch_prefetch(
@@ -619,7 +619,7 @@ impl<A: FibAddr> FibSnapshot<A> {
         let mut state = [0u32; PREFETCH_BATCH];
         for i in 0..m {
             state[i] = slot[i].group.direct_at(direct[i]);
-            line[i] = slot[i].group.block_line(state[i]);
+            line[i] = slot[i].group.next_line::<K>(state[i]);
         }
         prefetch(&line[..m]);
         for (c, o) in out[..m].chunks_mut(LANES).enumerate() {
