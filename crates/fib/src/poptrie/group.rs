@@ -848,6 +848,31 @@ mod tests {
         assert_eq!(g.nodes.len(), 1);
     }
 
+    /// A path node holds at most 56 bits: a lone /80 under a /24 entry is
+    /// one node, a lone /81 walks one inner node to its path node, a /128
+    /// eight; all answer alike.
+    #[test]
+    fn path_nodes_stop_at_56_bits() {
+        let base = 0x2a00_5600_0000_0000_1234_5678_9abc_def0u128;
+        for (len, nodes) in [(80u8, 1), (81, 2), (128, 9)] {
+            let key = base & (u128::MAX << (128 - u32::from(len)));
+            let g = Group::build(&[r6(key, len, 9)], 16);
+            let paths = g
+                .nodes
+                .iter()
+                .filter(|n| n.base1 & PATH != 0 && n.base1 != LEAF_ONLY);
+            assert_eq!((paths.count(), g.nodes.len()), (1, nodes), "/{len}");
+            assert_eq!(g.lookup(key), 9, "/{len}");
+            let last = 1u128 << (128 - u32::from(len));
+            assert_eq!(g.lookup(key ^ last), 0, "/{len}: its last bit flipped");
+            assert_eq!(
+                g.lookup(key ^ 1 << 103),
+                0,
+                "/{len}: the first bit below /24"
+            );
+        }
+    }
+
     #[test]
     fn direct_entries_narrow_where_they_fit() {
         for state in [LEAF, LEAF | 0x3fff, BLOCK, BLOCK | 0x3fff, 0, 0x3fff] {
