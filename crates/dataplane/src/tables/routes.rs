@@ -26,8 +26,8 @@ impl TableWriter {
     ) -> Result<NextHopId, BuildError> {
         let checked = self.check(vr, target, v4)?;
         // A group only this route names goes as the route moves off it.
-        let freed = replacing.is_some_and(|id| self.vrs[vr].sole_group(id));
-        self.group_room(vr, &[std::slice::from_ref(&checked)], usize::from(freed))?;
+        let freed = |w: &Self| usize::from(replacing.is_some_and(|id| w.vrs[vr].sole_group(id)));
+        self.group_room(vr, &[std::slice::from_ref(&checked)], freed)?;
         Ok(self.hop_id(vr, checked))
     }
 
@@ -112,17 +112,14 @@ impl TableWriter {
             .iter()
             .map(|(_, t)| self.check(vr, t, false))
             .collect::<Result<Vec<_>, _>>()?;
-        if let Err(e) = self.group_room(vr, &[&ifaces4, &ifaces6], 0) {
-            // At the limit, groups that only the batch's routes name, and
-            // that it moves them off, make room (a BGP path change for
-            // many prefixes at once), as one route at a time would.
+        // At the limit, groups that only the batch's routes name, and that
+        // it moves them off, make room (a BGP path change for many prefixes
+        // at once), as one route at a time would.
+        let freed = |w: &Self| {
             let prefixes = (routes4.iter().map(|r| r.0), routes6.iter().map(|r| r.0));
-            let freed = self.groups_freed(vr, prefixes, &[&ifaces4, &ifaces6]);
-            if freed == 0 {
-                return Err(e);
-            }
-            self.group_room(vr, &[&ifaces4, &ifaces6], freed)?;
-        }
+            w.groups_freed(vr, prefixes, &[&ifaces4, &ifaces6])
+        };
+        self.group_room(vr, &[&ifaces4, &ifaces6], freed)?;
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
         let new4 = new_prefixes(&c.fib4, routes4);
@@ -169,18 +166,14 @@ impl TableWriter {
         for (_, t) in add6 {
             checked.push(self.check(vr, t, false)?);
         }
-        let held = self.vrs[vr].groups();
-        if let Err(e) = self.groups_fit(vr, &[&checked], held) {
+        let freed = |w: &Self| {
             let prefixes = (
                 remove.0.iter().copied().chain(add4.iter().map(|r| r.0)),
                 remove.1.iter().copied().chain(add6.iter().map(|r| r.0)),
             );
-            let freed = self.groups_freed(vr, prefixes, &[&checked]);
-            if freed == 0 {
-                return Err(e);
-            }
-            self.groups_fit(vr, &[&checked], held.saturating_sub(freed))?;
-        }
+            w.groups_freed(vr, prefixes, &[&checked])
+        };
+        self.groups_fit_freeing(vr, &[&checked], self.vrs[vr].groups(), freed)?;
         let limit = self.shared.vrs[vr].limits.max_routes as usize;
         let c = &self.vrs[vr];
         let gone4 = remove
@@ -429,14 +422,14 @@ impl TableWriter {
     /// The egress interface of each gateway of `target`, or why the VR
     /// refuses it.
     /// Refuses targets that need more multipath groups than VR `vr` may
-    /// have: groups no route names any more are let go first, and `freed`
-    /// more that the change itself lets go (a route moving off the only
+    /// have: groups no route names any more are let go first, and those
+    /// the change itself lets go (`freed`: a route moving off the only
     /// group that names it) do not count.
     fn group_room(
         &mut self,
         vr: usize,
         checked: &[&[Checked]],
-        freed: usize,
+        freed: impl FnOnce(&Self) -> usize,
     ) -> Result<(), BuildError> {
         if !checked
             .iter()
@@ -447,8 +440,27 @@ impl TableWriter {
         }
         let c = &mut self.vrs[vr];
         c.settle();
-        let held = c.groups().saturating_sub(freed);
-        self.groups_fit(vr, checked, held)
+        let held = c.groups();
+        self.groups_fit_freeing(vr, checked, held, freed)
+    }
+
+    /// [`TableWriter::groups_fit`] with `held` groups taken, or, where they
+    /// do not fit, without the groups the change lets go (`freed`, asked
+    /// only then: at the limit).
+    fn groups_fit_freeing(
+        &self,
+        vr: usize,
+        checked: &[&[Checked]],
+        held: usize,
+        freed: impl FnOnce(&Self) -> usize,
+    ) -> Result<(), BuildError> {
+        let Err(e) = self.groups_fit(vr, checked, held) else {
+            return Ok(());
+        };
+        match freed(self) {
+            0 => Err(e),
+            n => self.groups_fit(vr, checked, held.saturating_sub(n)),
+        }
     }
 
     /// How many of VR `vr`'s multipath groups a change of the routes for
