@@ -1066,8 +1066,7 @@ fn plain_demux<const L2: usize, A: Family>(
 
 /// The length past which a frame of a burst of many VRs is charged its own
 /// share by bytes of what reading and sending its burst took
-/// ([`crate::Fair::charge_by_bytes`], [`crate::Fair::note_own_bytes`]):
-/// never without a clock.
+/// ([`crate::Fair::charge_frame`]): never without a clock.
 #[inline(always)]
 fn long_from(fair_share: bool) -> u64 {
     if fair_share {

@@ -25,7 +25,7 @@ use common::{
     eth, fix_ipv4_checksum, gw_mac, host_mac, ipv4, send_burst, tagged_vrs, udp, Out, DOWN_MAC, SEC,
 };
 use proptest::prelude::*;
-use vrhost_dataplane::{Engine, EngineSpec, TxBatch, VrId};
+use vrhost_dataplane::{Engine, EngineSpec, VrId};
 use vrhost_wire::arp::ArpPacket;
 use vrhost_wire::ethernet::EtherType;
 use vrhost_wire::ip::IpProtocol;
@@ -497,25 +497,13 @@ fn charged(frames: &[(u16, Vec<u8>)], bursts: u64, receive: u64, send: u64) -> V
             let now = RECEIVE_TICKS.load(std::sync::atomic::Ordering::Relaxed);
             e.note_receive(now - receive);
         }
-        let mut rx = Vec::new();
-        for (port, f) in frames {
-            let mut m = e.pool().get();
-            m.fill(f);
-            m.port = *port;
-            rx.push(m);
-        }
-        let mut tx = TxBatch::new(e.port_count());
-        e.process_burst(&mut rx, SEC + i * 1000, &mut tx);
-        assert_eq!(tx.len(), frames.len(), "every frame forwarded");
+        let burst: Vec<(u16, &[u8])> = frames.iter().map(|(p, f)| (*p, &f[..])).collect();
+        let out = send_burst(&mut e, &burst, SEC + i * 1000);
+        assert_eq!(out.len(), frames.len(), "every frame forwarded");
         if send > 0 {
             // Sending took `send` ticks from the burst's last reading.
             let now = RECEIVE_TICKS.load(std::sync::atomic::Ordering::Relaxed);
             e.end_turn(now - 10 + send, true);
-        }
-        for q in &mut tx.ports {
-            for m in q.drain(..) {
-                e.pool().put(m);
-            }
         }
     }
     e.fair().charged()

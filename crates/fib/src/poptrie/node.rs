@@ -63,7 +63,7 @@ pub(crate) struct Node {
 pub(crate) const LEAF_ONLY: u32 = u32::MAX;
 
 /// `Node::base1` tag of a path node; the bits below it hold the value of
-/// the addresses outside its route (below [`super::node::BLOCK`], so never
+/// the addresses outside its route (below [`BLOCK`], so never
 /// [`LEAF_ONLY`]). Node indices stay below it.
 pub(crate) const PATH: u32 = 1 << 31;
 
