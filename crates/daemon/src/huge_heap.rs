@@ -6,9 +6,21 @@
 //! over 4 KiB pages that is thousands of pages, far more than the TLB holds,
 //! so most of those reads also walk the page tables. glibc's malloc backs its
 //! heap with transparent huge pages (`madvise(MADV_HUGEPAGE)` on what it
-//! maps) when the `glibc.malloc.hugetlb=1` tunable is set; tunables are read
-//! once, when a process starts, so a process that wants them and lacks them
-//! starts itself again with them ([`reexec`]).
+//! maps) when the `glibc.malloc.hugetlb=1` tunable is set and the kernel's
+//! transparent huge pages are in `madvise` mode; tunables are read once, when
+//! a process starts, so a process that wants them and lacks them starts
+//! itself again with them ([`reexec`]). (In `always` mode every mapping gets
+//! them without asking, and nothing is done.)
+//!
+//! glibc 2.35 and 2.36 (Debian 12) read the mode into a buffer they do not
+//! terminate, and compare it as a string: whether the tunable takes depends
+//! on one stale byte of the stack, which moves with the size of the
+//! environment (under `setarch -R`, of seven environment sizes tried, two
+//! took). So a process started again checks that glibc advises what it maps
+//! (`glibc_advises`) and, if it does not, starts again with
+//! [`PAD`] one byte longer, at most 32 times (a few milliseconds
+//! each, before any thread starts); later glibc versions take the tunable
+//! on the first start.
 //!
 //! `vrhost bench --vrs 1000 --routes-per-vr 1000` forwarded 13% more with it
 //! (median of five alternated pairs) and one VR with the same routes the
@@ -17,6 +29,15 @@
 //! `never`.
 
 use std::ffi::OsString;
+
+/// The environment variable a process started again carries: its length
+/// moves the stack glibc reads the mode on, and its presence says that
+/// the tunable is this module's to check.
+pub const PAD: &str = "VRHOST_HUGE_HEAP_PAD";
+
+/// Starts with the tunable, each with [`PAD`] one byte longer, before a
+/// process goes on with 4 KiB pages.
+const TRIES: usize = 32;
 
 /// The tunable.
 const TUNABLE: &str = "glibc.malloc.hugetlb=1";
@@ -37,11 +58,11 @@ pub fn wanted() -> Option<OsString> {
 
 /// [`wanted`] from `VRHOST_HUGE_HEAP`, `GLIBC_TUNABLES` and the kernel's
 /// `transparent_hugepage/enabled` (`always [madvise] never`, the mode in
-/// brackets).
+/// brackets): only `madvise` needs the tunable.
 fn tunables(switch: Option<&std::ffi::OsStr>, current: &str, thp: &str) -> Option<OsString> {
     if switch.is_some_and(|v| v == "off")
         || current.contains("glibc.malloc.hugetlb")
-        || !(thp.contains("[always]") || thp.contains("[madvise]"))
+        || !thp.contains("[madvise]")
     {
         return None;
     }
@@ -53,13 +74,21 @@ fn tunables(switch: Option<&std::ffi::OsStr>, current: &str, thp: &str) -> Optio
 }
 
 /// Starts this program again, with the same arguments and the tunable, if
-/// [`wanted`]; returns only if it need not or cannot (then the process goes
-/// on with 4 KiB pages, and says why at debug level). Call it first thing in
-/// `main`, before any thread starts.
+/// [`wanted`]; started again so, checks that glibc took the tunable, and
+/// starts once more with [`PAD`] one byte longer where it did not (see the
+/// module documentation). Returns only once there is nothing more to do or
+/// nothing that can be done (the process then goes on with 4 KiB pages, and
+/// says why at debug level). Call it first thing in `main`, before any
+/// thread starts.
 pub fn reexec() {
     use std::os::unix::process::CommandExt as _;
-    let Some(tunables) = wanted() else {
-        return;
+    let (tunables, pad) = match (wanted(), std::env::var_os(PAD)) {
+        (Some(tunables), _) => (tunables, 0),
+        (None, Some(pad)) => match next_pad(pad.len(), glibc_advises()) {
+            Some(pad) => (std::env::var_os("GLIBC_TUNABLES").unwrap_or_default(), pad),
+            None => return,
+        },
+        (None, None) => return,
     };
     let Ok(exe) = std::env::current_exe() else {
         return;
@@ -67,6 +96,7 @@ pub fn reexec() {
     let err = std::process::Command::new(&exe)
         .args(std::env::args_os().skip(1))
         .env("GLIBC_TUNABLES", tunables)
+        .env(PAD, "x".repeat(pad))
         .exec();
     tracing::debug!(
         "{}: not restarted with huge pages for the heap: {err}",
@@ -74,9 +104,72 @@ pub fn reexec() {
     );
 }
 
+/// Says, once logging is up, whether the heap is on huge pages: at info
+/// level in a process [`reexec`] started again, with how many starts it
+/// took, or at warn level where glibc never took the tunable.
+pub fn report() {
+    let Some(pad) = std::env::var_os(PAD) else {
+        return;
+    };
+    let starts = pad.len() + 1;
+    if glibc_advises() {
+        tracing::info!("heap on transparent huge pages (glibc.malloc.hugetlb=1, start {starts})");
+    } else {
+        tracing::warn!(
+            "glibc did not take glibc.malloc.hugetlb=1 in {starts} starts: the heap is on 4 KiB \
+             pages (docs/operations.md)"
+        );
+    }
+}
+
+/// The length of [`PAD`] to start again with, for a process started with
+/// one of `pad` bytes in which glibc took the tunable (`advises`) or not;
+/// `None` to go on.
+fn next_pad(pad: usize, advises: bool) -> Option<usize> {
+    if advises {
+        return None;
+    }
+    if pad + 1 >= TRIES {
+        return None;
+    }
+    Some(pad + 1)
+}
+
+/// Whether glibc advises huge pages for what it maps: a block past its
+/// mmap threshold (128 KiB at start) is a mapping of its own, which it
+/// advises (`hg` among the mapping's flags in `/proc/self/smaps`) when it
+/// took the tunable.
+fn glibc_advises() -> bool {
+    let block = std::hint::black_box(vec![0u8; 4 << 20]);
+    let at = block.as_ptr() as usize;
+    std::fs::read_to_string("/proc/self/smaps").is_ok_and(|smaps| advised(&smaps, at))
+}
+
+/// Whether the mapping of `smaps` (the text of `/proc/PID/smaps`) that
+/// holds address `at` has the `hg` flag (`madvise(MADV_HUGEPAGE)`).
+fn advised(smaps: &str, at: usize) -> bool {
+    let mut holds = false;
+    for line in smaps.lines() {
+        let range = line.split_once(' ').map_or(line, |(first, _)| first);
+        if let Some((start, end)) = range.split_once('-') {
+            if let (Ok(start), Ok(end)) = (
+                usize::from_str_radix(start, 16),
+                usize::from_str_radix(end, 16),
+            ) {
+                holds = (start..end).contains(&at);
+                continue;
+            }
+        }
+        if let Some(flags) = line.strip_prefix("VmFlags:").filter(|_| holds) {
+            return flags.split_whitespace().any(|f| f == "hg");
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
-    use super::tunables;
+    use super::{advised, next_pad, tunables};
     use std::ffi::{OsStr, OsString};
 
     const MADVISE: &str = "always [madvise] never\n";
@@ -88,11 +181,7 @@ mod tests {
             Some(OsString::from("glibc.malloc.hugetlb=1"))
         );
         assert_eq!(
-            tunables(
-                None,
-                "glibc.malloc.tcache_count=8",
-                "[always] madvise never"
-            ),
+            tunables(None, "glibc.malloc.tcache_count=8", MADVISE),
             Some(OsString::from(
                 "glibc.malloc.tcache_count=8:glibc.malloc.hugetlb=1"
             ))
@@ -104,6 +193,43 @@ mod tests {
     fn off_and_never_keep_small_pages() {
         assert_eq!(tunables(Some(OsStr::new("off")), "", MADVISE), None);
         assert_eq!(tunables(None, "", "always madvise [never]"), None);
+        // Every mapping gets huge pages in `always` mode: nothing to ask.
+        assert_eq!(tunables(None, "", "[always] madvise never"), None);
         assert_eq!(tunables(None, "", ""), None);
+    }
+
+    #[test]
+    fn the_mapping_holding_an_address_is_found_with_its_flags() {
+        let smaps = "\
+555555554000-555555710000 r--p 00000000 fe:01 1234 /usr/bin/x
+Size:               1776 kB
+VmFlags: rd mr mw me
+7ffff0021000-7ffff4000000 rw-p 00000000 00:00 0
+Size:              65404 kB
+THPeligible:           1
+VmFlags: rd wr mr mw me ac hg
+7ffff4000000-7ffff4400000 rw-p 00000000 00:00 0
+VmFlags: rd wr mr mw me ac
+";
+        assert!(advised(smaps, 0x7fff_f002_1000));
+        assert!(advised(smaps, 0x7fff_f3ff_ffff));
+        assert!(
+            !advised(smaps, 0x7fff_f400_0000),
+            "the next mapping is not advised"
+        );
+        assert!(!advised(smaps, 0x5555_5555_4000));
+        assert!(!advised(smaps, 0x1000), "no mapping holds it");
+    }
+
+    #[test]
+    fn a_start_the_tunable_missed_is_retried_with_a_longer_pad() {
+        assert_eq!(next_pad(0, true), None);
+        assert_eq!(next_pad(0, false), Some(1));
+        assert_eq!(next_pad(7, false), Some(8));
+        assert_eq!(
+            next_pad(super::TRIES - 1, false),
+            None,
+            "at most TRIES starts"
+        );
     }
 }

@@ -67,6 +67,7 @@ fn main() -> ExitCode {
         vrhost_daemon::huge_heap::reexec();
     }
     vrhost_daemon::init_logging();
+    vrhost_daemon::huge_heap::report();
     let result = match cli.command {
         Command::Bench(a) => bench::run(a),
         Command::BenchRoutes(a) => route_bench::run(a),

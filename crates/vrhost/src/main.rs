@@ -118,6 +118,7 @@ fn main() -> ExitCode {
         vrhost_daemon::huge_heap::reexec();
     }
     vrhost_daemon::init_logging();
+    vrhost_daemon::huge_heap::report();
     let result = match cli.command {
         Command::Check { config } => check(&config),
         Command::Replay { config, json } => replay::run(&config, json),
@@ -182,12 +183,9 @@ fn tools_binary() -> PathBuf {
 fn tool(name: &str, a: ToolArgs) -> anyhow::Result<ExitCode> {
     use std::os::unix::process::CommandExt as _;
     let bin = tools_binary();
+    // The tools that forward start themselves again with a heap on huge
+    // pages (`vrhost_daemon::huge_heap`), as `vrhost run` does.
     let mut cmd = std::process::Command::new(&bin);
-    if let Some(tunables) = vrhost_daemon::huge_heap::wanted().filter(|_| name != "vr-memory") {
-        // Huge pages for the tools that forward (docs/scaling.md); not for
-        // `vr-memory`, whose resident bytes would move in 2 MiB steps.
-        cmd.env("GLIBC_TUNABLES", tunables);
-    }
     let err = cmd.arg(name).args(a.args).exec();
     anyhow::bail!(
         "`vrhost {name}` is in the vrhost-tools binary, which could not run ({}: {err}); \
