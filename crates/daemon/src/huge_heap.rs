@@ -84,11 +84,13 @@ pub fn reexec() {
     use std::os::unix::process::CommandExt as _;
     let (tunables, pad) = match (wanted(), std::env::var_os(PAD)) {
         (Some(tunables), _) => (tunables, 0),
-        (None, Some(pad)) => match next_pad(pad.len(), glibc_advises()) {
+        // Started again with the tunable (not turned off since, nor
+        // dropped from the environment): did glibc take it?
+        (None, Some(pad)) if checking() => match next_pad(pad.len(), glibc_advises()) {
             Some(pad) => (std::env::var_os("GLIBC_TUNABLES").unwrap_or_default(), pad),
             None => return,
         },
-        (None, None) => return,
+        _ => return,
     };
     let Ok(exe) = std::env::current_exe() else {
         return;
@@ -104,11 +106,18 @@ pub fn reexec() {
     );
 }
 
+/// Whether this process carries the tunable [`reexec`] gave it, and huge
+/// pages are still wanted: only then is glibc's taking it checked.
+fn checking() -> bool {
+    std::env::var_os("VRHOST_HUGE_HEAP").is_none_or(|v| v != "off")
+        && std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc.hugetlb=1"))
+}
+
 /// Says, once logging is up, whether the heap is on huge pages: at info
 /// level in a process [`reexec`] started again, with how many starts it
 /// took, or at warn level where glibc never took the tunable.
 pub fn report() {
-    let Some(pad) = std::env::var_os(PAD) else {
+    let Some(pad) = std::env::var_os(PAD).filter(|_| checking()) else {
         return;
     };
     let starts = pad.len() + 1;

@@ -42,3 +42,31 @@ fn the_heap_is_on_huge_pages_whatever_the_environment() {
         assert!(!stderr.contains("did not take"), "{stderr}");
     }
 }
+
+#[test]
+fn off_keeps_small_pages_even_with_the_pad_inherited() {
+    // A process that inherited the pad from a parent started again, but
+    // whose own environment turns huge pages off: it starts once, quietly.
+    let out = Command::new(TOOLS)
+        .args([
+            "bench",
+            "--vrs",
+            "1",
+            "--routes-per-vr",
+            "100",
+            "--seconds",
+            "0.2",
+        ])
+        .args(["--workers", "1", "--json"])
+        .env("VRHOST_HUGE_HEAP", "off")
+        .env("VRHOST_HUGE_HEAP_PAD", "xx")
+        .env_remove("GLIBC_TUNABLES")
+        .output()
+        .expect("run vrhost-tools bench");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("huge pages") && !stderr.contains("did not take"),
+        "{stderr}"
+    );
+}
