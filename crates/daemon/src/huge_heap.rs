@@ -36,8 +36,15 @@ use std::ffi::OsString;
 pub const PAD: &str = "VRHOST_HUGE_HEAP_PAD";
 
 /// Starts with the tunable, each with [`PAD`] one byte longer, before a
-/// process goes on with 4 KiB pages.
+/// process goes on with 4 KiB pages: two sizes of seven took here, so 32
+/// starts all miss with a chance of about (5/7)^32, 2e-5.
 const TRIES: usize = 32;
+
+/// What [`reexec`] found in this process: glibc took the tunable, or not
+/// (after the last start), for [`report`] to say once logging is up. Unset
+/// where it did not check: a process not started again by it, such as a
+/// child that inherited [`PAD`].
+static CHECKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 /// The tunable.
 const TUNABLE: &str = "glibc.malloc.hugetlb=1";
@@ -83,13 +90,24 @@ fn tunables(switch: Option<&std::ffi::OsStr>, current: &str, thp: &str) -> Optio
 pub fn reexec() {
     use std::os::unix::process::CommandExt as _;
     let (tunables, pad) = match (wanted(), std::env::var_os(PAD)) {
-        (Some(tunables), _) => (tunables, 0),
-        // Started again with the tunable (not turned off since, nor
-        // dropped from the environment): did glibc take it?
-        (None, Some(pad)) if checking() => match next_pad(pad.len(), glibc_advises()) {
-            Some(pad) => (std::env::var_os("GLIBC_TUNABLES").unwrap_or_default(), pad),
-            None => return,
-        },
+        (Some(tunables), None) => (tunables, 0),
+        // Started again, yet the tunable is gone (glibc drops the
+        // environment's tunables for a binary with file capabilities):
+        // starting again would not bring it back.
+        (Some(_), Some(_)) => return,
+        // Started again with the tunable (not turned off since): did glibc
+        // take it? Unknown (no smaps to read) counts as taken: another
+        // start would not know better.
+        (None, Some(pad)) if checking() => {
+            let advises = glibc_advises().unwrap_or(true);
+            match next_pad(pad.len(), advises) {
+                Some(pad) => (std::env::var_os("GLIBC_TUNABLES").unwrap_or_default(), pad),
+                None => {
+                    let _ = CHECKED.set(advises);
+                    return;
+                }
+            }
+        }
         _ => return,
     };
     let Ok(exe) = std::env::current_exe() else {
@@ -107,21 +125,24 @@ pub fn reexec() {
 }
 
 /// Whether this process carries the tunable [`reexec`] gave it, and huge
-/// pages are still wanted: only then is glibc's taking it checked.
+/// pages are still wanted of glibc (not turned off, the kernel's mode
+/// `madvise`): only then is glibc's taking it checked.
 fn checking() -> bool {
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
     std::env::var_os("VRHOST_HUGE_HEAP").is_none_or(|v| v != "off")
-        && std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains("glibc.malloc.hugetlb=1"))
+        && std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains(TUNABLE))
+        && thp.is_ok_and(|mode| mode.contains("[madvise]"))
 }
 
-/// Says, once logging is up, whether the heap is on huge pages: at info
-/// level in a process [`reexec`] started again, with how many starts it
-/// took, or at warn level where glibc never took the tunable.
+/// Says, once logging is up, what [`reexec`] found in this process: at
+/// info level that the heap is on huge pages and at which start, at warn
+/// level that glibc never took the tunable. Nothing where it did not check.
 pub fn report() {
-    let Some(pad) = std::env::var_os(PAD).filter(|_| checking()) else {
+    let Some(&advises) = CHECKED.get() else {
         return;
     };
-    let starts = pad.len() + 1;
-    if glibc_advises() {
+    let starts = std::env::var_os(PAD).map_or(1, |pad| pad.len() + 1);
+    if advises {
         tracing::info!("heap on transparent huge pages (glibc.malloc.hugetlb=1, start {starts})");
     } else {
         tracing::warn!(
@@ -144,14 +165,18 @@ fn next_pad(pad: usize, advises: bool) -> Option<usize> {
     Some(pad + 1)
 }
 
-/// Whether glibc advises huge pages for what it maps: a block past its
+/// Whether glibc advises huge pages for what it maps, `None` where
+/// `/proc/self/smaps` cannot be read or names no flags: a block past its
 /// mmap threshold (128 KiB at start) is a mapping of its own, which it
-/// advises (`hg` among the mapping's flags in `/proc/self/smaps`) when it
-/// took the tunable.
-fn glibc_advises() -> bool {
+/// advises (`hg` among the mapping's flags) when it took the tunable, if
+/// the block spans a huge page (2 MiB; hence 4 MiB). Called once a
+/// process, before anything else allocates much: freeing the block raises
+/// glibc's threshold to its size.
+fn glibc_advises() -> Option<bool> {
     let block = std::hint::black_box(vec![0u8; 4 << 20]);
     let at = block.as_ptr() as usize;
-    std::fs::read_to_string("/proc/self/smaps").is_ok_and(|smaps| advised(&smaps, at))
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    smaps.contains("VmFlags:").then(|| advised(&smaps, at))
 }
 
 /// Whether the mapping of `smaps` (the text of `/proc/PID/smaps`) that
