@@ -49,39 +49,63 @@ static CHECKED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 /// The tunable.
 const TUNABLE: &str = "glibc.malloc.hugetlb=1";
 
-/// The `GLIBC_TUNABLES` value this process should start with, if its
-/// environment lacks the tunable and it may have it: the current value with
-/// the tunable appended. `None` when it is set already, when
-/// `VRHOST_HUGE_HEAP=off`, or when the kernel's transparent huge pages are
-/// `never` (or unknown).
-pub fn wanted() -> Option<OsString> {
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
-    tunables(
-        std::env::var_os("VRHOST_HUGE_HEAP").as_deref(),
-        &std::env::var("GLIBC_TUNABLES").unwrap_or_default(),
-        &thp,
-    )
+/// What decides whether this process asks glibc for huge pages, read once
+/// at start.
+struct Wants {
+    /// `VRHOST_HUGE_HEAP=off`.
+    off: bool,
+    /// `GLIBC_TUNABLES`, empty when unset.
+    current: String,
+    /// The kernel's transparent huge pages are in `madvise` mode
+    /// (`transparent_hugepage/enabled` reads `always [madvise] never`): the
+    /// only mode that needs the tunable.
+    madvise: bool,
 }
 
-/// [`wanted`] from `VRHOST_HUGE_HEAP`, `GLIBC_TUNABLES` and the kernel's
-/// `transparent_hugepage/enabled` (`always [madvise] never`, the mode in
-/// brackets): only `madvise` needs the tunable.
-fn tunables(switch: Option<&std::ffi::OsStr>, current: &str, thp: &str) -> Option<OsString> {
-    if switch.is_some_and(|v| v == "off")
-        || current.contains("glibc.malloc.hugetlb")
-        || !thp.contains("[madvise]")
-    {
-        return None;
+impl Wants {
+    /// This process's environment and the kernel's mode.
+    fn read() -> Wants {
+        Wants::new(
+            std::env::var_os("VRHOST_HUGE_HEAP").as_deref(),
+            &std::env::var("GLIBC_TUNABLES").unwrap_or_default(),
+            &std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+                .unwrap_or_default(),
+        )
     }
-    Some(if current.is_empty() {
-        TUNABLE.into()
-    } else {
-        format!("{current}:{TUNABLE}").into()
-    })
+
+    fn new(switch: Option<&std::ffi::OsStr>, current: &str, thp: &str) -> Wants {
+        Wants {
+            off: switch.is_some_and(|v| v == "off"),
+            current: current.to_string(),
+            madvise: thp.contains("[madvise]"),
+        }
+    }
+
+    /// The `GLIBC_TUNABLES` value to start again with, where the
+    /// environment lacks the tunable and may have it: the current value
+    /// with the tunable appended. `None` when the tunable is set already
+    /// (to any value), when turned off, or outside `madvise` mode.
+    fn tunables(&self) -> Option<OsString> {
+        if self.off || self.current.contains("glibc.malloc.hugetlb") || !self.madvise {
+            return None;
+        }
+        Some(if self.current.is_empty() {
+            TUNABLE.into()
+        } else {
+            format!("{}:{TUNABLE}", self.current).into()
+        })
+    }
+
+    /// Whether this process carries the tunable [`reexec`] gives and still
+    /// wants it of glibc (not turned off since, `madvise` mode): only then
+    /// is glibc's taking it checked.
+    fn carries(&self) -> bool {
+        !self.off && self.madvise && self.current.contains(TUNABLE)
+    }
 }
 
-/// Starts this program again, with the same arguments and the tunable, if
-/// [`wanted`]; started again so, checks that glibc took the tunable, and
+/// Starts this program again, with the same arguments and the tunable,
+/// where the environment lacks it and may have it; started again so, checks that glibc took the tunable, and
 /// starts once more with [`PAD`] one byte longer where it did not (see the
 /// module documentation). Returns only once there is nothing more to do or
 /// nothing that can be done (the process then goes on with 4 KiB pages, and
@@ -89,19 +113,20 @@ fn tunables(switch: Option<&std::ffi::OsStr>, current: &str, thp: &str) -> Optio
 /// thread starts.
 pub fn reexec() {
     use std::os::unix::process::CommandExt as _;
-    let (tunables, pad) = match (wanted(), std::env::var_os(PAD)) {
+    let wants = Wants::read();
+    let (tunables, pad) = match (wants.tunables(), std::env::var_os(PAD)) {
         (Some(tunables), None) => (tunables, 0),
         // Started again, yet the tunable is gone (glibc drops the
         // environment's tunables for a binary with file capabilities):
         // starting again would not bring it back.
         (Some(_), Some(_)) => return,
-        // Started again with the tunable (not turned off since): did glibc
-        // take it? Unknown (no smaps to read) counts as taken: another
-        // start would not know better.
-        (None, Some(pad)) if checking() => {
+        // Started again with the tunable: did glibc take it? Unknown (no
+        // smaps to read) counts as taken: another start would not know
+        // better.
+        (None, Some(pad)) if wants.carries() => {
             let advises = glibc_advises().unwrap_or(true);
             match next_pad(pad.len(), advises) {
-                Some(pad) => (std::env::var_os("GLIBC_TUNABLES").unwrap_or_default(), pad),
+                Some(pad) => (wants.current.into(), pad),
                 None => {
                     let _ = CHECKED.set(advises);
                     return;
@@ -122,16 +147,6 @@ pub fn reexec() {
         "{}: not restarted with huge pages for the heap: {err}",
         exe.display()
     );
-}
-
-/// Whether this process carries the tunable [`reexec`] gave it, and huge
-/// pages are still wanted of glibc (not turned off, the kernel's mode
-/// `madvise`): only then is glibc's taking it checked.
-fn checking() -> bool {
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
-    std::env::var_os("VRHOST_HUGE_HEAP").is_none_or(|v| v != "off")
-        && std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.contains(TUNABLE))
-        && thp.is_ok_and(|mode| mode.contains("[madvise]"))
 }
 
 /// Says, once logging is up, what [`reexec`] found in this process: at
@@ -156,13 +171,7 @@ pub fn report() {
 /// one of `pad` bytes in which glibc took the tunable (`advises`) or not;
 /// `None` to go on.
 fn next_pad(pad: usize, advises: bool) -> Option<usize> {
-    if advises {
-        return None;
-    }
-    if pad + 1 >= TRIES {
-        return None;
-    }
-    Some(pad + 1)
+    (!advises && pad + 1 < TRIES).then_some(pad + 1)
 }
 
 /// Whether glibc advises huge pages for what it maps, `None` where
@@ -203,10 +212,14 @@ fn advised(smaps: &str, at: usize) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{advised, next_pad, tunables};
+    use super::{advised, next_pad, Wants};
     use std::ffi::{OsStr, OsString};
 
     const MADVISE: &str = "always [madvise] never\n";
+
+    fn tunables(switch: Option<&OsStr>, current: &str, thp: &str) -> Option<OsString> {
+        Wants::new(switch, current, thp).tunables()
+    }
 
     #[test]
     fn the_tunable_is_appended_once() {
@@ -230,6 +243,32 @@ mod tests {
         // Every mapping gets huge pages in `always` mode: nothing to ask.
         assert_eq!(tunables(None, "", "[always] madvise never"), None);
         assert_eq!(tunables(None, "", ""), None);
+    }
+
+    #[test]
+    fn only_a_process_carrying_the_tunable_is_checked() {
+        let carries = |switch, current, thp| Wants::new(switch, current, thp).carries();
+        assert!(carries(None, "glibc.malloc.hugetlb=1", MADVISE));
+        assert!(carries(
+            None,
+            "glibc.malloc.tcache_count=8:glibc.malloc.hugetlb=1",
+            MADVISE
+        ));
+        assert!(
+            !carries(None, "", MADVISE),
+            "no tunable: glibc was not asked"
+        );
+        assert!(!carries(None, "glibc.malloc.hugetlb=0", MADVISE));
+        assert!(!carries(
+            Some(OsStr::new("off")),
+            "glibc.malloc.hugetlb=1",
+            MADVISE
+        ));
+        assert!(!carries(
+            None,
+            "glibc.malloc.hugetlb=1",
+            "[always] madvise never"
+        ));
     }
 
     #[test]
