@@ -56,11 +56,16 @@ fn checks(v: &serde_json::Value) -> &Vec<serde_json::Value> {
 /// the contrasts below carry them).
 const MARGIN: f64 = 0.10;
 
-/// Whether a check's value is within [`MARGIN`] of its target.
-fn near_target(c: &serde_json::Value) -> bool {
+/// A check's value and its target's bounds (no `max`: none).
+fn bounds(c: &serde_json::Value) -> (f64, f64, f64) {
     let value = c["value"].as_f64().expect("value");
     let min = c["min"].as_f64().expect("min");
-    let max = c["max"].as_f64().unwrap_or(f64::INFINITY);
+    (value, min, c["max"].as_f64().unwrap_or(f64::INFINITY))
+}
+
+/// Whether a check's value is within [`MARGIN`] of its target.
+fn near_target(c: &serde_json::Value) -> bool {
+    let (value, min, max) = bounds(c);
     value >= min * (1.0 - MARGIN) && value <= max * (1.0 + MARGIN)
 }
 
@@ -90,9 +95,7 @@ fn two_tenants_under_overload_keep_their_shares() {
     assert_eq!(v["b_load"], serde_json::json!(0.9));
     for c in checks(&v) {
         assert!(near_target(c), "{c}");
-        let value = c["value"].as_f64().expect("value");
-        let min = c["min"].as_f64().expect("min");
-        let max = c["max"].as_f64().unwrap_or(f64::INFINITY);
+        let (value, min, max) = bounds(c);
         assert_eq!(
             c["pass"],
             serde_json::json!(value >= min && value <= max),
