@@ -805,9 +805,9 @@ fn run_to_completion(
         flush(&mut w, &mut tx, &mut plan.queues, Some(&plan.tx), now);
         taps.punted(&mut w, now);
         idle_polls = if got == 0 { idle_polls + 1 } else { 0 };
-        if idle_polls > 1024 {
-            // Idle for a while: give the core back briefly instead of spinning.
-            std::thread::sleep(std::time::Duration::from_micros(20));
+        if idle_polls > SPIN_POLLS {
+            // Idle for a while: give the core back until frames arrive.
+            wait_for_work(&plan.queues, &plan.rx, &taps);
         }
     }
     WorkerReport {
@@ -816,6 +816,40 @@ fn run_to_completion(
         rounds_enforced: w.fair().rounds_enforced,
         charged: w.fair().charged(),
         cp: taps.stats,
+    }
+}
+
+/// Empty polls in a row after which a worker stops spinning and waits for
+/// frames ([`wait_for_work`]).
+const SPIN_POLLS: u32 = 1024;
+
+/// The longest an idle worker waits on its queues before it looks again:
+/// its timers (neighbor retries, at most every 100 ms), other workers' and
+/// the control side's news, and the stop flag are never held up longer.
+const WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// A worker's nap where a queue it reads cannot be waited on (memory,
+/// pcap and vhost-user ports): short, as it was before waits.
+const NAP: std::time::Duration = std::time::Duration::from_micros(20);
+
+/// An idle worker gives its core back until one of its queues (`rx`, into
+/// `queues`) or its control-plane TAPs has a frame, at most [`WAIT_MAX`]:
+/// blocked in the kernel, it costs a few percent of its core where empty
+/// polls and 20 µs naps cost about half of it (docs/operations.md, "Idle
+/// workers"). Where one of them has no descriptor to wait on, it naps for
+/// [`NAP`]; a worker with nothing to read at all sleeps [`WAIT_MAX`].
+fn wait_for_work(queues: &[Box<dyn Port>], rx: &[(u16, usize)], taps: &crate::taps::WorkerTaps) {
+    let mut fds = Vec::new();
+    let waitable = rx
+        .iter()
+        .all(|&(_, q)| queues.get(q).is_some_and(|p| p.wait_fds(&mut fds)))
+        && taps.wait_fds(&mut fds);
+    match (waitable, fds.is_empty()) {
+        (true, false) => {
+            vrhost_io::wait::readable(&fds, WAIT_MAX);
+        }
+        (true, true) => std::thread::sleep(WAIT_MAX),
+        (false, _) => std::thread::sleep(NAP),
     }
 }
 

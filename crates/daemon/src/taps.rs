@@ -310,6 +310,13 @@ impl WorkerTaps {
         }
     }
 
+    /// Pushes onto `fds` the descriptors of this worker's TAP queues, which
+    /// become readable when a tenant's kernel sent a frame; false where one
+    /// cannot be waited on.
+    pub fn wait_fds<'a>(&'a self, fds: &mut Vec<std::os::fd::BorrowedFd<'a>>) -> bool {
+        self.taps.iter().all(|q| q.port.wait_fds(fds))
+    }
+
     /// Reads what the kernels sent on this worker's TAP queues and hands
     /// each frame to [`Worker::send_from_tap`], which checks, tags, counts
     /// and queues it for the interface's port. `idle`: the worker had

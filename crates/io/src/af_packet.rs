@@ -100,7 +100,7 @@
 use std::cell::Cell;
 use std::ffi::c_int;
 use std::mem::{offset_of, size_of};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use vrhost_dataplane::coalesce;
@@ -209,9 +209,9 @@ struct Control {
 /// An empty control queue is asked again only every this many bursts: a
 /// `recvmsg` that finds nothing is a system call a burst, which with two
 /// ports cost the worker more than its frames at low rates. Frames wait
-/// at most this many polls (about 0.3 ms when the worker is idle and naps
-/// 20 µs a turn, about a millisecond at 1 Mpps); a read that finds frames
-/// reads again next burst.
+/// at most this many polls (about a millisecond at 1 Mpps; a worker that
+/// waits for work wakes for them, [`Port::wait_fds`], and reads them within
+/// 16 turns); a read that finds frames reads again next burst.
 const CONTROL_EVERY: u32 = 16;
 
 /// The control socket's receive buffer (`SO_RCVBUFFORCE`; the kernel
@@ -1044,6 +1044,16 @@ impl Port for AfPacketPort {
         port_index: u16,
     ) -> usize {
         self.read_control(pool, rx, max, port_index)
+    }
+
+    /// The ring socket (readable once a slot is filled or a super-frame is
+    /// queued for `recvmsg`) and the control socket, if any.
+    fn wait_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) -> bool {
+        fds.push(self.fd.as_fd());
+        if let Some(c) = &self.control {
+            fds.push(c.fd.as_fd());
+        }
+        true
     }
 
     fn stats(&self) -> PortStats {

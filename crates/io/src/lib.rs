@@ -26,7 +26,7 @@
 //! This is the only crate of the workspace that may contain `unsafe`. It is
 //! denied crate-wide and allowed per module only where the kernel is
 //! reached through raw system calls and shared ring memory (`sys`, `netdev`,
-//! `netns`, `af_packet`, `af_xdp`, `tap`), and for the two CPU instructions
+//! `netns`, `af_packet`, `af_xdp`, `tap`, `wait`), and for the two CPU instructions
 //! (`clock`, `prefetch`). Every block carries a
 //! `// SAFETY:` comment; `clippy::undocumented_unsafe_blocks` is denied.
 
@@ -47,6 +47,9 @@ pub mod tap;
 pub mod tools;
 pub mod vhost_user;
 pub mod vnet;
+pub mod wait;
+
+use std::os::fd::BorrowedFd;
 
 use vrhost_dataplane::{Mbuf, MbufPool};
 
@@ -158,6 +161,16 @@ pub trait Port: Send {
     /// Flushes buffered output.
     fn flush(&mut self) -> Result<(), IoError> {
         Ok(())
+    }
+
+    /// Pushes onto `fds` the file descriptors that become readable when
+    /// this queue has frames to receive (its control queue's too), for an
+    /// idle worker to wait on ([`wait::readable`]) instead of spinning, and
+    /// returns true. Returns false, pushing nothing, where the driver has
+    /// no such descriptor (memory, pcap, paced and vhost-user ports): a
+    /// worker reading such a queue naps briefly instead.
+    fn wait_fds<'a>(&'a self, _fds: &mut Vec<BorrowedFd<'a>>) -> bool {
+        false
     }
 
     /// Driver counters.

@@ -51,7 +51,7 @@ use std::collections::VecDeque;
 use std::ffi::{c_short, c_uint};
 use std::fs::OpenOptions;
 use std::io::ErrorKind;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 
 use vrhost_dataplane::coalesce;
@@ -576,6 +576,12 @@ impl Port for TapPort {
             pool.put(m);
         }
         result
+    }
+
+    /// The TAP's file descriptor, readable when the kernel queued a frame.
+    fn wait_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) -> bool {
+        fds.push(self.fd.as_fd());
+        true
     }
 
     fn stats(&self) -> PortStats {

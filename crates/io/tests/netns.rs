@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use vrhost_dataplane::{Mbuf, MbufPool};
 use vrhost_io::af_xdp::{self, BindMode, XdpMode, XdpOptions};
 use vrhost_io::tools::{self, GenSource, GenSpec, Rate, UdpFlows};
-use vrhost_io::{netdev, netns, AfPacketPort, AfXdpPort, IoError, Port, TapPort};
+use vrhost_io::{netdev, netns, wait, AfPacketPort, AfXdpPort, IoError, Port, TapPort};
 
 /// Opens a driver on the named interface (in the calling thread's namespace).
 type Opener<'a> = &'a (dyn Fn(&str) -> Box<dyn Port> + Sync);
@@ -1361,4 +1361,101 @@ fn gen_count_af_xdp() {
             "af_xdp ({mode}, copy) gen→count, 64 B, 64 flows: sent {tx:.0} pps, received {rx:.0} pps, drops {drops}"
         );
     }
+}
+
+/// Turns IPv6 off on `dev` in namespace `ns`, so that the kernel sends
+/// nothing there on its own (no neighbour discovery, no MLD reports).
+fn quiet(ns: &str, dev: &str) {
+    let key = format!("net.ipv6.conf.{dev}.disable_ipv6=1");
+    ip(&["netns", "exec", ns, "sysctl", "-qw", &key]);
+}
+
+/// What a port holds now, read and dropped until it stays empty.
+fn drain_quiet(port: &mut dyn Port, pool: &mut MbufPool) {
+    let mut rx = Vec::new();
+    let mut quiet_since = Instant::now();
+    let until = Instant::now() + Duration::from_secs(3);
+    while quiet_since.elapsed() < Duration::from_millis(200) && Instant::now() < until {
+        if port.rx_burst(pool, &mut rx, 64, 3) > 0 {
+            quiet_since = Instant::now();
+        }
+        for m in rx.drain(..) {
+            pool.put(m);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// An idle worker's wait on `port` (`Port::wait_fds`, `wait::readable`)
+/// lasts while nothing arrives and ends as soon as a frame does: drained,
+/// a 100 ms wait runs out; a frame sent from `dev` in namespace `ns` 50 ms
+/// into a second wait ends it well before its 5 s deadline, and the frame
+/// is there to receive.
+fn wakes_on_arrival(port: &mut dyn Port, pool: &mut MbufPool, ns: &str, dev: &str) {
+    drain_quiet(port, pool);
+    {
+        let mut fds = Vec::new();
+        assert!(port.wait_fds(&mut fds), "the driver can be waited on");
+        assert!(!fds.is_empty());
+        assert!(
+            !wait::readable(&fds, Duration::from_millis(100)),
+            "a wait ended with nothing sent"
+        );
+    }
+    let frame = test_frame(7, 5);
+    let (woke, took) = std::thread::scope(|s| {
+        let sender = in_ns(s, ns, || {
+            let mut pool = MbufPool::new(16);
+            let mut p = AfPacketPort::open(dev, 0, 1).unwrap_or_else(|e| panic!("{e}"));
+            std::thread::sleep(Duration::from_millis(50));
+            send_all(&mut p, &mut pool, std::slice::from_ref(&frame));
+        });
+        let mut fds = Vec::new();
+        port.wait_fds(&mut fds);
+        let t = Instant::now();
+        let woke = wait::readable(&fds, Duration::from_secs(5));
+        let took = t.elapsed();
+        sender.join().unwrap();
+        (woke, took)
+    });
+    assert!(woke, "the frame did not end the wait");
+    assert!(
+        took < Duration::from_secs(2),
+        "the wait ended after {took:?}"
+    );
+    let got = receive(port, pool, 5, 1, Duration::from_secs(1));
+    assert_eq!(got, vec![frame]);
+}
+
+#[test]
+fn idle_af_packet_and_af_xdp_ports_wake_a_wait_when_a_frame_arrives() {
+    let xdp = XdpOptions {
+        mode: Some(XdpMode::Skb),
+        bind: Some(BindMode::Copy),
+    };
+    let openers: [(&str, Opener<'_>); 2] = [("af_packet", &af_packet), ("af_xdp", &af_xdp(xdp))];
+    for (driver, open) in openers {
+        let lab = Lab::new();
+        quiet(&lab.a, "va");
+        quiet(&lab.b, "vb");
+        netns::run_in(&lab.b, || {
+            let mut pool = MbufPool::new(256);
+            let mut port = open("vb");
+            wakes_on_arrival(port.as_mut(), &mut pool, &lab.a, "va");
+        })
+        .unwrap_or_else(|e| panic!("{driver}: {e}"));
+    }
+}
+
+#[test]
+fn an_idle_tap_port_wakes_a_wait_when_the_kernel_sends() {
+    let lab = Lab::new();
+    netns::run_in(&lab.a, || {
+        let mut pool = MbufPool::new(256);
+        let mut tap = TapPort::create("vtap%d").unwrap_or_else(|e| panic!("{e}"));
+        let name = tap.name().to_string();
+        quiet(&lab.a, &name);
+        wakes_on_arrival(&mut tap, &mut pool, &lab.a, &name);
+    })
+    .unwrap();
 }

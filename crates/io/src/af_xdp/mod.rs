@@ -87,7 +87,7 @@ mod socket;
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 
 use vrhost_dataplane::{offload, Mbuf, MbufPool};
 
@@ -524,6 +524,13 @@ impl Port for AfXdpPort {
             self.reap();
         }
         Ok(())
+    }
+
+    /// The XDP socket, readable when its rx ring holds descriptors (a
+    /// `poll` on it also wakes a zero-copy driver that asked for it).
+    fn wait_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) -> bool {
+        fds.push(self.xsk.fd.as_fd());
+        true
     }
 
     fn stats(&self) -> PortStats {
