@@ -29,6 +29,7 @@ use vrhost_dataplane::{PortId, VrId};
 use vrhost_io::af_packet::AfPacketPort;
 use vrhost_io::af_xdp::AfXdpPort;
 use vrhost_io::tap::TapPort;
+use vrhost_io::wait::Waited;
 use vrhost_io::{MemoryPort, PcapPort, Port, PortStats, VhostUserSocket};
 
 /// Frames taken from one queue per poll (DPDK's usual burst).
@@ -807,7 +808,7 @@ fn run_to_completion(
         idle_polls = if got == 0 { idle_polls + 1 } else { 0 };
         if idle_polls > SPIN_POLLS {
             // Idle for a while: give the core back until frames arrive.
-            wait_for_work(&plan.queues, &plan.rx, &taps);
+            wait_for_work(&mut plan.queues, &plan.rx, &plan.tx, &taps);
         }
     }
     WorkerReport {
@@ -836,20 +837,37 @@ const NAP: std::time::Duration = std::time::Duration::from_micros(20);
 /// `queues`) or its control-plane TAPs has a frame, at most [`WAIT_MAX`]:
 /// blocked in the kernel, it costs a few percent of its core where empty
 /// polls and 20 µs naps cost about half of it (docs/operations.md, "Idle
-/// workers"). Where one of them has no descriptor to wait on, it naps for
-/// [`NAP`]; a worker with nothing to read at all sleeps [`WAIT_MAX`].
-fn wait_for_work(queues: &[Box<dyn Port>], rx: &[(u16, usize)], taps: &crate::taps::WorkerTaps) {
+/// workers"). First its send queues (`tx`) finish any send the kernel
+/// put off (`Port::flush`), which nothing else would retry meanwhile.
+/// Where one of them has no descriptor to wait on, or one reports an error
+/// that waiting cannot clear, it naps for [`NAP`]; a worker with nothing to
+/// read at all sleeps [`WAIT_MAX`].
+fn wait_for_work(
+    queues: &mut [Box<dyn Port>],
+    rx: &[(u16, usize)],
+    tx: &[usize],
+    taps: &crate::taps::WorkerTaps,
+) {
+    for &q in tx {
+        if let Some(Err(e)) = queues.get_mut(q).map(|p| p.flush()) {
+            tracing::debug!("{e}");
+        }
+    }
     let mut fds = Vec::new();
     let waitable = rx
         .iter()
         .all(|&(_, q)| queues.get(q).is_some_and(|p| p.wait_fds(&mut fds)))
         && taps.wait_fds(&mut fds);
-    match (waitable, fds.is_empty()) {
-        (true, false) => {
-            vrhost_io::wait::readable(&fds, WAIT_MAX);
+    let nap = match (waitable, fds.is_empty()) {
+        (true, false) => vrhost_io::wait::readable(&fds, WAIT_MAX) == Waited::Unwaitable,
+        (true, true) => {
+            std::thread::sleep(WAIT_MAX);
+            false
         }
-        (true, true) => std::thread::sleep(WAIT_MAX),
-        (false, _) => std::thread::sleep(NAP),
+        (false, _) => true,
+    };
+    if nap {
+        std::thread::sleep(NAP);
     }
 }
 

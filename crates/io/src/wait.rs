@@ -12,13 +12,30 @@
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::time::Duration;
 
-/// Blocks until one of `fds` is readable or `timeout` has passed. Returns
-/// whether one is readable; false on timeout, and also when `ppoll` fails
-/// (a signal, say), after which the caller simply looks at its queues
-/// again. Returns at once, false, for an empty `fds`.
-pub fn readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> bool {
+/// How a wait ([`readable`]) ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waited {
+    /// A descriptor has something to read.
+    Readable,
+    /// The deadline passed (or a signal came) with nothing to read.
+    TimedOut,
+    /// A descriptor reports an error or a hang-up that reading it does not
+    /// clear (a TAP whose device went away): waiting on it would return at
+    /// once, every time, so the caller should nap instead.
+    Unwaitable,
+}
+
+/// Blocks until one of `fds` is readable or `timeout` has passed.
+///
+/// A socket with a pending error (an interface going down sets one on every
+/// packet socket bound to it) reports it at every wait until something
+/// reads it: it is read here (`SO_ERROR`, which clears it), logged, and the
+/// wait counts as timed out, so the next one blocks again. Any other error
+/// or hang-up is [`Waited::Unwaitable`]. Returns [`Waited::TimedOut`] at
+/// once for an empty `fds`.
+pub fn readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Waited {
     if fds.is_empty() {
-        return false;
+        return Waited::TimedOut;
     }
     let mut set: Vec<libc::pollfd> = fds
         .iter()
@@ -45,7 +62,50 @@ pub fn readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> bool {
             std::ptr::null(),
         )
     };
-    n > 0
+    if n <= 0 {
+        return Waited::TimedOut;
+    }
+    if set.iter().any(|p| p.revents & libc::POLLIN != 0) {
+        return Waited::Readable;
+    }
+    let mut waited = Waited::TimedOut;
+    for p in set.iter().filter(|p| p.revents != 0) {
+        let cleared = p.revents & (libc::POLLHUP | libc::POLLNVAL) == 0
+            && p.revents & libc::POLLERR != 0
+            && take_socket_error(p.fd);
+        if !cleared {
+            waited = Waited::Unwaitable;
+        }
+    }
+    waited
+}
+
+/// Reads (and so clears) the pending error of socket `fd`; false where `fd`
+/// is not a socket or had none.
+fn take_socket_error(fd: std::os::fd::RawFd) -> bool {
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `err` and `len` are valid for writes of the sizes given; the
+    // kernel writes at most `len` bytes to `err`. `fd` is one of the caller's
+    // borrowed, open descriptors.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            std::ptr::from_mut(&mut err).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || err == 0 {
+        return false;
+    }
+    tracing::debug!(
+        fd,
+        error = %std::io::Error::from_raw_os_error(err),
+        "a queue's socket reported an error while its worker waited"
+    );
+    true
 }
 
 #[cfg(test)]
@@ -60,7 +120,10 @@ mod tests {
     fn waits_out_its_timeout_when_nothing_arrives() {
         let (a, _b) = UnixStream::pair().expect("socketpair");
         let t = Instant::now();
-        assert!(!readable(&[a.as_fd()], Duration::from_millis(30)));
+        assert_eq!(
+            readable(&[a.as_fd()], Duration::from_millis(30)),
+            Waited::TimedOut
+        );
         assert!(
             t.elapsed() >= Duration::from_millis(25),
             "{:?}",
@@ -73,7 +136,10 @@ mod tests {
         let (a, _b) = UnixStream::pair().expect("socketpair");
         let (c, mut d) = UnixStream::pair().expect("socketpair");
         d.write_all(b"x").expect("write");
-        assert!(readable(&[a.as_fd(), c.as_fd()], Duration::from_secs(10)));
+        assert_eq!(
+            readable(&[a.as_fd(), c.as_fd()], Duration::from_secs(10)),
+            Waited::Readable
+        );
     }
 
     #[test]
@@ -85,15 +151,37 @@ mod tests {
             b
         });
         let t = Instant::now();
-        assert!(readable(&[a.as_fd()], Duration::from_secs(10)));
+        assert_eq!(
+            readable(&[a.as_fd()], Duration::from_secs(10)),
+            Waited::Readable
+        );
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
         drop(writer.join());
     }
 
     #[test]
+    fn a_hung_up_descriptor_cannot_be_waited_on() {
+        let (a, b) = UnixStream::pair().expect("socketpair");
+        drop(b);
+        // A closed peer: readable (end of file), so a wait returns at once.
+        assert_eq!(
+            readable(&[a.as_fd()], Duration::from_secs(10)),
+            Waited::Readable
+        );
+        let (r, w) = std::io::pipe().expect("pipe");
+        drop(r);
+        // A pipe's write end with its reader gone: an error that reading
+        // cannot clear.
+        assert_eq!(
+            readable(&[w.as_fd()], Duration::from_secs(10)),
+            Waited::Unwaitable
+        );
+    }
+
+    #[test]
     fn nothing_to_wait_on_returns_at_once() {
         let t = Instant::now();
-        assert!(!readable(&[], Duration::from_secs(10)));
+        assert_eq!(readable(&[], Duration::from_secs(10)), Waited::TimedOut);
         assert!(t.elapsed() < Duration::from_secs(5));
     }
 }

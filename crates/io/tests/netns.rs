@@ -1388,18 +1388,22 @@ fn drain_quiet(port: &mut dyn Port, pool: &mut MbufPool) {
 
 /// An idle worker's wait on `port` (`Port::wait_fds`, `wait::readable`)
 /// lasts while nothing arrives and ends as soon as a frame does: drained,
-/// a 100 ms wait runs out; a frame sent from `dev` in namespace `ns` 50 ms
-/// into a second wait ends it well before its 5 s deadline, and the frame
-/// is there to receive.
+/// a 100 ms wait runs its course; a frame sent from `dev` in namespace
+/// `ns` 50 ms into a second wait ends it well before its 5 s deadline, and
+/// the frame is there to receive.
 fn wakes_on_arrival(port: &mut dyn Port, pool: &mut MbufPool, ns: &str, dev: &str) {
     drain_quiet(port, pool);
     {
         let mut fds = Vec::new();
         assert!(port.wait_fds(&mut fds), "the driver can be waited on");
         assert!(!fds.is_empty());
+        let t = Instant::now();
+        let waited = wait::readable(&fds, Duration::from_millis(100));
+        let took = t.elapsed();
+        assert_eq!(waited, wait::Waited::TimedOut, "nothing was sent");
         assert!(
-            !wait::readable(&fds, Duration::from_millis(100)),
-            "a wait ended with nothing sent"
+            took >= Duration::from_millis(80),
+            "the wait ended after {took:?} with nothing sent"
         );
     }
     let frame = test_frame(7, 5);
@@ -1418,7 +1422,11 @@ fn wakes_on_arrival(port: &mut dyn Port, pool: &mut MbufPool, ns: &str, dev: &st
         sender.join().unwrap();
         (woke, took)
     });
-    assert!(woke, "the frame did not end the wait");
+    assert_eq!(
+        woke,
+        wait::Waited::Readable,
+        "the frame did not end the wait"
+    );
     assert!(
         took < Duration::from_secs(2),
         "the wait ended after {took:?}"
@@ -1445,6 +1453,33 @@ fn idle_af_packet_and_af_xdp_ports_wake_a_wait_when_a_frame_arrives() {
         })
         .unwrap_or_else(|e| panic!("{driver}: {e}"));
     }
+}
+
+/// An interface going down sets an error on every packet socket bound to
+/// it, which `poll` reports until something reads it: the first wait after
+/// it reads it, and the waits after it block again (they returned at once,
+/// every time, before, and the idle worker spun on them).
+#[test]
+fn an_af_packet_port_can_be_waited_on_after_its_link_went_down_and_up() {
+    let lab = Lab::new();
+    quiet(&lab.a, "va");
+    quiet(&lab.b, "vb");
+    netns::run_in(&lab.b, || {
+        let mut pool = MbufPool::new(256);
+        let mut port = af_packet("vb");
+        ip(&["-n", &lab.b, "link", "set", "vb", "down"]);
+        ip(&["-n", &lab.b, "link", "set", "vb", "up"]);
+        drain_quiet(port.as_mut(), &mut pool);
+        {
+            let mut fds = Vec::new();
+            assert!(port.wait_fds(&mut fds));
+            let first = wait::readable(&fds, Duration::from_millis(100));
+            assert_ne!(first, wait::Waited::Readable, "nothing was sent");
+            assert_ne!(first, wait::Waited::Unwaitable, "the error was read");
+        }
+        wakes_on_arrival(port.as_mut(), &mut pool, &lab.a, "va");
+    })
+    .unwrap();
 }
 
 #[test]
