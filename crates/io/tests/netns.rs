@@ -1407,12 +1407,21 @@ fn wakes_on_arrival(port: &mut dyn Port, pool: &mut MbufPool, ns: &str, dev: &st
         );
     }
     let frame = test_frame(7, 5);
+    wait_ends_when_sent(port, ns, dev, &frame);
+    let got = receive(port, pool, 5, 1, Duration::from_secs(1));
+    assert_eq!(got, vec![frame]);
+}
+
+/// Waits on `port`'s descriptors while `frame` is sent from `dev` in
+/// namespace `ns` 50 ms into the wait, and checks that it ended the wait,
+/// well before its 5 s deadline.
+fn wait_ends_when_sent(port: &dyn Port, ns: &str, dev: &str, frame: &[u8]) {
     let (woke, took) = std::thread::scope(|s| {
         let sender = in_ns(s, ns, || {
             let mut pool = MbufPool::new(16);
             let mut p = AfPacketPort::open(dev, 0, 1).unwrap_or_else(|e| panic!("{e}"));
             std::thread::sleep(Duration::from_millis(50));
-            send_all(&mut p, &mut pool, std::slice::from_ref(&frame));
+            send_all(&mut p, &mut pool, &[frame.to_vec()]);
         });
         let mut fds = Vec::new();
         port.wait_fds(&mut fds);
@@ -1431,8 +1440,31 @@ fn wakes_on_arrival(port: &mut dyn Port, pool: &mut MbufPool, ns: &str, dev: &st
         took < Duration::from_secs(2),
         "the wait ended after {took:?}"
     );
-    let got = receive(port, pool, 5, 1, Duration::from_secs(1));
-    assert_eq!(got, vec![frame]);
+}
+
+/// A port opened for `vrhost run` (`open_steered`) keeps its control
+/// protocols' frames on a socket of their own, which is among what an idle
+/// worker waits on: an ARP frame alone ends a wait, and is there to read
+/// on the control queue.
+#[test]
+fn a_control_frame_wakes_a_wait_on_a_steered_port() {
+    let lab = Lab::new();
+    quiet(&lab.a, "va");
+    quiet(&lab.b, "vb");
+    let arp = control_frames().swap_remove(0);
+    netns::run_in(&lab.b, || {
+        let mut pool = MbufPool::new(256);
+        let mut q0 = AfPacketPort::open_steered("vb", 0, 1).unwrap_or_else(|e| panic!("{e}"));
+        drain_quiet(&mut q0, &mut pool);
+        let mut fds = Vec::new();
+        assert!(q0.wait_fds(&mut fds));
+        assert_eq!(fds.len(), 2, "the ring's socket and the control socket");
+        drop(fds);
+        wait_ends_when_sent(&q0, &lab.a, "va", &arp);
+        let ctl = drain(&mut pool, |p, rx| q0.rx_control(p, rx, 64, 0));
+        assert_eq!(ctl, vec![arp.clone()], "the frame, on the control queue");
+    })
+    .unwrap();
 }
 
 #[test]
