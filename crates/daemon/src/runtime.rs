@@ -736,6 +736,7 @@ fn run_to_completion(
     let mut rx = Vec::with_capacity(BURST);
     let mut tx = TxBatch::new(plan.tx.len());
     let mut idle_polls = 0u32;
+    let mut unwaitable_said = false;
     let mut taps = crate::taps::WorkerTaps::new(std::mem::take(&mut plan.taps));
     let panic_at = fault_panic_at();
     let counters = w.counters();
@@ -808,7 +809,13 @@ fn run_to_completion(
         idle_polls = if got == 0 { idle_polls + 1 } else { 0 };
         if idle_polls > SPIN_POLLS {
             // Idle for a while: give the core back until frames arrive.
-            wait_for_work(&mut plan.queues, &plan.rx, &plan.tx, &taps);
+            wait_for_work(
+                &mut plan.queues,
+                &plan.rx,
+                &plan.tx,
+                &taps,
+                &mut unwaitable_said,
+            );
         }
     }
     WorkerReport {
@@ -821,7 +828,11 @@ fn run_to_completion(
 }
 
 /// Empty polls in a row after which a worker stops spinning and waits for
-/// frames ([`wait_for_work`]).
+/// frames ([`wait_for_work`]): a few hundred microseconds, longer than the
+/// gaps between one TCP stream's super-frames, so a busy link keeps its
+/// worker polling (a scratch build that waited after 16 lost about 4% of a
+/// stream; docs/benchmarks.md, "Tried, not kept: the worker waits in
+/// `poll(2)`").
 const SPIN_POLLS: u32 = 1024;
 
 /// The longest an idle worker waits on its queues before it looks again:
@@ -840,13 +851,15 @@ const NAP: std::time::Duration = std::time::Duration::from_micros(20);
 /// workers"). First its send queues (`tx`) finish any send the kernel
 /// put off (`Port::flush`), which nothing else would retry meanwhile.
 /// Where one of them has no descriptor to wait on, or one reports an error
-/// that waiting cannot clear, it naps for [`NAP`]; a worker with nothing to
-/// read at all sleeps [`WAIT_MAX`].
+/// that waiting cannot clear, it naps for [`NAP`] (the latter, every turn
+/// until the descriptor goes, said once through `warned`); a worker with
+/// nothing to read at all sleeps [`WAIT_MAX`].
 fn wait_for_work(
     queues: &mut [Box<dyn Port>],
     rx: &[(u16, usize)],
     tx: &[usize],
     taps: &crate::taps::WorkerTaps,
+    warned: &mut bool,
 ) {
     for &q in tx {
         if let Some(Err(e)) = queues.get_mut(q).map(|p| p.flush()) {
@@ -867,6 +880,14 @@ fn wait_for_work(
         (false, _) => true,
     };
     if nap {
+        if waitable && !*warned {
+            *warned = true;
+            tracing::warn!(
+                "a queue's descriptor reports an error that waiting cannot clear \
+                 (a control-plane TAP deleted under the worker?): this worker naps \
+                 instead of waiting until it goes"
+            );
+        }
         std::thread::sleep(NAP);
     }
 }

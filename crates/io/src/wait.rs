@@ -20,8 +20,9 @@ pub enum Waited {
     /// The deadline passed (or a signal came) with nothing to read.
     TimedOut,
     /// A descriptor reports an error or a hang-up that reading it does not
-    /// clear (a TAP whose device went away): waiting on it would return at
-    /// once, every time, so the caller should nap instead.
+    /// clear (a TAP whose device went away), or `ppoll` itself failed:
+    /// waiting would return at once, every time, so the caller should nap
+    /// instead.
     Unwaitable,
 }
 
@@ -62,8 +63,17 @@ pub fn readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Waited {
             std::ptr::null(),
         )
     };
-    if n <= 0 {
+    if n == 0 {
         return Waited::TimedOut;
+    }
+    if n < 0 {
+        // A signal ends a wait early; anything else (no memory for the
+        // descriptor table) would end every wait at once.
+        let interrupted = std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted;
+        return match interrupted {
+            true => Waited::TimedOut,
+            false => Waited::Unwaitable,
+        };
     }
     if set.iter().any(|p| p.revents & libc::POLLIN != 0) {
         return Waited::Readable;
@@ -160,7 +170,7 @@ mod tests {
     }
 
     #[test]
-    fn a_hung_up_descriptor_cannot_be_waited_on() {
+    fn an_error_reading_cannot_clear_makes_a_descriptor_unwaitable() {
         let (a, b) = UnixStream::pair().expect("socketpair");
         drop(b);
         // A closed peer: readable (end of file), so a wait returns at once.
@@ -171,10 +181,41 @@ mod tests {
         let (r, w) = std::io::pipe().expect("pipe");
         drop(r);
         // A pipe's write end with its reader gone: an error that reading
-        // cannot clear.
+        // cannot clear (it is no socket), as a deleted TAP's.
         assert_eq!(
             readable(&[w.as_fd()], Duration::from_secs(10)),
             Waited::Unwaitable
+        );
+    }
+
+    #[test]
+    fn a_sockets_pending_error_is_read_and_the_next_wait_blocks() {
+        use std::net::UdpSocket;
+        // A connected UDP socket whose peer port is closed: the ICMP port
+        // unreachable that answers a datagram becomes its pending error.
+        let closed = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        let peer = closed.local_addr().expect("addr");
+        drop(closed);
+        let s = UdpSocket::bind("127.0.0.1:0").expect("bind");
+        s.connect(peer).expect("connect");
+        s.send(b"x").expect("send");
+        std::thread::sleep(Duration::from_millis(50));
+        let t = Instant::now();
+        assert_eq!(
+            readable(&[s.as_fd()], Duration::from_secs(10)),
+            Waited::TimedOut,
+            "the error is read, not taken for a frame"
+        );
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        let t = Instant::now();
+        assert_eq!(
+            readable(&[s.as_fd()], Duration::from_millis(30)),
+            Waited::TimedOut
+        );
+        assert!(
+            t.elapsed() >= Duration::from_millis(25),
+            "{:?}",
+            t.elapsed()
         );
     }
 

@@ -1384,6 +1384,10 @@ fn drain_quiet(port: &mut dyn Port, pool: &mut MbufPool) {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    assert!(
+        quiet_since.elapsed() >= Duration::from_millis(200),
+        "the port never went quiet"
+    );
 }
 
 /// An idle worker's wait on `port` (`Port::wait_fds`, `wait::readable`)
