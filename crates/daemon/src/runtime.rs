@@ -841,7 +841,7 @@ const SPIN_POLLS: u32 = 1024;
 const WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// A worker's nap where a queue it reads cannot be waited on (memory,
-/// pcap and vhost-user ports): short, as it was before waits.
+/// pcap ports): short, as it was before waits.
 const NAP: std::time::Duration = std::time::Duration::from_micros(20);
 
 /// An idle worker gives its core back until one of its queues (`rx`, into

@@ -167,7 +167,7 @@ pub trait Port: Send {
     /// this queue has frames to receive (its control queue's too), for an
     /// idle worker to wait on ([`wait::readable`]) instead of spinning, and
     /// returns true. Returns false, pushing nothing, where the driver has
-    /// no such descriptor (memory, pcap, paced and vhost-user ports): a
+    /// no such descriptor (memory, pcap and paced ports): a
     /// worker reading such a queue naps briefly instead.
     fn wait_fds<'a>(&'a self, _fds: &mut Vec<BorrowedFd<'a>>) -> bool {
         false

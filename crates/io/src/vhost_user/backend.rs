@@ -15,13 +15,16 @@
 //! ```
 //!
 //! The crate's own event thread reads the guest's kicks; the workers poll
-//! the rings and tell the guest not to kick (`VRING_USED_F_NO_NOTIFY`), so
-//! it wakes rarely. `VIRTIO_RING_F_EVENT_IDX` is not offered, so that flag
+//! the rings. A worker that waits for work ([`crate::Port::wait_fds`]) arms
+//! its queue pair's [`Doorbell`], and a kick on the guest's transmit queue
+//! then rings it. `VIRTIO_RING_F_EVENT_IDX` is not offered, so that flag
 //! and the guest's `VRING_AVAIL_F_NO_INTERRUPT` are what decide
 //! notifications.
 
 use std::cell::RefCell;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -230,6 +233,70 @@ pub(crate) struct Link {
     stop: AtomicBool,
     /// The socket, to wake the control thread's accept when stopping.
     path: PathBuf,
+    /// Per queue pair, what wakes its worker while it waits.
+    pub(crate) bells: Vec<Doorbell>,
+}
+
+/// Wakes a queue pair's worker that waits for work when the guest kicks its
+/// transmit queue: the worker arms it and waits on its descriptor (a
+/// datagram socket pair), and the event thread that reads the guest's kicks
+/// rings it, only while it is armed (a busy worker costs the kicks
+/// nothing). Arming comes before the worker's last look at the ring, and a
+/// kick comes after the guest's last write to it, so a frame the look
+/// missed is always rung for.
+pub(crate) struct Doorbell {
+    /// The worker is about to wait, or waits.
+    armed: AtomicBool,
+    /// `ring` sent a byte that `bell` may still hold.
+    rung: AtomicBool,
+    ring: UnixDatagram,
+    bell: UnixDatagram,
+}
+
+impl Doorbell {
+    fn new() -> io::Result<Doorbell> {
+        let (ring, bell) = UnixDatagram::pair()?;
+        ring.set_nonblocking(true)?;
+        bell.set_nonblocking(true)?;
+        Ok(Doorbell {
+            armed: AtomicBool::new(false),
+            rung: AtomicBool::new(false),
+            ring,
+            bell,
+        })
+    }
+
+    /// The worker is about to wait: from now on a kick rings. Returns what
+    /// to wait on.
+    pub(crate) fn arm(&self) -> BorrowedFd<'_> {
+        self.armed.store(true, Ordering::SeqCst);
+        self.bell.as_fd()
+    }
+
+    /// The guest kicked: rings if the worker is armed.
+    pub(crate) fn kicked(&self) {
+        if self.armed.swap(false, Ordering::SeqCst) {
+            self.ring();
+        }
+    }
+
+    /// Makes the descriptor readable (a full socket already is).
+    pub(crate) fn ring(&self) {
+        self.rung.store(true, Ordering::SeqCst);
+        let _ = self.ring.send(&[1]);
+    }
+
+    /// The worker is back at work: kicks ring no more, and what rang is
+    /// read. Two loads when nothing rang.
+    pub(crate) fn settle(&self) {
+        if self.armed.load(Ordering::Relaxed) {
+            self.armed.store(false, Ordering::Relaxed);
+        }
+        if self.rung.load(Ordering::Relaxed) && self.rung.swap(false, Ordering::SeqCst) {
+            let mut byte = [0u8; 8];
+            while self.bell.recv(&mut byte).is_ok() {}
+        }
+    }
 }
 
 impl Link {
@@ -259,6 +326,8 @@ impl Link {
 struct Backend {
     pairs: usize,
     features: Arc<AtomicU64>,
+    /// For the doorbells of its queue pairs.
+    link: Arc<Link>,
 }
 
 impl VhostUserBackend for Backend {
@@ -309,12 +378,20 @@ impl VhostUserBackend for Backend {
 
     fn handle_event(
         &self,
-        _device_event: u16,
+        device_event: u16,
         _evset: EventSet,
         _vrings: &[Vring],
         _thread_id: usize,
     ) -> io::Result<()> {
-        // Kicks only: the workers poll the rings.
+        // Kicks only: the workers poll the rings, but one that waits is
+        // rung when the guest sent (its transmit queue, 2i + 1, is what
+        // pair i receives).
+        let queue = usize::from(device_event);
+        if queue % 2 == 1 {
+            if let Some(bell) = self.link.bells.get(queue / 2) {
+                bell.kicked();
+            }
+        }
         Ok(())
     }
 
@@ -331,12 +408,20 @@ pub(crate) fn listen(name: &str, path: &Path, pairs: usize) -> Result<Arc<Link>,
         ifname: name.to_string(),
         reason: format!("vhost-user socket {}: {e}", path.display()),
     })?;
+    let bells = (0..pairs)
+        .map(|_| Doorbell::new())
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|e| IoError::Setup {
+            ifname: name.to_string(),
+            reason: format!("a doorbell for the workers: {e}"),
+        })?;
     let link = Arc::new(Link {
         name: name.to_string(),
         generation: AtomicU64::new(0),
         current: Mutex::new(None),
         stop: AtomicBool::new(false),
         path: path.to_path_buf(),
+        bells,
     });
     let l = link.clone();
     std::thread::Builder::new()
@@ -351,7 +436,7 @@ pub(crate) fn listen(name: &str, path: &Path, pairs: usize) -> Result<Arc<Link>,
 
 /// The control thread: one daemon per connection, since the handler's
 /// state (owner, features, rings) belongs to one frontend.
-fn serve(link: &Link, listener: &mut Listener, pairs: usize) {
+fn serve(link: &Arc<Link>, listener: &mut Listener, pairs: usize) {
     let name = link.name.as_str();
     while !link.stop.load(Ordering::Acquire) {
         let mem: Mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
@@ -359,6 +444,7 @@ fn serve(link: &Link, listener: &mut Listener, pairs: usize) {
         let backend = Backend {
             pairs,
             features: features.clone(),
+            link: link.clone(),
         };
         let (daemon, vrings) = collect_vrings(|| {
             VhostUserDaemon::new(format!("vhost-user {name} requests"), backend, mem.clone())

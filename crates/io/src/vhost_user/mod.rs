@@ -24,6 +24,7 @@
 
 mod backend;
 
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -123,6 +124,27 @@ impl VhostUserPort {
             self.pending = None;
         }
         self.conn.clone()
+    }
+}
+
+impl VhostUserPort {
+    /// Whether the guest's transmit queue holds chains the port has not
+    /// taken yet (true when that cannot be read: the worker then looks).
+    fn guest_sent(&self) -> bool {
+        let Some(conn) = &self.conn else {
+            return false;
+        };
+        let Some(vring) = conn.vrings.get(2 * self.pair + 1) else {
+            return false;
+        };
+        let st = vring.lock();
+        if !st.is_enabled() || !st.get_queue().ready() {
+            return false;
+        }
+        let mem = conn.mem.memory();
+        st.get_queue()
+            .avail_idx(&*mem, Ordering::Acquire)
+            .map_or(true, |avail| avail.0 != st.get_queue().next_avail())
     }
 }
 
@@ -253,6 +275,9 @@ impl Port for VhostUserPort {
         max: usize,
         port_index: u16,
     ) -> usize {
+        if let Some(bell) = self.link.bells.get(self.pair) {
+            bell.settle();
+        }
         let Some(conn) = self.conn() else {
             return 0;
         };
@@ -360,6 +385,20 @@ impl Port for VhostUserPort {
             pool.put(m);
         }
         Ok(())
+    }
+
+    /// The queue pair's doorbell, armed: the event thread rings it when the
+    /// guest kicks its transmit queue. Rung at once if the guest already
+    /// posted frames since the last burst.
+    fn wait_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) -> bool {
+        let Some(bell) = self.link.bells.get(self.pair) else {
+            return false;
+        };
+        fds.push(bell.arm());
+        if self.guest_sent() {
+            bell.ring();
+        }
+        true
     }
 
     fn stats(&self) -> PortStats {
@@ -634,5 +673,43 @@ mod tests {
         }
         assert_eq!(used_idx(&mem, &vring), 1, "handed back");
         assert_eq!(used_elem(&mem, &vring, 0), (0, 0), "empty");
+    }
+
+    /// An idle worker's wait on a vhost-user port (`Port::wait_fds`) ends
+    /// when the guest kicks its transmit queue while the worker is armed,
+    /// and not otherwise: a kick while the worker is busy rings nothing,
+    /// and a burst disarms it and reads what rang.
+    #[test]
+    fn a_guest_kick_ends_a_waiting_workers_wait_and_only_then() {
+        use crate::wait::{readable, Waited};
+        use std::time::Duration;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = VhostUserSocket::listen("vm", &dir.path().join("vm.sock"), 2).expect("listen");
+        let mut port = socket.port(1).expect("port");
+        let (bell, other) = (&socket.link.bells[1], &socket.link.bells[0]);
+        let quiet = Duration::from_millis(30);
+        // Busy: a kick rings nothing.
+        bell.kicked();
+        let mut fds = Vec::new();
+        assert!(
+            port.wait_fds(&mut fds),
+            "a vhost-user port can be waited on"
+        );
+        assert_eq!(fds.len(), 1);
+        assert_eq!(readable(&fds, quiet), Waited::TimedOut);
+        // Armed: another pair's kick does not ring it, its own does.
+        other.kicked();
+        assert_eq!(readable(&fds, quiet), Waited::TimedOut);
+        bell.kicked();
+        assert_eq!(readable(&fds, Duration::from_secs(5)), Waited::Readable);
+        drop(fds);
+        // A burst (no guest attached: nothing to read) settles it: what rang
+        // is read, and kicks ring nothing until it is armed again.
+        let (mut pool, mut rx) = (MbufPool::new(16), Vec::new());
+        assert_eq!(port.rx_burst(&mut pool, &mut rx, 64, 0), 0);
+        bell.kicked();
+        let mut fds = Vec::new();
+        assert!(port.wait_fds(&mut fds));
+        assert_eq!(readable(&fds, quiet), Waited::TimedOut);
     }
 }
