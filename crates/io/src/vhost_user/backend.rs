@@ -273,9 +273,11 @@ impl Doorbell {
         self.bell.as_fd()
     }
 
-    /// The guest kicked: rings if the worker is armed.
+    /// The guest kicked: rings if the worker is armed. A kick while the
+    /// worker is busy only reads the flag, so the line its bursts read
+    /// stays theirs.
     pub(crate) fn kicked(&self) {
-        if self.armed.swap(false, Ordering::SeqCst) {
+        if self.armed.load(Ordering::SeqCst) && self.armed.swap(false, Ordering::SeqCst) {
             self.ring();
         }
     }
