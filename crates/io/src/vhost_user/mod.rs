@@ -129,7 +129,9 @@ impl VhostUserPort {
 
 impl VhostUserPort {
     /// Whether the guest's transmit queue holds chains the port has not
-    /// taken yet (true when that cannot be read: the worker then looks).
+    /// taken yet (false when that cannot be read: a guest whose ring is
+    /// bad does not keep its worker from waiting, and a wait is 1 ms at
+    /// most).
     fn guest_sent(&self) -> bool {
         let Some(conn) = &self.conn else {
             return false;
@@ -144,7 +146,7 @@ impl VhostUserPort {
         let mem = conn.mem.memory();
         st.get_queue()
             .avail_idx(&*mem, Ordering::Acquire)
-            .map_or(true, |avail| avail.0 != st.get_queue().next_avail())
+            .is_ok_and(|avail| avail.0 != st.get_queue().next_avail())
     }
 }
 
@@ -389,13 +391,16 @@ impl Port for VhostUserPort {
 
     /// The queue pair's doorbell, armed: the event thread rings it when the
     /// guest kicks its transmit queue. Rung at once if the guest already
-    /// posted frames since the last burst.
+    /// posted frames since the last burst, or a new guest came since (its
+    /// ring is not the one this port last read). False for a pair past
+    /// the ones the event thread rings for (the worker naps).
     fn wait_fds<'a>(&'a self, fds: &mut Vec<BorrowedFd<'a>>) -> bool {
         let Some(bell) = self.link.bells.get(self.pair) else {
             return false;
         };
         fds.push(bell.arm());
-        if self.guest_sent() {
+        let reconnected = self.link.generation.load(Ordering::Acquire) != self.generation;
+        if reconnected || self.guest_sent() {
             bell.ring();
         }
         true
@@ -682,20 +687,34 @@ mod tests {
     #[test]
     fn a_guest_kick_ends_a_waiting_workers_wait_and_only_then() {
         use crate::wait::{readable, Waited};
-        use std::time::Duration;
+        use std::time::{Duration, Instant};
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = VhostUserSocket::listen("vm", &dir.path().join("vm.sock"), 2).expect("listen");
         let mut port = socket.port(1).expect("port");
         let (bell, other) = (&socket.link.bells[1], &socket.link.bells[0]);
         let quiet = Duration::from_millis(30);
-        // Busy: a kick rings nothing.
-        bell.kicked();
+        let (mut pool, mut rx) = (MbufPool::new(16), Vec::new());
+        // A port that has not read the link's connection yet (none, or a
+        // new guest's) rings itself: its first wait ends at once.
         let mut fds = Vec::new();
         assert!(
             port.wait_fds(&mut fds),
             "a vhost-user port can be waited on"
         );
         assert_eq!(fds.len(), 1);
+        assert_eq!(readable(&fds, quiet), Waited::Readable);
+        drop(fds);
+        // The control thread publishes its first (not yet connected)
+        // connection once; a burst takes it, and reads what rang.
+        let until = Instant::now() + Duration::from_secs(5);
+        while socket.link.generation.load(Ordering::Acquire) == 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(port.rx_burst(&mut pool, &mut rx, 64, 0), 0);
+        // Busy: a kick rings nothing.
+        bell.kicked();
+        let mut fds = Vec::new();
+        assert!(port.wait_fds(&mut fds));
         assert_eq!(readable(&fds, quiet), Waited::TimedOut);
         // Armed: another pair's kick does not ring it, its own does.
         other.kicked();
@@ -705,11 +724,72 @@ mod tests {
         drop(fds);
         // A burst (no guest attached: nothing to read) settles it: what rang
         // is read, and kicks ring nothing until it is armed again.
-        let (mut pool, mut rx) = (MbufPool::new(16), Vec::new());
         assert_eq!(port.rx_burst(&mut pool, &mut rx, 64, 0), 0);
         bell.kicked();
         let mut fds = Vec::new();
         assert!(port.wait_fds(&mut fds));
         assert_eq!(readable(&fds, quiet), Waited::TimedOut);
+    }
+
+    /// A connection whose pair 0 transmit queue (vring 1) has `chains`
+    /// one-descriptor chains posted by the guest, enabled and ready.
+    fn posted(chains: u16) -> Arc<Conn> {
+        let gm = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x20_0000)])
+            .expect("guest memory");
+        let mock = MockSplitQueue::new(&gm, 16);
+        let descs: Vec<RawDescriptor> = (0..chains).flat_map(|i| chain(i, 1, 64, false)).collect();
+        mock.add_desc_chains(&descs, 0).expect("chains");
+        let (desc, avail, used) = (mock.desc_table_addr(), mock.avail_addr(), mock.used_addr());
+        let mem = GuestMemoryAtomic::new(gm);
+        let vrings: Vec<backend::Vring> = (0..2)
+            .map(|_| <backend::Vring as VringT<backend::Mem>>::new(mem.clone(), 16).expect("vring"))
+            .collect();
+        {
+            let mut st = vrings[1].lock();
+            st.set_queue_info(desc.0, avail.0, used.0)
+                .expect("addresses");
+            st.get_queue_mut().set_size(16);
+            st.get_queue_mut().set_ready(true);
+            st.set_enabled(true);
+        }
+        Arc::new(Conn {
+            mem,
+            vrings,
+            features: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        })
+    }
+
+    /// Arming comes before the worker's last look at the guest's transmit
+    /// ring: chains the guest posted since the last burst end the wait at
+    /// once (their kick may have come before the worker armed); an empty
+    /// ring leaves it to the kick.
+    #[test]
+    fn chains_posted_before_the_wait_end_it_at_once() {
+        use crate::wait::{readable, Waited};
+        use std::time::Duration;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = VhostUserSocket::listen("vm", &dir.path().join("vm.sock"), 1).expect("listen");
+        // The control thread publishes its first (not yet connected)
+        // connection once, then waits for a guest: the generation holds.
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while socket.link.generation.load(Ordering::Acquire) == 0
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for (chains, want) in [(2, Waited::Readable), (0, Waited::TimedOut)] {
+            let mut port = socket.port(0).expect("port");
+            port.conn = Some(posted(chains));
+            port.generation = socket.link.generation.load(Ordering::Acquire);
+            let mut fds = Vec::new();
+            assert!(port.wait_fds(&mut fds));
+            assert_eq!(
+                readable(&fds, Duration::from_millis(100)),
+                want,
+                "{chains} chains posted"
+            );
+            drop(fds);
+            socket.link.bells[0].settle();
+        }
     }
 }
