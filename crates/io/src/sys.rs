@@ -9,7 +9,7 @@
 use std::ffi::c_int;
 use std::io;
 use std::mem::size_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 use crate::IoError;
@@ -102,7 +102,7 @@ pub(crate) fn setsockopt<T>(fd: &OwnedFd, level: c_int, name: c_int, value: &T) 
 
 /// `getsockopt(2)` into a zeroed `T`. A shorter answer (an older kernel's
 /// smaller struct) leaves the tail zero.
-pub(crate) fn getsockopt<T: Pod>(fd: &OwnedFd, level: c_int, name: c_int) -> io::Result<T> {
+pub(crate) fn getsockopt<T: Pod>(fd: impl AsFd, level: c_int, name: c_int) -> io::Result<T> {
     let mut value: T = zeroed();
     let mut len = size_of::<T>() as libc::socklen_t;
     // SAFETY: `value` is a writable `T` of `len` bytes; the kernel writes at
@@ -110,7 +110,7 @@ pub(crate) fn getsockopt<T: Pod>(fd: &OwnedFd, level: c_int, name: c_int) -> io:
     // `T` because `T: Pod`.
     let rc = unsafe {
         libc::getsockopt(
-            fd.as_raw_fd(),
+            fd.as_fd().as_raw_fd(),
             level,
             name,
             (&mut value as *mut T).cast(),
