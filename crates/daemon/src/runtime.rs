@@ -871,17 +871,14 @@ fn wait_for_work(
         .iter()
         .all(|&(_, q)| queues.get(q).is_some_and(|p| p.wait_fds(&mut fds)))
         && taps.wait_fds(&mut fds);
-    let nap = match (waitable, fds.is_empty()) {
-        (true, false) => vrhost_io::wait::readable(&fds, WAIT_MAX) == Waited::Unwaitable,
-        (true, true) => {
-            std::thread::sleep(WAIT_MAX);
-            false
-        }
-        (false, _) => true,
-    };
-    if nap {
-        if waitable && !*warned {
-            *warned = true;
+    if !waitable {
+        return std::thread::sleep(NAP);
+    }
+    if fds.is_empty() {
+        return std::thread::sleep(WAIT_MAX);
+    }
+    if vrhost_io::wait::readable(&fds, WAIT_MAX) == Waited::Unwaitable {
+        if !std::mem::replace(warned, true) {
             tracing::warn!(
                 "a queue's descriptor reports an error that waiting cannot clear \
                  (a control-plane TAP deleted under the worker?): this worker naps \
