@@ -127,6 +127,14 @@ fn collect_vrings<T>(f: impl FnOnce() -> T) -> (T, Vec<Vring>) {
     (out, made)
 }
 
+/// A ring the tests set up themselves, as a connection's.
+#[cfg(test)]
+impl From<VringMutex<Mem>> for Vring {
+    fn from(v: VringMutex<Mem>) -> Vring {
+        Vring(v)
+    }
+}
+
 impl Vring {
     /// The vring's state, locked.
     pub(crate) fn lock(&self) -> MutexGuard<'_, VringState<Mem>> {
@@ -521,34 +529,29 @@ mod tests {
             link: link.clone(),
         };
         let quiet = Duration::from_millis(30);
+        let kick = |vring| {
+            backend
+                .handle_event(vring, EventSet::IN, &[], 0)
+                .expect("event")
+        };
         let fd = link.bells[1].arm();
-        backend
-            .handle_event(2, EventSet::IN, &[], 0)
-            .expect("event");
+        kick(2);
         assert_eq!(
             readable(&[fd], quiet),
             Waited::TimedOut,
             "pair 1's receive queue"
         );
-        backend
-            .handle_event(1, EventSet::IN, &[], 0)
-            .expect("event");
+        kick(1);
         assert_eq!(
             readable(&[fd], quiet),
             Waited::TimedOut,
             "pair 0's transmit queue"
         );
-        backend
-            .handle_event(3, EventSet::IN, &[], 0)
-            .expect("event");
+        kick(3);
         assert_eq!(readable(&[fd], Duration::from_secs(5)), Waited::Readable);
         // Past the pairs with doorbells, and past the rings: nothing.
-        backend
-            .handle_event(41, EventSet::IN, &[], 0)
-            .expect("event");
-        backend
-            .handle_event(1001, EventSet::IN, &[], 0)
-            .expect("event");
+        kick(41);
+        kick(1001);
         link.shut();
     }
 }

@@ -115,19 +115,22 @@ pub struct VhostUserPort {
 }
 
 impl VhostUserPort {
+    /// Whether the link changed (a guest came or went) since `conn` was
+    /// taken.
+    fn stale(&self) -> bool {
+        self.link.generation.load(Ordering::Acquire) != self.generation
+    }
+
     /// The connection now served, re-read when the link changed.
     fn conn(&mut self) -> Option<Arc<Conn>> {
-        let g = self.link.generation.load(Ordering::Acquire);
-        if g != self.generation {
-            self.generation = g;
+        if self.stale() {
+            self.generation = self.link.generation.load(Ordering::Acquire);
             self.conn = self.link.current();
             self.pending = None;
         }
         self.conn.clone()
     }
-}
 
-impl VhostUserPort {
     /// Whether the guest's transmit queue holds chains the port has not
     /// taken yet (false when that cannot be read: a guest whose ring is
     /// bad does not keep its worker from waiting, and a wait is 1 ms at
@@ -399,8 +402,7 @@ impl Port for VhostUserPort {
             return false;
         };
         fds.push(bell.arm());
-        let reconnected = self.link.generation.load(Ordering::Acquire) != self.generation;
-        if reconnected || self.guest_sent() {
+        if self.stale() || self.guest_sent() {
             bell.ring();
         }
         true
@@ -680,6 +682,23 @@ mod tests {
         assert_eq!(used_elem(&mem, &vring, 0), (0, 0), "empty");
     }
 
+    /// A vhost-user socket of `pairs` queue pairs in a fresh directory,
+    /// once its control thread published its first (not yet connected)
+    /// connection: no guest comes, so the link's generation holds from
+    /// then on.
+    fn listening(pairs: u16) -> (tempfile::TempDir, VhostUserSocket) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket =
+            VhostUserSocket::listen("vm", &dir.path().join("vm.sock"), pairs).expect("listen");
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while socket.link.generation.load(Ordering::Acquire) == 0
+            && std::time::Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        (dir, socket)
+    }
+
     /// An idle worker's wait on a vhost-user port (`Port::wait_fds`) ends
     /// when the guest kicks its transmit queue while the worker is armed,
     /// and not otherwise: a kick while the worker is busy rings nothing,
@@ -687,9 +706,8 @@ mod tests {
     #[test]
     fn a_guest_kick_ends_a_waiting_workers_wait_and_only_then() {
         use crate::wait::{readable, Waited};
-        use std::time::{Duration, Instant};
-        let dir = tempfile::tempdir().expect("tempdir");
-        let socket = VhostUserSocket::listen("vm", &dir.path().join("vm.sock"), 2).expect("listen");
+        use std::time::Duration;
+        let (_dir, socket) = listening(2);
         let mut port = socket.port(1).expect("port");
         let (bell, other) = (&socket.link.bells[1], &socket.link.bells[0]);
         let quiet = Duration::from_millis(30);
@@ -704,12 +722,7 @@ mod tests {
         assert_eq!(fds.len(), 1);
         assert_eq!(readable(&fds, quiet), Waited::Readable);
         drop(fds);
-        // The control thread publishes its first (not yet connected)
-        // connection once; a burst takes it, and reads what rang.
-        let until = Instant::now() + Duration::from_secs(5);
-        while socket.link.generation.load(Ordering::Acquire) == 0 && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        // A burst takes the connection, and reads what rang.
         assert_eq!(port.rx_burst(&mut pool, &mut rx, 64, 0), 0);
         // Busy: a kick rings nothing.
         bell.kicked();
@@ -734,27 +747,14 @@ mod tests {
     /// A connection whose pair 0 transmit queue (vring 1) has `chains`
     /// one-descriptor chains posted by the guest, enabled and ready.
     fn posted(chains: u16) -> Arc<Conn> {
-        let gm = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x20_0000)])
-            .expect("guest memory");
-        let mock = MockSplitQueue::new(&gm, 16);
         let descs: Vec<RawDescriptor> = (0..chains).flat_map(|i| chain(i, 1, 64, false)).collect();
-        mock.add_desc_chains(&descs, 0).expect("chains");
-        let (desc, avail, used) = (mock.desc_table_addr(), mock.avail_addr(), mock.used_addr());
-        let mem = GuestMemoryAtomic::new(gm);
-        let vrings: Vec<backend::Vring> = (0..2)
-            .map(|_| <backend::Vring as VringT<backend::Mem>>::new(mem.clone(), 16).expect("vring"))
-            .collect();
-        {
-            let mut st = vrings[1].lock();
-            st.set_queue_info(desc.0, avail.0, used.0)
-                .expect("addresses");
-            st.get_queue_mut().set_size(16);
-            st.get_queue_mut().set_ready(true);
-            st.set_enabled(true);
-        }
+        let (mem, tx) = queue(16, &descs);
+        tx.get_mut().set_enabled(true);
+        // Pair 0's receive queue, which the look does not read.
+        let rx = VringMutex::new(mem.clone(), 16).expect("vring");
         Arc::new(Conn {
             mem,
-            vrings,
+            vrings: vec![rx.into(), tx.into()],
             features: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         })
     }
@@ -767,16 +767,7 @@ mod tests {
     fn chains_posted_before_the_wait_end_it_at_once() {
         use crate::wait::{readable, Waited};
         use std::time::Duration;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let socket = VhostUserSocket::listen("vm", &dir.path().join("vm.sock"), 1).expect("listen");
-        // The control thread publishes its first (not yet connected)
-        // connection once, then waits for a guest: the generation holds.
-        let until = std::time::Instant::now() + Duration::from_secs(5);
-        while socket.link.generation.load(Ordering::Acquire) == 0
-            && std::time::Instant::now() < until
-        {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let (_dir, socket) = listening(1);
         for (chains, want) in [(2, Waited::Readable), (0, Waited::TimedOut)] {
             let mut port = socket.port(0).expect("port");
             port.conn = Some(posted(chains));
