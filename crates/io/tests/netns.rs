@@ -589,14 +589,19 @@ fn look_alikes() -> Vec<Vec<u8>> {
     ]
 }
 
-/// Drains `read` (a queue of `port`) until it gives nothing for 100 ms.
+/// Drains `read` (a queue of `port`) until it gives nothing for 100 ms;
+/// fails if it never does within 10 s.
 fn drain(
     pool: &mut MbufPool,
     mut read: impl FnMut(&mut MbufPool, &mut Vec<Mbuf>) -> usize,
 ) -> Vec<Vec<u8>> {
     let (mut got, mut rx) = (Vec::new(), Vec::new());
-    let mut quiet = Instant::now();
+    let (mut quiet, start) = (Instant::now(), Instant::now());
     while quiet.elapsed() < Duration::from_millis(100) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the queue never went quiet"
+        );
         if read(pool, &mut rx) > 0 {
             quiet = Instant::now();
         }
@@ -1370,33 +1375,13 @@ fn quiet(ns: &str, dev: &str) {
     ip(&["netns", "exec", ns, "sysctl", "-qw", &key]);
 }
 
-/// What a port holds now, read and dropped until it stays empty.
-fn drain_quiet(port: &mut dyn Port, pool: &mut MbufPool) {
-    let mut rx = Vec::new();
-    let mut quiet_since = Instant::now();
-    let until = Instant::now() + Duration::from_secs(3);
-    while quiet_since.elapsed() < Duration::from_millis(200) && Instant::now() < until {
-        if port.rx_burst(pool, &mut rx, 64, 3) > 0 {
-            quiet_since = Instant::now();
-        }
-        for m in rx.drain(..) {
-            pool.put(m);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(
-        quiet_since.elapsed() >= Duration::from_millis(200),
-        "the port never went quiet"
-    );
-}
-
 /// An idle worker's wait on `port` (`Port::wait_fds`, `wait::readable`)
 /// lasts while nothing arrives and ends as soon as a frame does: drained,
 /// a 100 ms wait runs its course; a frame sent from `dev` in namespace
 /// `ns` 50 ms into a second wait ends it well before its 5 s deadline, and
 /// the frame is there to receive.
 fn wakes_on_arrival(port: &mut dyn Port, pool: &mut MbufPool, ns: &str, dev: &str) {
-    drain_quiet(port, pool);
+    drain(pool, |p, rx| port.rx_burst(p, rx, 64, 3));
     {
         let mut fds = Vec::new();
         assert!(port.wait_fds(&mut fds), "the driver can be waited on");
@@ -1459,7 +1444,7 @@ fn a_control_frame_wakes_a_wait_on_a_steered_port() {
     netns::run_in(&lab.b, || {
         let mut pool = MbufPool::new(256);
         let mut q0 = AfPacketPort::open_steered("vb", 0, 1).unwrap_or_else(|e| panic!("{e}"));
-        drain_quiet(&mut q0, &mut pool);
+        drain(&mut pool, |p, rx| q0.rx_burst(p, rx, 64, 0));
         let mut fds = Vec::new();
         assert!(q0.wait_fds(&mut fds));
         assert_eq!(fds.len(), 2, "the ring's socket and the control socket");
@@ -1505,7 +1490,7 @@ fn an_af_packet_port_can_be_waited_on_after_its_link_went_down_and_up() {
         let mut port = af_packet("vb");
         ip(&["-n", &lab.b, "link", "set", "vb", "down"]);
         ip(&["-n", &lab.b, "link", "set", "vb", "up"]);
-        drain_quiet(port.as_mut(), &mut pool);
+        drain(&mut pool, |p, rx| port.rx_burst(p, rx, 64, 3));
         {
             let mut fds = Vec::new();
             assert!(port.wait_fds(&mut fds));
