@@ -12,10 +12,23 @@
 #   tap ports attach to them in the hosts' namespaces, as a VM's NIC meets
 #   its host:  bts0 (TAP) ══ vrhost run ══ btd0 (TAP)
 #
-# Both routers get the same placement: the receive work of btr0 and btr1
-# (ip_rcv → forward, or packet_rcv into vrhost's ring) is moved to the
-# router core with RPS, and vrhost's worker is pinned there too; iperf3's
-# client and server share the other core (2 CPUs) or get one each.
+# Placement: iperf3's client and server share the other core (2 CPUs) or
+# get one each; vrhost's worker is pinned to the router core. Where the
+# receive work of btr0 and btr1 runs (ip_rcv → forward, or packet_rcv into
+# vrhost's ring) is chosen per router with a suffix, ROUTER@PLACEMENT:
+#   @none    the script sets no RPS: Linux's default for the kernel router
+#            (each frame received on the core that sent it), vrhost's own for
+#            af_packet (port.rps: RPS to the cores with no worker, here the
+#            peers' core). The default.
+#   @router  RPS to the router core (the script's only placement before
+#            December 7; vrhost leaves a mask it finds set alone);
+#   @peer    RPS to the peers' core(s);
+#   @sender  no RPS at all (vrhost with rps = false): each frame received on
+#            the core that sent it, which for a TCP sender whose ACKs vrhost
+#            delivers from the router core is two cores, two backlogs, and
+#            segments out of order (the retransmits column).
+#   e.g. -r kernel,kernel@router,af_packet,af_packet@sender
+# (tap has no btr0/btr1: its placement is ignored.)
 #
 # Routers: kernel, af_packet (vrhost, virtio-net headers: super-frames and
 # partial checksums carried), tap (vrhost, the same over IFF_VNET_HDR),
@@ -38,7 +51,8 @@
 #      -e cpu-clock) into dir/ROUTER-ROUND.{data,txt}.
 # Output: CSV on stdout (router,round,gbit_s,retransmits,rtt_ms: the
 # average of 50 pings through the idle router before the stream), then a
-# markdown table of the ratios to the kernel in the same round. Needs root, iproute2,
+# markdown table of the ratios to the kernel in the same round (the best of
+# the kernel's placements where several ran). Needs root, iproute2,
 # ethtool, iperf3, taskset. Traffic stays inside the three namespaces,
 # which are removed on exit.
 set -euo pipefail
@@ -49,7 +63,7 @@ while getopts "s:n:r:m:p" o; do
   case $o in
     s) SECS=$OPTARG ;; n) ROUNDS=$OPTARG ;; r) ROUTERS=$OPTARG ;; m) MTU=$OPTARG ;;
     p) PPS=1 ;;
-    *) sed -n '2,44p' "$0"; exit 2 ;;
+    *) sed -n '2,57p' "$0"; exit 2 ;;
   esac
 done
 for t in ip ethtool iperf3 taskset awk; do
@@ -77,7 +91,7 @@ down() {
 }
 trap 'down; rm -rf "$WORK"' EXIT
 
-up() { # $1: router kind
+up() { # $1: router kind, $2: placement (none, router, peer or sender)
   down
   for ns in bt-src bt-rtr bt-dst; do ip netns add $ns; nsx $ns ip link set lo up; done
   if [ "$1" = tap ]; then
@@ -89,8 +103,14 @@ up() { # $1: router kind
   else
     ip link add bts0 mtu "$MTU" netns bt-src type veth peer name btr0 mtu "$MTU" netns bt-rtr
     ip link add btd0 mtu "$MTU" netns bt-dst type veth peer name btr1 mtu "$MTU" netns bt-rtr
-    local mask
-    mask=$(printf '%x' $((1 << ROUTER_CORE)))
+    local mask=0 c
+    case $2 in
+      router) mask=$(printf '%x' $((1 << ROUTER_CORE))) ;;
+      peer) mask=0; for c in ${PEER_CORES//,/ }; do mask=$((mask | 1 << c)); done
+            mask=$(printf '%x' $mask) ;;
+      none | sender) ;;
+      *) echo "unknown placement $2 (none, router, peer or sender)" >&2; return 1 ;;
+    esac
     for d in btr0 btr1; do
       nsx bt-rtr sysctl -qw "net.ipv6.conf.$d.disable_ipv6=1"
       echo "$mask" | nsx bt-rtr tee "/sys/class/net/$d/queues/rx-0/rps_cpus" >/dev/null
@@ -118,6 +138,11 @@ up() { # $1: router kind
     local p0='driver = "af_packet"
 interface = "btr0"' p1='driver = "af_packet"
 interface = "btr1"'
+    if [ "$2" = sender ]; then
+      p0="$p0
+rps = false" p1="$p1
+rps = false"
+    fi
     if [ "$1" = tap ]; then
       p0='driver = "tap"
 interface = "bts0"
@@ -167,9 +192,10 @@ EOF
   return 1
 }
 
-trial() { # $1 router, $2 round
-  local perf_pid rtt
-  up "$1"
+trial() { # $1 router[@placement], $2 round
+  local perf_pid rtt kind=${1%@*} place=none
+  [ "$kind" != "$1" ] && place=${1#*@}
+  up "$kind" "$place"
   rtt=$(nsx bt-src ping -q -c 50 -i 0.002 10.1.0.2 | awk -F/ '/^rtt/{print $5}')
   ip netns exec bt-dst taskset -c "$PEER_CORES" iperf3 -s -1 -B 10.1.0.2 >/dev/null 2>&1 &
   local srv=$!
@@ -207,8 +233,9 @@ done
 echo
 echo "| round | router | Gbit/s | retransmits | ping ms | ÷ kernel |"
 echo "|---|---|---:|---:|---:|---:|"
-awk -F, '{g[$2","$1]=$3; t[$2","$1]=$4; l[$2","$1]=$5; o[NR]=$2","$1}
-  END{for(i=1;i<=NR;i++){split(o[i],a,","); k=g[a[1]",kernel"];
+awk -F, '{g[$2","$1]=$3; t[$2","$1]=$4; l[$2","$1]=$5; o[NR]=$2","$1
+    if ($1 ~ /^kernel(@|$)/ && $3 > best[$2]) best[$2]=$3}
+  END{for(i=1;i<=NR;i++){split(o[i],a,","); k=best[a[1]];
     printf "| %s | %s | %.2f | %s | %s | %s |\n", a[1], a[2], g[o[i]], t[o[i]], l[o[i]],
       (k>0? sprintf("%.2f", g[o[i]]/k) : "-")}}' "$WORK/csv"
 if [ -n "$PPS" ]; then

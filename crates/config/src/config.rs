@@ -190,6 +190,14 @@ pub struct Port {
     /// namespace's kernel neither forwards them a second time nor answers
     /// them with ICMP errors. Always false for other drivers.
     pub host_stack: bool,
+    /// af_packet on a virtual interface (veth): receive packet steering
+    /// sends the kernel's receive work for its frames to the cores that run
+    /// no worker, so a flow's frames meet in one backlog, in order, and the
+    /// workers' cores stay the workers'. Left alone where the interface's
+    /// queues already steer (an operator's setting), on a NIC's interface,
+    /// and where every core runs a worker. Default true; always false for
+    /// other drivers.
+    pub rps: bool,
 }
 
 /// `[[router]]`: one virtual router.

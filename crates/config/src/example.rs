@@ -32,6 +32,7 @@ mtu = 1500                       # IP MTU; default 1500, range 68..=9000
 queues = 1                       # default 1, range 1..=64
 # control_queue = true           # af_packet: BFD, BGP, ARP... on a queue of their own
 # host_stack = false             # af_packet: the host's own stack also receives the frames
+# rps = true                     # af_packet on veth: kernel receive work on the non-worker cores
 # interface = "veth0"            # af_packet / af_xdp / tap: the Linux interface
 
 [[port]]

@@ -129,6 +129,8 @@ pub struct RawPort {
     pub control_queue: Option<bool>,
     /// af_packet: the host's stack also receives the port's frames.
     pub host_stack: Option<bool>,
+    /// af_packet: RPS on a virtual interface, to the cores with no worker.
+    pub rps: Option<bool>,
 }
 
 /// `[[router]]`.

@@ -506,6 +506,15 @@ impl Validator<'_, '_> {
                     ),
                 );
             }
+            if raw.rps.is_some() && driver != Driver::AfPacket {
+                self.err(
+                    item.key("rps"),
+                    format!(
+                        "only an af_packet port steers its interface's receive work; a \
+                         {driver} port's frames do not pass through the kernel's backlog"
+                    ),
+                );
+            }
             if raw.host_stack.is_some() && driver != Driver::AfPacket {
                 self.err(
                     item.key("host_stack"),
@@ -552,6 +561,7 @@ impl Validator<'_, '_> {
             queues: queues.unwrap_or(1),
             control_queue: raw.control_queue.unwrap_or(true) && port_driver == Driver::AfPacket,
             host_stack: raw.host_stack.unwrap_or(false) && port_driver == Driver::AfPacket,
+            rps: raw.rps.unwrap_or(true) && port_driver == Driver::AfPacket,
         };
         let facts = PortFacts {
             name,

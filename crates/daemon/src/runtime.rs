@@ -334,6 +334,9 @@ impl Runtime {
                                             );
                                         }
                                     }
+                                    if i == 0 && p.rps {
+                                        steer_receive(&mut port, &p.name, cores);
+                                    }
                                     Box::new(port)
                                 }
                                 _ => Box::new(
@@ -667,6 +670,31 @@ fn spawn_named<T: Send + 'static>(
         // Only the operating system refuses a thread: at start, with no
         // forwarding yet, nothing better can be done than to stop.
         Err(e) => panic!("cannot start thread {name}: {e}"),
+    }
+}
+
+/// Sends the kernel's receive work for an af_packet port's interface to the
+/// online cores that run no worker (`vrhost_io::rps`), saying what it did.
+fn steer_receive(port: &mut AfPacketPort, name: &str, workers: &[usize]) {
+    let Some(online) = vrhost_io::rps::online_cpus() else {
+        tracing::debug!("port {name:?}: RPS left alone: the online cores cannot be read");
+        return;
+    };
+    let others: Vec<usize> = online
+        .into_iter()
+        .filter(|c| !workers.contains(c))
+        .collect();
+    match port.steer_receive(&others) {
+        Ok(None) => tracing::info!(
+            "port {name:?}: the kernel receives {}'s frames on cores {others:?} (RPS), off the \
+             workers' cores and in order per flow",
+            port.ifname()
+        ),
+        Ok(Some(why)) => tracing::debug!("port {name:?}: RPS left alone: {why}"),
+        Err(e) => tracing::warn!(
+            "port {name:?}: RPS left alone, so a flow's frames may reach the ring out of \
+             order: {e}"
+        ),
     }
 }
 

@@ -192,6 +192,9 @@ pub struct AfPacketPort {
     /// interface ([`AfPacketPort::keep_host_stack_off`]); detached when the
     /// port is dropped.
     host_drop: Option<OwnedFd>,
+    /// RPS on the interface's receive queues, set by
+    /// [`AfPacketPort::steer_receive`]; emptied when the port is dropped.
+    steering: Option<crate::rps::Steering>,
 }
 
 /// The control queue: a ring-less socket read with `recvmsg`, its frames
@@ -434,6 +437,7 @@ impl AfPacketPort {
             join,
             control,
             host_drop: None,
+            steering: None,
             ifname: ifname.to_string(),
             fd,
             ring,
@@ -471,6 +475,20 @@ impl AfPacketPort {
             .map_err(e("bpf(BPF_LINK_CREATE, tcx ingress)"))?;
         self.host_drop = Some(link);
         Ok(())
+    }
+
+    /// Steers the kernel's receive work for the interface to `cpus` (the
+    /// cores that run no worker) with RPS, where [`crate::rps`] allows it;
+    /// it holds while this queue is open. `Ok(Some(why))` where the
+    /// interface was left as it was.
+    pub fn steer_receive(&mut self, cpus: &[usize]) -> Result<Option<String>, IoError> {
+        match crate::rps::Steering::apply(&self.ifname, cpus)? {
+            crate::rps::Applied::Set(s) => {
+                self.steering = Some(s);
+                Ok(None)
+            }
+            crate::rps::Applied::Kept(why) => Ok(Some(why)),
+        }
     }
 
     /// Whether frames carry offload metadata (`PACKET_VNET_HDR` took).

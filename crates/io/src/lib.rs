@@ -40,6 +40,7 @@ pub mod netns;
 pub mod paced;
 pub mod pcap;
 pub mod prefetch;
+pub mod rps;
 mod rx_frame;
 pub mod steer;
 mod sys;

@@ -396,6 +396,85 @@ fn af_packet_helpers_read_the_interface() {
     .unwrap();
 }
 
+/// A veth pair in the test's own (root) namespace; deleted on drop.
+struct RootVeth(String);
+
+impl Drop for RootVeth {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.0]).output();
+    }
+}
+
+/// `rps_cpus` of `ifname`'s first receive queue, as this process's sysfs
+/// (the root namespace's) shows it.
+fn rps_cpus(ifname: &str) -> String {
+    std::fs::read_to_string(format!("/sys/class/net/{ifname}/queues/rx-0/rps_cpus"))
+        .unwrap()
+        .trim()
+        .trim_start_matches(['0', ','])
+        .to_string()
+}
+
+/// An af_packet port steers its veth's receive work where sysfs shows the
+/// port's own interface, and empties the mask when dropped; it leaves an
+/// operator's mask alone; and from a thread in another namespace, where
+/// sysfs still shows the root namespace's interface of the same name, it
+/// touches nothing.
+#[test]
+fn af_packet_steers_receive_work_only_on_its_own_interface() {
+    let lab = Lab::new();
+    let name = format!("vrps{}", std::process::id() % 1_000_000);
+    let _root = RootVeth(name.clone());
+    ip(&[
+        "link",
+        "add",
+        &name,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &format!("{name}p"),
+    ]);
+    ip(&[
+        "-n", &lab.a, "link", "add", &name, "type", "veth", "peer", "name", "vq",
+    ]);
+
+    // In lab.a: sysfs shows the root namespace's `name`, another interface.
+    let why = netns::run_in(&lab.a, || {
+        let mut port = AfPacketPort::open(&name, 0, 1).unwrap();
+        port.steer_receive(&[0]).unwrap()
+    })
+    .unwrap();
+    assert!(
+        why.as_deref()
+            .is_some_and(|w| w.contains("another network namespace")),
+        "{why:?}"
+    );
+    assert_eq!(
+        rps_cpus(&name),
+        "",
+        "the root namespace's interface untouched"
+    );
+
+    // Its own: set while open, emptied when dropped.
+    let mut port = AfPacketPort::open(&name, 0, 1).unwrap();
+    assert_eq!(port.steer_receive(&[0]).unwrap(), None);
+    assert_eq!(rps_cpus(&name), "1");
+    drop(port);
+    assert_eq!(rps_cpus(&name), "");
+
+    // An operator's mask stays.
+    std::fs::write(format!("/sys/class/net/{name}/queues/rx-0/rps_cpus"), "1").unwrap();
+    let mut port = AfPacketPort::open(&name, 0, 1).unwrap();
+    let why = port.steer_receive(&[0]).unwrap();
+    assert!(
+        why.as_deref().is_some_and(|w| w.contains("already set")),
+        "{why:?}"
+    );
+    drop(port);
+    assert_eq!(rps_cpus(&name), "1");
+}
+
 /// Whether `ns` gets an answer to a ping of `addr` within a second.
 fn pings(ns: &str, addr: &str) -> bool {
     Command::new("ip")

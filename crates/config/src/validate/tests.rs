@@ -708,6 +708,26 @@ fn only_af_packet_ports_share_frames_with_the_host_stack() {
 }
 
 #[test]
+fn only_af_packet_ports_steer_their_interfaces_receive_work() {
+    let port = "[[port]]\nname = \"x\"\ndriver = \"af_packet\"\ninterface = \"v0\"\n";
+    let c = valid(&format!("{BASE}{port}"));
+    assert!(c.ports[2].rps, "on by default");
+    assert!(!c.ports[0].rps, "never for other drivers");
+    let c = valid(&format!("{BASE}{port}rps = false\n"));
+    assert!(!c.ports[2].rps);
+    only(
+        &format!("{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\nrps = true\n"),
+        "port \"t\".rps",
+        "only an af_packet port steers",
+    );
+    only(
+        &format!("{BASE}{port}rps = \"yes\"\n"),
+        "port \"x\".rps",
+        "",
+    );
+}
+
+#[test]
 fn missing_driver() {
     only(
         &edit("driver = \"pcap\"\nrx", "rx"),
