@@ -14,12 +14,13 @@
 #
 # Where the work runs. A veth does its receive work on the sending CPU unless
 # told otherwise, so each receive side is moved explicitly:
-#   router core  kernel, af_packet: RPS on bvr0 (ip_rcv → ip_forward → xmit, or
-#                packet_rcv into vrhost's ring, run there). af_xdp: bvr0's NAPI
-#                in a kthread pinned there (the XDP redirect and the copy into
-#                vrhost's UMEM), and vrhost's worker.
+#   router core  kernel: RPS on bvr0 (ip_rcv → ip_forward → xmit run there).
+#                af_xdp: bvr0's NAPI in a kthread pinned there (the XDP
+#                redirect and the copy into vrhost's UMEM), and vrhost's worker.
 #   gen core     vrhost gen: its copy-mode sendto builds an skb per frame and
-#                calls veth xmit.
+#                calls veth xmit; for af_packet, packet_rcv into vrhost's ring
+#                too (the port's own RPS to the cores with no worker; with
+#                VRHOST_RX=router it ran on the router core).
 #   sink core    vrhost count, reading its AF_XDP ring.
 # The sink's receive work (bvd0's XDP redirect and the copy into count's
 # UMEM) runs where the router transmits, that is on the router core, for all
@@ -48,10 +49,16 @@
 # Env: VRHOST=path (default target/release/vrhost, built if missing);
 #      GEN_CORE, ROUTER_CORE, SINK_CORE override the placement;
 #      KERNEL_RX=rps|napi (default rps) how the kernel router's receive work
-#      reaches the router core; VRHOST_RX=router|sender (default router):
-#      sender leaves bvr0's receive work for vrhost (af_xdp: the XDP redirect
-#      and copy; af_packet: packet_rcv) on the generator's core, as a NIC's
-#      NAPI runs on its interrupt's core; KEEP=1 keeps the work directory;
+#      reaches the router core; VRHOST_RX=own|router|sender (default own;
+#      router before December 7) where bvr0's receive work for vrhost
+#      (af_xdp: the XDP redirect and copy; af_packet: packet_rcv) runs: own
+#      sets nothing, so an af_packet port steers it itself (port.rps: RPS to
+#      the cores with no worker, here the generator's), and af_xdp's NAPI
+#      runs in a kthread pinned to the router core; router puts af_packet's
+#      on the router core too (RPS);
+#      sender sets nothing and runs vrhost with rps = false, so it stays on
+#      the generator's core, as a NIC's NAPI runs on its interrupt's core
+#      (af_xdp's too); KEEP=1 keeps the work directory;
 #      DEBUG=1 dumps interface counters; QUIET_WAIT=SECONDS waits up to that
 #      long, before each router, for the cores to be idle (shared machines).
 # Output: CSV on stdout (header first, one line per trial), then a markdown
@@ -74,7 +81,7 @@ while getopts "s:r:n:f:l:qh" o; do
     f) FLOWS=$OPTARG ;;
     l) LOSS=$OPTARG ;;
     q) SEARCH="" ;;
-    *) sed -n '2,58p' "$0"; exit 2 ;;
+    *) sed -n '2,67p' "$0"; exit 2 ;;
   esac
 done
 
@@ -95,7 +102,8 @@ GEN_CORE=${GEN_CORE:-0}
 ROUTER_CORE=${ROUTER_CORE:-1}
 if [ "$NCPU" -ge 3 ]; then SINK_CORE=${SINK_CORE:-2}; else SINK_CORE=${SINK_CORE:-0}; fi
 KERNEL_RX=${KERNEL_RX:-rps}
-VRHOST_RX=${VRHOST_RX:-router}
+VRHOST_RX=${VRHOST_RX:-own}
+case $VRHOST_RX in own | router | sender) ;; *) echo "bench-veth.sh: VRHOST_RX is own, router or sender" >&2; exit 2 ;; esac
 
 SRC=bv-src RTR=bv-rtr DST=bv-dst
 WORK=$(mktemp -d /tmp/bench-veth.XXXXXX)
@@ -201,13 +209,17 @@ start_router() {
     af_xdp | af_packet | af_packet-nocq)
       local driver=${kind%-nocq} cq=""
       [ "$kind" = af_packet-nocq ] && cq="control_queue = false"
+      if [ "$VRHOST_RX" = sender ] && [ "$driver" = af_packet ]; then
+        cq="$cq
+rps = false"
+      fi
       if [ "$VRHOST_RX" = sender ]; then
         : # veth's receive work stays on the generator's core
       elif [ "$kind" = af_xdp ]; then
         NAPI_PID=$(threaded_napi $RTR bvr0 "$ROUTER_CORE")
-      else
+      elif [ "$VRHOST_RX" = router ]; then
         nsx $RTR sh -c "echo $(mask_of "$ROUTER_CORE") > /sys/class/net/bvr0/queues/rx-0/rps_cpus"
-      fi
+      fi # own, af_packet: the port steers bvr0 itself (port.rps)
       cat >"$WORK/router-$kind.toml" <<EOF
 [dataplane]
 workers = [$ROUTER_CORE]
@@ -377,7 +389,7 @@ trial() {
   echo "$run,$kind,$mode,$FLOWS,$GEN_CORE,$ROUTER_CORE,$SINK_CORE,$offered,$routed,$counted,$rloss,$sloss,$own,$ns_pkt,$rbusy,$rusr,$rsys,$rsoft,$foreign,$rproc,$rnapi,$gproc,$cproc,$gbusy,$sbusy,$bound"
 }
 
-log "vrhost $VRHOST; $NCPU CPUs; gen core $GEN_CORE, router core $ROUTER_CORE, sink core $SINK_CORE; $SECONDS_PER s per router; kernel rx via $KERNEL_RX; vrhost rx on the $VRHOST_RX core; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+log "vrhost $VRHOST; $NCPU CPUs; gen core $GEN_CORE, router core $ROUTER_CORE, sink core $SINK_CORE; $SECONDS_PER s per router; kernel rx via $KERNEL_RX; vrhost rx placement $VRHOST_RX; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 if awk '{ exit !($1 > 0.5) }' /proc/loadavg; then
   log "warning: load average $(cut -d' ' -f1 /proc/loadavg): other work on these CPUs will show as foreign CPU and lower the figures"
 fi
