@@ -23,7 +23,8 @@
 //! mounted in, which for a thread that entered another namespace with
 //! `setns` is not its own; the interface's index and MAC there must match
 //! what the kernel reports in the caller's. Dropping the [`Steering`]
-//! empties the masks it set.
+//! empties the masks it set, each only if it still reads as vrhost wrote it
+//! (an operator who changed it meanwhile keeps the change).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,8 @@ pub struct Steering {
     ifname: String,
     /// Each queue's `rps_cpus` file.
     files: Vec<PathBuf>,
+    /// The mask written to each ([`mask_text`]).
+    mask: String,
 }
 
 /// What [`Steering::apply`] did.
@@ -100,9 +103,10 @@ impl Steering {
         let mut set = Steering {
             ifname: ifname.to_string(),
             files: Vec::with_capacity(files.len()),
+            mask,
         };
         for f in files {
-            fs::write(&f, &mask).map_err(|e| io_err(ifname, "write rps_cpus", e))?;
+            fs::write(&f, &set.mask).map_err(|e| io_err(ifname, "write rps_cpus", e))?;
             set.files.push(f);
         }
         Ok(Applied::Set(set))
@@ -117,11 +121,26 @@ impl Steering {
 impl Drop for Steering {
     fn drop(&mut self) {
         for f in &self.files {
-            if let Err(e) = fs::write(f, "0") {
+            if let Err(e) = release(f, &self.mask) {
                 tracing::warn!("{}: could not empty {}: {e}", self.ifname, f.display());
             }
         }
     }
+}
+
+/// Empties the mask in `file` if it still names the CPUs of `mask`.
+fn release(file: &Path, mask: &str) -> std::io::Result<()> {
+    if same_mask(&fs::read_to_string(file)?, mask) {
+        fs::write(file, "0")?;
+    }
+    Ok(())
+}
+
+/// Whether two masks as sysfs writes them name the same CPUs (sysfs pads
+/// what it reads back with leading zero groups).
+fn same_mask(a: &str, b: &str) -> bool {
+    let strip = |m: &str| m.trim().trim_start_matches(['0', ',']).to_string();
+    strip(a) == strip(b)
 }
 
 /// Whether sysfs's `dir` is the interface `ifname` of the caller's network
@@ -164,7 +183,7 @@ pub fn mask_text(cpus: &[usize]) -> String {
 
 /// Whether a mask read from sysfs names no CPU.
 fn is_empty_mask(text: &str) -> bool {
-    text.trim().chars().all(|c| c == '0' || c == ',')
+    same_mask(text, "0")
 }
 
 /// The cores the kernel has online (`/sys/devices/system/cpu/online`), or
@@ -211,6 +230,24 @@ mod tests {
         assert!(is_empty_mask("00000000,00000000\n"));
         assert!(!is_empty_mask("2\n"));
         assert!(!is_empty_mask("00000000,00000001"));
+    }
+
+    #[test]
+    fn a_mask_is_emptied_only_as_it_was_written() {
+        let f = std::env::temp_dir().join(format!("vrhost-rps-mask-{}", std::process::id()));
+        fs::write(&f, "00000000,00000001\n").unwrap();
+        release(&f, "1").unwrap();
+        assert_eq!(fs::read_to_string(&f).unwrap(), "0", "ours: emptied");
+        fs::write(&f, "3\n").unwrap();
+        release(&f, "1").unwrap();
+        assert_eq!(
+            fs::read_to_string(&f).unwrap(),
+            "3\n",
+            "changed since: kept"
+        );
+        fs::remove_file(&f).unwrap();
+        assert!(same_mask("1,00000000\n", "1,00000000"));
+        assert!(!same_mask("1,00000000", "1"));
     }
 
     #[test]
