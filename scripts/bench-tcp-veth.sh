@@ -18,8 +18,8 @@
 # vrhost's ring) is chosen per router with a suffix, ROUTER@PLACEMENT:
 #   @none    the script sets no RPS: Linux's default for the kernel router
 #            (each frame received on the core that sent it), vrhost's own for
-#            af_packet (port.rps: RPS to the cores with no worker, here the
-#            peers' core). The default.
+#            af_packet (port.rps: RPS to the cores with no worker; on 2 CPUs
+#            the peers' core). The default.
 #   @router  RPS to the router core (the script's only placement before
 #            December 7; vrhost leaves a mask it finds set alone);
 #   @peer    RPS to the peers' core(s);
@@ -224,6 +224,13 @@ trial() { # $1 router[@placement], $2 round
 
 echo "router,round,gbit_s,retransmits,rtt_ms"
 IFS=, read -r -a list <<<"$ROUTERS"
+for r in "${list[@]}"; do
+  case $r in
+    *@*) case ${r#*@} in none | router | peer | sender) ;;
+           *) echo "unknown placement in $r (none, router, peer or sender)" >&2; exit 2 ;;
+         esac ;;
+  esac
+done
 : >"$WORK/csv"
 for n in $(seq "$ROUNDS"); do
   for r in "${list[@]}"; do

@@ -53,7 +53,7 @@
 #      router before December 7) where bvr0's receive work for vrhost
 #      (af_xdp: the XDP redirect and copy; af_packet: packet_rcv) runs: own
 #      sets nothing, so an af_packet port steers it itself (port.rps: RPS to
-#      the cores with no worker, here the generator's), and af_xdp's NAPI
+#      the cores with no worker; on 2 CPUs the generator's), and af_xdp's NAPI
 #      runs in a kthread pinned to the router core; router puts af_packet's
 #      on the router core too (RPS);
 #      sender sets nothing and runs vrhost with rps = false, so it stays on

@@ -674,23 +674,27 @@ fn spawn_named<T: Send + 'static>(
 }
 
 /// Sends the kernel's receive work for an af_packet port's interface to the
-/// online cores that run no worker (`vrhost_io::rps`), saying what it did.
+/// cores that run no worker (`vrhost_io::rps`), saying what it did.
 fn steer_receive(port: &mut AfPacketPort, name: &str, workers: &[usize]) {
-    let Some(online) = vrhost_io::rps::online_cpus() else {
-        tracing::debug!("port {name:?}: RPS left alone: the online cores cannot be read");
+    use vrhost_io::rps::Applied;
+    let Some(cpus) = vrhost_io::rps::steer_cpus(workers) else {
+        tracing::info!("port {name:?}: RPS left alone: the online cores cannot be read");
         return;
     };
-    let others: Vec<usize> = online
-        .into_iter()
-        .filter(|c| !workers.contains(c))
-        .collect();
-    match port.steer_receive(&others) {
-        Ok(None) => tracing::info!(
-            "port {name:?}: the kernel receives {}'s frames on cores {others:?} (RPS), off the \
-             workers' cores and in order per flow",
-            port.ifname()
+    match port.steer_receive(&cpus, workers) {
+        Ok(Applied::Set { mask, adopted }) => {
+            tracing::info!(
+            "port {name:?}: the kernel receives {}'s frames on the cores of mask {mask} (RPS{}), \
+             off the workers' cores and in order per flow",
+            port.ifname(),
+            if adopted { ", as an earlier run left it" } else { "" }
+        )
+        }
+        Ok(Applied::Kept(why)) => tracing::info!("port {name:?}: RPS left alone: {why}"),
+        Ok(Applied::OnWorkers(why)) => tracing::warn!(
+            "port {name:?}: RPS left alone: {why}; the kernel's receive work for it shares \
+             their cores"
         ),
-        Ok(Some(why)) => tracing::debug!("port {name:?}: RPS left alone: {why}"),
         Err(e) => tracing::warn!(
             "port {name:?}: RPS left alone, so a flow's frames may reach the ring out of \
              order: {e}"

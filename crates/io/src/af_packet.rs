@@ -477,18 +477,17 @@ impl AfPacketPort {
         Ok(())
     }
 
-    /// Steers the kernel's receive work for the interface to `cpus` (the
-    /// cores that run no worker) with RPS, where [`crate::rps`] allows it;
-    /// it holds while this queue is open. `Ok(Some(why))` where the
-    /// interface was left as it was.
-    pub fn steer_receive(&mut self, cpus: &[usize]) -> Result<Option<String>, IoError> {
-        match crate::rps::Steering::apply(&self.ifname, cpus)? {
-            crate::rps::Applied::Set(s) => {
-                self.steering = Some(s);
-                Ok(None)
-            }
-            crate::rps::Applied::Kept(why) => Ok(Some(why)),
-        }
+    /// Steers the kernel's receive work for the interface to `cpus` (from
+    /// [`crate::rps::steer_cpus`]: no worker's) with RPS, where
+    /// [`crate::rps`] allows it; it holds while this queue is open.
+    pub fn steer_receive(
+        &mut self,
+        cpus: &[usize],
+        workers: &[usize],
+    ) -> Result<crate::rps::Applied, IoError> {
+        let (applied, steering) = crate::rps::Steering::apply(&self.ifname, cpus, workers)?;
+        self.steering = steering;
+        Ok(applied)
     }
 
     /// Whether frames carry offload metadata (`PACKET_VNET_HDR` took).

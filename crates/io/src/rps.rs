@@ -15,18 +15,25 @@
 //! that work off the workers' cores (docs/operations.md, "Where the kernel
 //! receives").
 //!
-//! [`Steering::apply`] sets it where vrhost may: a virtual interface (no
-//! `device` link: veth, not a NIC, whose interrupt affinity is the
-//! operator's), whose queues' masks are all empty (an operator's own
-//! setting is left alone), seen by sysfs in the namespace vrhost acts in.
-//! The last is checked, not assumed: sysfs shows the namespace it was
-//! mounted in, which for a thread that entered another namespace with
-//! `setns` is not its own; the interface's index and MAC there must match
-//! what the kernel reports in the caller's. Dropping the [`Steering`]
-//! empties the masks it set, each only if it still reads as vrhost wrote it
-//! (an operator who changed it meanwhile keeps the change).
+//! [`Steering::apply`] sets it where vrhost may: the interface vrhost acts
+//! on, as sysfs shows it (checked, not assumed: sysfs shows the namespace
+//! it was mounted in, which for a thread that entered another namespace
+//! with `setns` is not its own; the interface's index and MAC there must
+//! match what the kernel reports in the caller's); a virtual one (no
+//! `device` link: a veth, not a NIC, whose interrupts' affinity is the
+//! operator's); whose queues' masks are all empty, or already the one vrhost
+//! would write (left by a run that ended without undoing it: adopted). Any
+//! other mask is an operator's and is kept; one that includes a worker's
+//! core is reported as such. The cores given are those [`steer_cpus`]
+//! finds: online, not isolated, not `nohz_full`, no worker's.
+//!
+//! Dropping the [`Steering`] empties each mask it set, if the interface
+//! still has the index it had and the mask still reads as the kernel showed
+//! it after the write (an operator who changed it meanwhile keeps the
+//! change).
 
 use std::fs;
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 use crate::{netdev, IoError};
@@ -36,49 +43,74 @@ use crate::{netdev, IoError};
 #[derive(Debug)]
 pub struct Steering {
     ifname: String,
-    /// Each queue's `rps_cpus` file.
-    files: Vec<PathBuf>,
-    /// The mask written to each ([`mask_text`]).
+    /// The interface's sysfs directory, and its index there.
+    dir: PathBuf,
+    ifindex: String,
+    /// Each queue's `rps_cpus` file, and what it read after the write.
+    files: Vec<(PathBuf, String)>,
+    /// The mask written ([`mask_text`]).
     mask: String,
+    /// The masks were already this run's (left by one that ended without
+    /// undoing them).
+    adopted: bool,
 }
 
 /// What [`Steering::apply`] did.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Applied {
     /// The interface's queues now steer to the cores given.
-    Set(Steering),
+    Set {
+        /// The mask written ([`mask_text`]).
+        mask: String,
+        /// They already did: an earlier run left them so.
+        adopted: bool,
+    },
     /// Left as it was, and why.
     Kept(String),
+    /// Left as an operator set it, although that puts the kernel's receive
+    /// work on a worker's core.
+    OnWorkers(String),
 }
 
 impl Steering {
-    /// Points RPS on every receive queue of `ifname` at `cpus`, where
-    /// vrhost may (the module's rules): `Ok(Applied::Kept(why))` where it
-    /// may not, an error where sysfs refused a write (the masks written
-    /// before it are emptied again).
-    pub fn apply(ifname: &str, cpus: &[usize]) -> Result<Applied, IoError> {
-        Self::apply_at(Path::new("/sys/class/net"), ifname, cpus)
+    /// Points RPS on every receive queue of `ifname` at `cpus` (not one of
+    /// `workers`), where vrhost may (the module's rules): what it did, and
+    /// the [`Steering`] that undoes it when dropped. An error only where
+    /// sysfs failed in a way none of the rules expects.
+    pub fn apply(
+        ifname: &str,
+        cpus: &[usize],
+        workers: &[usize],
+    ) -> Result<(Applied, Option<Steering>), IoError> {
+        Self::apply_at(Path::new("/sys/class/net"), ifname, cpus, workers)
     }
 
-    fn apply_at(root: &Path, ifname: &str, cpus: &[usize]) -> Result<Applied, IoError> {
-        let kept = |why: String| Ok(Applied::Kept(why));
+    fn apply_at(
+        root: &Path,
+        ifname: &str,
+        cpus: &[usize],
+        workers: &[usize],
+    ) -> Result<(Applied, Option<Steering>), IoError> {
+        let kept = |why: String| Ok((Applied::Kept(why), None));
         if cpus.is_empty() {
-            return kept("every core runs a worker".into());
+            return kept(
+                "no online core is free of workers (isolated and nohz_full ones left out)".into(),
+            );
         }
         let dir = root.join(ifname);
         if !dir.is_dir() {
             return kept(format!("{} does not show it", root.display()));
         }
-        if dir.join("device").exists() {
-            return kept(
-                "a device's interface: its interrupts' affinity places its receive work".into(),
-            );
-        }
-        if !same_interface(&dir, ifname)? {
+        let Some(ifindex) = same_interface(&dir, ifname)? else {
             return kept(format!(
                 "{} shows another network namespace's interface of that name",
                 root.display()
             ));
+        };
+        if dir.join("device").exists() {
+            return kept(
+                "a device's interface: its interrupts' affinity places its receive work".into(),
+            );
         }
         let mut files = Vec::new();
         let queues =
@@ -93,23 +125,68 @@ impl Steering {
         if files.is_empty() {
             return kept("no receive queue".into());
         }
+        let mask = mask_text(cpus);
+        let mut adopted = 0;
         for f in &files {
-            let now = fs::read_to_string(f).map_err(|e| io_err(ifname, "read rps_cpus", e))?;
-            if !is_empty_mask(&now) {
-                return kept(format!("already set ({}: {})", f.display(), now.trim()));
+            let now = match fs::read_to_string(f) {
+                Ok(now) => now,
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    return kept("this kernel has no RPS (no rps_cpus)".into())
+                }
+                Err(e) => return Err(io_err(ifname, "read rps_cpus", e)),
+            };
+            if same_mask(&now, &mask) {
+                adopted += 1;
+            } else if !is_empty_mask(&now) {
+                let why = format!(
+                    "already set by an operator ({}: {})",
+                    f.display(),
+                    now.trim()
+                );
+                let on: Vec<usize> = parse_mask(&now)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|c| workers.contains(c))
+                    .collect();
+                return Ok((
+                    match on.is_empty() {
+                        true => Applied::Kept(why),
+                        false => {
+                            Applied::OnWorkers(format!("{why}, which includes worker cores {on:?}"))
+                        }
+                    },
+                    None,
+                ));
             }
         }
-        let mask = mask_text(cpus);
         let mut set = Steering {
             ifname: ifname.to_string(),
+            dir,
+            ifindex,
             files: Vec::with_capacity(files.len()),
             mask,
+            adopted: adopted == files.len(),
         };
         for f in files {
-            fs::write(&f, &set.mask).map_err(|e| io_err(ifname, "write rps_cpus", e))?;
-            set.files.push(f);
+            if let Err(e) = fs::write(&f, &set.mask) {
+                // `set` empties what it wrote so far.
+                return match e.kind() {
+                    ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => kept(format!(
+                        "sysfs refused the mask ({e}: vrhost without CAP_NET_ADMIN in the \
+                         host's user namespace, or a read-only /sys); rps = false says so"
+                    )),
+                    _ => Err(io_err(ifname, "write rps_cpus", e)),
+                };
+            }
+            // The kernel may leave out cores it keeps from RPS.
+            let shown = fs::read_to_string(&f).map_err(|e| io_err(ifname, "read rps_cpus", e))?;
+            set.files.push((f, shown));
         }
-        Ok(Applied::Set(set))
+        let applied = Applied::Set {
+            mask: set.mask.clone(),
+            adopted: set.adopted,
+        };
+        Ok((applied, Some(set)))
     }
 
     /// The interface it steers.
@@ -120,8 +197,16 @@ impl Steering {
 
 impl Drop for Steering {
     fn drop(&mut self) {
-        for f in &self.files {
-            if let Err(e) = release(f, &self.mask) {
+        let index = fs::read_to_string(self.dir.join("ifindex")).unwrap_or_default();
+        if index.trim() != self.ifindex {
+            tracing::warn!(
+                "{}: RPS masks left as they are: the interface is gone or was made anew",
+                self.ifname
+            );
+            return;
+        }
+        for (f, shown) in &self.files {
+            if let Err(e) = release(f, shown) {
                 tracing::warn!("{}: could not empty {}: {e}", self.ifname, f.display());
             }
         }
@@ -136,19 +221,34 @@ fn release(file: &Path, mask: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Whether two masks as sysfs writes them name the same CPUs (sysfs pads
-/// what it reads back with leading zero groups).
+/// A mask as sysfs shows it, without the leading zero groups it pads with
+/// (`""` for no CPU).
+pub fn normalized(mask: &str) -> &str {
+    mask.trim().trim_start_matches(['0', ','])
+}
+
+/// Whether two masks as sysfs writes them name the same CPUs.
 fn same_mask(a: &str, b: &str) -> bool {
-    let strip = |m: &str| m.trim().trim_start_matches(['0', ',']).to_string();
-    strip(a) == strip(b)
+    normalized(a) == normalized(b)
+}
+
+/// The CPUs a mask names, or `None` where it is not one.
+fn parse_mask(text: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for (i, group) in text.trim().rsplit(',').enumerate() {
+        let bits = u32::from_str_radix(group, 16).ok()?;
+        out.extend((0..32).filter(|b| bits & (1 << b) != 0).map(|b| i * 32 + b));
+    }
+    Some(out)
 }
 
 /// Whether sysfs's `dir` is the interface `ifname` of the caller's network
-/// namespace: same index and MAC as the kernel reports there.
-fn same_interface(dir: &Path, ifname: &str) -> Result<bool, IoError> {
+/// namespace (same index and MAC as the kernel reports there): its index
+/// as sysfs shows it, or `None`.
+fn same_interface(dir: &Path, ifname: &str) -> Result<Option<String>, IoError> {
     let read = |name: &str| fs::read_to_string(dir.join(name)).map(|s| s.trim().to_string());
     let (Ok(index), Ok(address)) = (read("ifindex"), read("address")) else {
-        return Ok(false);
+        return Ok(None);
     };
     let mac = netdev::mac(ifname)?;
     let ours = mac
@@ -156,7 +256,8 @@ fn same_interface(dir: &Path, ifname: &str) -> Result<bool, IoError> {
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
         .join(":");
-    Ok(index == netdev::ifindex(ifname)?.to_string() && address == ours)
+    let same = index == netdev::ifindex(ifname)?.to_string() && address == ours;
+    Ok(same.then_some(index))
 }
 
 fn io_err(ifname: &str, what: &str, e: std::io::Error) -> IoError {
@@ -186,10 +287,27 @@ fn is_empty_mask(text: &str) -> bool {
     same_mask(text, "0")
 }
 
-/// The cores the kernel has online (`/sys/devices/system/cpu/online`), or
-/// `None` where it cannot be read.
-pub fn online_cpus() -> Option<Vec<usize>> {
-    parse_cpu_list(&fs::read_to_string("/sys/devices/system/cpu/online").ok()?)
+/// The cores an interface's receive work may be steered to, given the
+/// workers' cores: online (`/sys/devices/system/cpu/online`), not isolated
+/// or `nohz_full` (the kernel keeps RPS off those), and not a worker's; or
+/// `None` where the online cores cannot be read.
+pub fn steer_cpus(workers: &[usize]) -> Option<Vec<usize>> {
+    let list = |name: &str| {
+        fs::read_to_string(format!("/sys/devices/system/cpu/{name}"))
+            .ok()
+            .and_then(|t| parse_cpu_list(&t))
+    };
+    let online = list("online")?;
+    let (isolated, nohz) = (
+        list("isolated").unwrap_or_default(),
+        list("nohz_full").unwrap_or_default(),
+    );
+    Some(
+        online
+            .into_iter()
+            .filter(|c| !workers.contains(c) && !isolated.contains(c) && !nohz.contains(c))
+            .collect(),
+    )
 }
 
 /// Parses a kernel CPU list (`0-3,5,8-9`).
@@ -251,6 +369,19 @@ mod tests {
     }
 
     #[test]
+    fn masks_read_back_name_their_cpus() {
+        assert_eq!(parse_mask("0\n"), Some(vec![]));
+        assert_eq!(parse_mask("12"), Some(vec![1, 4]));
+        assert_eq!(parse_mask("40,00000002,00000001"), Some(vec![0, 33, 70]));
+        assert_eq!(parse_mask("zz"), None);
+        for cpus in [vec![0], vec![1, 2, 31, 32, 63, 64, 100]] {
+            assert_eq!(parse_mask(&mask_text(&cpus)), Some(cpus));
+        }
+        assert_eq!(normalized("00000000,00000003\n"), "3");
+        assert_eq!(normalized("0"), "");
+    }
+
+    #[test]
     fn cpu_lists_parse_and_bad_ones_do_not() {
         assert_eq!(parse_cpu_list("0-1\n"), Some(vec![0, 1]));
         assert_eq!(parse_cpu_list("0,2-4,7"), Some(vec![0, 2, 3, 4, 7]));
@@ -264,15 +395,12 @@ mod tests {
     fn nothing_is_set_without_cores_or_without_the_interface() {
         let root = std::env::temp_dir().join(format!("vrhost-rps-{}", std::process::id()));
         fs::create_dir_all(&root).unwrap();
-        let kept = |r: Result<Applied, IoError>| match r {
-            Ok(Applied::Kept(why)) => why,
+        let kept = |r: Result<(Applied, Option<Steering>), IoError>| match r {
+            Ok((Applied::Kept(why), None)) => why,
             other => panic!("expected Kept, got {other:?}"),
         };
-        assert!(kept(Steering::apply_at(&root, "nosuch0", &[])).contains("every core"));
-        assert!(kept(Steering::apply_at(&root, "nosuch0", &[0])).contains("does not show"));
-        // A NIC's interface (a `device` link): left to its interrupts.
-        fs::create_dir_all(root.join("nic0/device")).unwrap();
-        assert!(kept(Steering::apply_at(&root, "nic0", &[0])).contains("device"));
+        assert!(kept(Steering::apply_at(&root, "nosuch0", &[], &[1])).contains("no online core"));
+        assert!(kept(Steering::apply_at(&root, "nosuch0", &[0], &[1])).contains("does not show"));
         fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use vrhost_dataplane::{Mbuf, MbufPool};
 use vrhost_io::af_xdp::{self, BindMode, XdpMode, XdpOptions};
 use vrhost_io::tools::{self, GenSource, GenSpec, Rate, UdpFlows};
-use vrhost_io::{netdev, netns, wait, AfPacketPort, AfXdpPort, IoError, Port, TapPort};
+use vrhost_io::{netdev, netns, rps, wait, AfPacketPort, AfXdpPort, IoError, Port, TapPort};
 
 /// Opens a driver on the named interface (in the calling thread's namespace).
 type Opener<'a> = &'a (dyn Fn(&str) -> Box<dyn Port> + Sync);
@@ -406,49 +406,44 @@ impl Drop for RootVeth {
 }
 
 /// `rps_cpus` of `ifname`'s first receive queue, as this process's sysfs
-/// (the root namespace's) shows it.
+/// (the root namespace's) shows it, without its padding (`""`: none).
 fn rps_cpus(ifname: &str) -> String {
-    std::fs::read_to_string(format!("/sys/class/net/{ifname}/queues/rx-0/rps_cpus"))
-        .unwrap()
-        .trim()
-        .trim_start_matches(['0', ','])
-        .to_string()
+    let mask = std::fs::read_to_string(format!("/sys/class/net/{ifname}/queues/rx-0/rps_cpus"));
+    rps::normalized(&mask.unwrap()).to_string()
 }
 
 /// An af_packet port steers its veth's receive work where sysfs shows the
-/// port's own interface, and empties the mask when dropped; it leaves an
-/// operator's mask alone; and from a thread in another namespace, where
-/// sysfs still shows the root namespace's interface of the same name, it
-/// touches nothing.
+/// port's own interface, and empties the mask when dropped; it adopts a
+/// mask an earlier run left; it leaves an operator's mask alone, and says
+/// so apart when that mask includes a worker's core; and from a thread in
+/// another namespace, where sysfs still shows the root namespace's
+/// interface of the same name, it touches nothing.
 #[test]
 fn af_packet_steers_receive_work_only_on_its_own_interface() {
     let lab = Lab::new();
     let name = format!("vrps{}", std::process::id() % 1_000_000);
     let _root = RootVeth(name.clone());
-    ip(&[
-        "link",
-        "add",
-        &name,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        &format!("{name}p"),
-    ]);
-    ip(&[
-        "-n", &lab.a, "link", "add", &name, "type", "veth", "peer", "name", "vq",
-    ]);
+    #[rustfmt::skip]
+    ip(&["link", "add", &name, "type", "veth", "peer", "name", &format!("{name}p")]);
+    #[rustfmt::skip]
+    ip(&["-n", &lab.a, "link", "add", &name, "type", "veth", "peer", "name", "vq"]);
+    let set = |mask: &str| {
+        std::fs::write(format!("/sys/class/net/{name}/queues/rx-0/rps_cpus"), mask).unwrap()
+    };
+    let ours = |adopted| rps::Applied::Set {
+        mask: "1".into(),
+        adopted,
+    };
 
     // In lab.a: sysfs shows the root namespace's `name`, another interface.
-    let why = netns::run_in(&lab.a, || {
+    let applied = netns::run_in(&lab.a, || {
         let mut port = AfPacketPort::open(&name, 0, 1).unwrap();
-        port.steer_receive(&[0]).unwrap()
+        port.steer_receive(&[0], &[]).unwrap()
     })
     .unwrap();
     assert!(
-        why.as_deref()
-            .is_some_and(|w| w.contains("another network namespace")),
-        "{why:?}"
+        matches!(&applied, rps::Applied::Kept(w) if w.contains("another network namespace")),
+        "{applied:?}"
     );
     assert_eq!(
         rps_cpus(&name),
@@ -458,21 +453,36 @@ fn af_packet_steers_receive_work_only_on_its_own_interface() {
 
     // Its own: set while open, emptied when dropped.
     let mut port = AfPacketPort::open(&name, 0, 1).unwrap();
-    assert_eq!(port.steer_receive(&[0]).unwrap(), None);
+    assert_eq!(port.steer_receive(&[0], &[]).unwrap(), ours(false));
     assert_eq!(rps_cpus(&name), "1");
     drop(port);
     assert_eq!(rps_cpus(&name), "");
 
-    // An operator's mask stays.
-    std::fs::write(format!("/sys/class/net/{name}/queues/rx-0/rps_cpus"), "1").unwrap();
+    // The mask it would write, left by a run that ended without undoing it:
+    // adopted, and emptied when dropped.
+    set("1");
     let mut port = AfPacketPort::open(&name, 0, 1).unwrap();
-    let why = port.steer_receive(&[0]).unwrap();
+    assert_eq!(port.steer_receive(&[0], &[]).unwrap(), ours(true));
+    drop(port);
+    assert_eq!(rps_cpus(&name), "");
+
+    // Another mask is an operator's: it stays, and one that includes a
+    // worker's core is said to.
+    set("1");
+    let mut port = AfPacketPort::open(&name, 0, 1).unwrap();
+    let applied = port.steer_receive(&[1], &[]).unwrap();
     assert!(
-        why.as_deref().is_some_and(|w| w.contains("already set")),
-        "{why:?}"
+        matches!(&applied, rps::Applied::Kept(w) if w.contains("already set")),
+        "{applied:?}"
+    );
+    let applied = port.steer_receive(&[1], &[0]).unwrap();
+    assert!(
+        matches!(&applied, rps::Applied::OnWorkers(w) if w.contains("[0]")),
+        "{applied:?}"
     );
     drop(port);
     assert_eq!(rps_cpus(&name), "1");
+    set("0");
 }
 
 /// Whether `ns` gets an answer to a ping of `addr` within a second.

