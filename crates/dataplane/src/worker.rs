@@ -905,15 +905,21 @@ impl Worker {
     /// 50 tables of 20,000 routes miss them as one of 1M routes does, which
     /// a threshold per table would never prefetch (docs/benchmarks.md,
     /// "Prefetch").
+    ///
+    /// Each VR also counts as [`PREFETCH_ROUTES_PER_VR`] routes: its own
+    /// lines (its VR line, its tables' snapshots, a flat table's bitmap and
+    /// entries) are read by every lookup, so thousands of VRs of a route or
+    /// two miss the caches as a large table does.
     fn choose_prefetch(&mut self) {
         let routes: usize = self
             .vrs
             .iter()
             .map(|vr| vr.fib4.len() + vr.fib6.len())
             .sum();
+        let weight = routes + self.vrs.len() * PREFETCH_ROUTES_PER_VR;
         self.prefetch = self
             .prefetch_with
-            .and_then(|(prefetch, min_routes)| (routes >= min_routes).then_some(prefetch));
+            .and_then(|(prefetch, min_routes)| (weight >= min_routes).then_some(prefetch));
     }
 
     /// Switches to a new topology: state for VRs created since, and the
@@ -981,7 +987,8 @@ impl Worker {
     }
 
     /// Hands the worker the CPU's prefetch (`vrhost_io::prefetch`): while
-    /// the VRs' tables (both families) hold `min_routes` routes or more together
+    /// the VRs' tables (both families) hold `min_routes` routes or more together,
+    /// each VR counting as [`PREFETCH_ROUTES_PER_VR`] more
     /// ([`vrhost_fib::PREFETCH_MIN_ROUTES`] by default, 0 for always), every
     /// batch lookup then prefetches each pass's direct entries and leaf
     /// blocks ([`FibSnapshot::lookup_batch_prefetch`]). Without it they
@@ -1109,6 +1116,15 @@ fn vr_state(topo: &Shared, i: usize, n_workers: usize) -> Vr {
         filtered: filtered(topo, i),
     }
 }
+
+/// What one VR counts as, in routes, when a worker chooses to prefetch
+/// ([`Worker::set_prefetch`]): with the default threshold of 100,000, 2,000
+/// VRs turn it on whatever their tables hold. Measured (Intel Xeon guest,
+/// 2 MiB L2 a core, `vrhost bench --vrs N --routes-per-vr 1`, prefetch off
+/// against on, two runs each): 1,500 VRs 23.88/23.65, 23.91/23.09 Mpps;
+/// 2,000 21.16/22.26, 21.92/22.54; 3,000 16.28/19.49, 16.17/19.20; 5,000
+/// 13.36/16.95, 13.67/16.03 (docs/benchmarks.md, "Prefetch").
+pub const PREFETCH_ROUTES_PER_VR: usize = 50;
 
 /// [`Vr::filtered`]: some interface of the VR applies a list to what
 /// enters it.

@@ -1,6 +1,7 @@
-//! Whether a worker's batch lookups prefetch depends on how many IPv4
-//! routes all its VRs' tables hold together, not on the table looked up:
-//! many medium tables miss the caches as one big table does.
+//! Whether a worker's batch lookups prefetch depends on how many routes
+//! all its VRs' tables hold together, each VR counting for some more, not
+//! on the table looked up: many medium tables, or thousands of small VRs,
+//! miss the caches as one big table does.
 
 mod common;
 
@@ -96,52 +97,77 @@ fn prefetch_follows_the_routes_of_all_tables_together() {
     assert_eq!(lines_for_a_burst(&mut always), 2 * 8);
 }
 
+/// Lines prefetched while `w` forwards a burst of eight frames of four
+/// tagged VRs (`tagged_vrs(4)`), two each.
+fn many_vr_burst(w: &mut Worker) -> usize {
+    use vrhost_wire::ethernet::EtherType;
+    use vrhost_wire::ip::IpProtocol;
+    let before = LINES.with(Cell::get);
+    let mut rx: Vec<_> = (0..8u16)
+        .map(|i| {
+            let frame = eth(
+                DOWN_MAC,
+                host_mac(usize::from(i % 4)),
+                Some(10 + i % 4),
+                EtherType::Ipv4,
+                &ipv4(
+                    Ipv4Addr::new(10, 0, 0, 2),
+                    Ipv4Addr::new(192, 0, 2, i as u8),
+                    IpProtocol::Udp,
+                    64,
+                    false,
+                    &udp(18),
+                ),
+            );
+            let mut m = w.pool().get();
+            m.fill(&frame);
+            m.port = 0;
+            m
+        })
+        .collect();
+    let mut tx = TxBatch::new(2);
+    w.process_burst(&mut rx, SEC, &mut tx);
+    assert_eq!(tx.ports[1].len(), 8, "every frame forwarded");
+    for m in tx.ports.iter_mut().flat_map(|q| q.drain(..)) {
+        w.pool().put(m);
+    }
+    LINES.with(Cell::get) - before
+}
+
 /// A burst of frames of many VRs prefetches, besides each lookup's lines,
 /// each frame's gateway slot: the per-VR line that the fast path reads
 /// next, which holds the neighbor's MAC once a frame has gone through it
 /// (the neighbor entry is not prefetched: it is not read).
 #[test]
 fn bursts_of_many_vrs_prefetch_each_frames_gateway() {
-    use vrhost_wire::ethernet::EtherType;
-    use vrhost_wire::ip::IpProtocol;
     let mut writer = TableWriter::new(&tagged_vrs(4)).unwrap();
     let mut w = Worker::create(&mut writer, 1).pop().unwrap();
     w.set_prefetch(count_lines, 0);
-    let burst = |w: &mut Worker| {
-        let before = LINES.with(Cell::get);
-        let mut rx: Vec<_> = (0..8u16)
-            .map(|i| {
-                let frame = eth(
-                    DOWN_MAC,
-                    host_mac(usize::from(i % 4)),
-                    Some(10 + i % 4),
-                    EtherType::Ipv4,
-                    &ipv4(
-                        Ipv4Addr::new(10, 0, 0, 2),
-                        Ipv4Addr::new(192, 0, 2, i as u8),
-                        IpProtocol::Udp,
-                        64,
-                        false,
-                        &udp(18),
-                    ),
-                );
-                let mut m = w.pool().get();
-                m.fill(&frame);
-                m.port = 0;
-                m
-            })
-            .collect();
-        let mut tx = TxBatch::new(2);
-        w.process_burst(&mut rx, SEC, &mut tx);
-        assert_eq!(tx.ports[1].len(), 8, "every frame forwarded");
-        for m in tx.ports.iter_mut().flat_map(|q| q.drain(..)) {
-            w.pool().put(m);
-        }
-        LINES.with(Cell::get) - before
-    };
     // Each lookup: its table, bitmap word and line (one cache line for
     // IPv4), and each frame's gateway slot, whether resolved yet (the
     // first burst) or not.
-    assert_eq!(burst(&mut w), 8 * 3 + 8);
-    assert_eq!(burst(&mut w), 8 * 3 + 8);
+    assert_eq!(many_vr_burst(&mut w), 8 * 3 + 8);
+    assert_eq!(many_vr_burst(&mut w), 8 * 3 + 8);
+}
+
+/// Each VR counts as `PREFETCH_ROUTES_PER_VR` routes towards the
+/// threshold: thousands of VRs of a route or two miss the caches as a large
+/// table does (their own lines are read by every lookup).
+#[test]
+fn each_vr_counts_towards_the_prefetch_threshold() {
+    use vrhost_dataplane::worker::PREFETCH_ROUTES_PER_VR;
+    let mut writer = TableWriter::new(&tagged_vrs(4)).unwrap();
+    let mut workers = Worker::create(&mut writer, 2);
+    let (mut under, mut over) = (workers.pop().unwrap(), workers.pop().unwrap());
+    // The four VRs hold a few connected routes each: under 100, where
+    // the four of them weigh more.
+    const { assert!(4 * PREFETCH_ROUTES_PER_VR >= 100) };
+    over.set_prefetch(count_lines, 100);
+    under.set_prefetch(count_lines, 4 * PREFETCH_ROUTES_PER_VR + 100);
+    assert_eq!(many_vr_burst(&mut over), 8 * 3 + 8, "four VRs weigh enough");
+    assert_eq!(
+        many_vr_burst(&mut under),
+        0,
+        "their routes do not make up the rest"
+    );
 }

@@ -102,7 +102,8 @@ pub enum OnOff {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Prefetch {
     /// While the VRs' tables (both families) hold
-    /// [`vrhost_fib::PREFETCH_MIN_ROUTES`] routes or more together.
+    /// [`vrhost_fib::PREFETCH_MIN_ROUTES`] routes or more together, each VR
+    /// counting as `vrhost_dataplane::worker::PREFETCH_ROUTES_PER_VR` more.
     Auto,
     /// Always.
     On,
