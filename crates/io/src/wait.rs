@@ -90,6 +90,13 @@ pub fn readable(fds: &[BorrowedFd<'_>], timeout: Duration) -> Waited {
     waited
 }
 
+/// Waits on one queue's descriptors ([`crate::Port::wait_fds`]) as
+/// [`readable`] does; `None` where the queue has none to wait on.
+pub fn port(port: &dyn crate::Port, timeout: Duration) -> Option<Waited> {
+    let mut fds = Vec::new();
+    (port.wait_fds(&mut fds) && !fds.is_empty()).then(|| readable(&fds, timeout))
+}
+
 /// Reads (and so clears) the pending error of socket `fd`; false where `fd`
 /// is not a socket or had none.
 fn take_socket_error(fd: BorrowedFd<'_>) -> bool {

@@ -1471,19 +1471,15 @@ fn quiet(ns: &str, dev: &str) {
 /// the frame is there to receive.
 fn wakes_on_arrival(port: &mut dyn Port, pool: &mut MbufPool, ns: &str, dev: &str) {
     drain(pool, |p, rx| port.rx_burst(p, rx, 64, 3));
-    {
-        let mut fds = Vec::new();
-        assert!(port.wait_fds(&mut fds), "the driver can be waited on");
-        assert!(!fds.is_empty());
-        let t = Instant::now();
-        let waited = wait::readable(&fds, Duration::from_millis(100));
-        let took = t.elapsed();
-        assert_eq!(waited, wait::Waited::TimedOut, "nothing was sent");
-        assert!(
-            took >= Duration::from_millis(80),
-            "the wait ended after {took:?} with nothing sent"
-        );
-    }
+    let t = Instant::now();
+    let waited = wait::port(port, Duration::from_millis(100));
+    let took = t.elapsed();
+    assert_ne!(waited, None, "the driver can be waited on");
+    assert_eq!(waited, Some(wait::Waited::TimedOut), "nothing was sent");
+    assert!(
+        took >= Duration::from_millis(80),
+        "the wait ended after {took:?} with nothing sent"
+    );
     let frame = test_frame(7, 5);
     wait_ends_when_sent(port, ns, dev, &frame);
     let got = receive(port, pool, 5, 1, Duration::from_secs(1));
@@ -1501,17 +1497,15 @@ fn wait_ends_when_sent(port: &dyn Port, ns: &str, dev: &str, frame: &[u8]) {
             std::thread::sleep(Duration::from_millis(50));
             send_all(&mut p, &mut pool, &[frame.to_vec()]);
         });
-        let mut fds = Vec::new();
-        port.wait_fds(&mut fds);
         let t = Instant::now();
-        let woke = wait::readable(&fds, Duration::from_secs(5));
+        let woke = wait::port(port, Duration::from_secs(5));
         let took = t.elapsed();
         sender.join().unwrap();
         (woke, took)
     });
     assert_eq!(
         woke,
-        wait::Waited::Readable,
+        Some(wait::Waited::Readable),
         "the frame did not end the wait"
     );
     assert!(
@@ -1580,13 +1574,10 @@ fn an_af_packet_port_can_be_waited_on_after_its_link_went_down_and_up() {
         ip(&["-n", &lab.b, "link", "set", "vb", "down"]);
         ip(&["-n", &lab.b, "link", "set", "vb", "up"]);
         drain(&mut pool, |p, rx| port.rx_burst(p, rx, 64, 3));
-        {
-            let mut fds = Vec::new();
-            assert!(port.wait_fds(&mut fds));
-            let first = wait::readable(&fds, Duration::from_millis(100));
-            assert_ne!(first, wait::Waited::Readable, "nothing was sent");
-            assert_ne!(first, wait::Waited::Unwaitable, "the error was read");
-        }
+        let first = wait::port(port.as_ref(), Duration::from_millis(100));
+        assert_ne!(first, None, "the driver can be waited on");
+        assert_ne!(first, Some(wait::Waited::Readable), "nothing was sent");
+        assert_ne!(first, Some(wait::Waited::Unwaitable), "the error was read");
         wakes_on_arrival(port.as_mut(), &mut pool, &lab.a, "va");
     })
     .unwrap();

@@ -705,7 +705,7 @@ mod tests {
     /// and a burst disarms it and reads what rang.
     #[test]
     fn a_guest_kick_ends_a_waiting_workers_wait_and_only_then() {
-        use crate::wait::{readable, Waited};
+        use crate::wait::{self, readable, Waited};
         use std::time::Duration;
         let (_dir, socket) = listening(2);
         let mut port = socket.port(1).expect("port");
@@ -726,22 +726,19 @@ mod tests {
         assert_eq!(port.rx_burst(&mut pool, &mut rx, 64, 0), 0);
         // Busy: a kick rings nothing.
         bell.kicked();
-        let mut fds = Vec::new();
-        assert!(port.wait_fds(&mut fds));
-        assert_eq!(readable(&fds, quiet), Waited::TimedOut);
-        // Armed: another pair's kick does not ring it, its own does.
+        assert_eq!(wait::port(&port, quiet), Some(Waited::TimedOut));
+        // Armed (a wait arms it, and it stays armed until a burst): another
+        // pair's kick does not ring it, its own does.
         other.kicked();
-        assert_eq!(readable(&fds, quiet), Waited::TimedOut);
+        assert_eq!(wait::port(&port, quiet), Some(Waited::TimedOut));
         bell.kicked();
-        assert_eq!(readable(&fds, Duration::from_secs(5)), Waited::Readable);
-        drop(fds);
+        let woke = wait::port(&port, Duration::from_secs(5));
+        assert_eq!(woke, Some(Waited::Readable));
         // A burst (no guest attached: nothing to read) settles it: what rang
         // is read, and kicks ring nothing until it is armed again.
         assert_eq!(port.rx_burst(&mut pool, &mut rx, 64, 0), 0);
         bell.kicked();
-        let mut fds = Vec::new();
-        assert!(port.wait_fds(&mut fds));
-        assert_eq!(readable(&fds, quiet), Waited::TimedOut);
+        assert_eq!(wait::port(&port, quiet), Some(Waited::TimedOut));
     }
 
     /// A connection whose pair 0 transmit queue (vring 1) has `chains`
@@ -765,21 +762,18 @@ mod tests {
     /// ring leaves it to the kick.
     #[test]
     fn chains_posted_before_the_wait_end_it_at_once() {
-        use crate::wait::{readable, Waited};
+        use crate::wait::{self, Waited};
         use std::time::Duration;
         let (_dir, socket) = listening(1);
         for (chains, want) in [(2, Waited::Readable), (0, Waited::TimedOut)] {
             let mut port = socket.port(0).expect("port");
             port.conn = Some(posted(chains));
             port.generation = socket.link.generation.load(Ordering::Acquire);
-            let mut fds = Vec::new();
-            assert!(port.wait_fds(&mut fds));
             assert_eq!(
-                readable(&fds, Duration::from_millis(100)),
-                want,
+                wait::port(&port, Duration::from_millis(100)),
+                Some(want),
                 "{chains} chains posted"
             );
-            drop(fds);
             socket.link.bells[0].settle();
         }
     }
