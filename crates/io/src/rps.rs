@@ -48,11 +48,6 @@ pub struct Steering {
     ifindex: String,
     /// Each queue's `rps_cpus` file, and what it read after the write.
     files: Vec<(PathBuf, String)>,
-    /// The mask written ([`mask_text`]).
-    mask: String,
-    /// The masks were already this run's (left by one that ended without
-    /// undoing them).
-    adopted: bool,
 }
 
 /// What [`Steering::apply`] did.
@@ -126,7 +121,7 @@ impl Steering {
             return kept("no receive queue".into());
         }
         let mask = mask_text(cpus);
-        let mut adopted = 0;
+        let mut adopted = true;
         for f in &files {
             let now = match fs::read_to_string(f) {
                 Ok(now) => now,
@@ -135,9 +130,9 @@ impl Steering {
                 }
                 Err(e) => return Err(io_err(ifname, "read rps_cpus", e)),
             };
-            if same_mask(&now, &mask) {
-                adopted += 1;
-            } else if !is_empty_mask(&now) {
+            if normalized(&now).is_empty() {
+                adopted = false;
+            } else if !same_mask(&now, &mask) {
                 let why = format!(
                     "already set by an operator ({}: {})",
                     f.display(),
@@ -164,11 +159,9 @@ impl Steering {
             dir,
             ifindex,
             files: Vec::with_capacity(files.len()),
-            mask,
-            adopted: adopted == files.len(),
         };
         for f in files {
-            if let Err(e) = fs::write(&f, &set.mask) {
+            if let Err(e) = fs::write(&f, &mask) {
                 // `set` empties what it wrote so far.
                 return match e.kind() {
                     ErrorKind::PermissionDenied | ErrorKind::ReadOnlyFilesystem => kept(format!(
@@ -182,16 +175,7 @@ impl Steering {
             let shown = fs::read_to_string(&f).map_err(|e| io_err(ifname, "read rps_cpus", e))?;
             set.files.push((f, shown));
         }
-        let applied = Applied::Set {
-            mask: set.mask.clone(),
-            adopted: set.adopted,
-        };
-        Ok((applied, Some(set)))
-    }
-
-    /// The interface it steers.
-    pub fn ifname(&self) -> &str {
-        &self.ifname
+        Ok((Applied::Set { mask, adopted }, Some(set)))
     }
 }
 
@@ -225,6 +209,13 @@ fn release(file: &Path, mask: &str) -> std::io::Result<()> {
 /// (`""` for no CPU).
 pub fn normalized(mask: &str) -> &str {
     mask.trim().trim_start_matches(['0', ','])
+}
+
+/// The mask of `ifname`'s first receive queue as this process's sysfs
+/// shows it, [`normalized`].
+pub fn shown(ifname: &str) -> std::io::Result<String> {
+    let mask = fs::read_to_string(format!("/sys/class/net/{ifname}/queues/rx-0/rps_cpus"))?;
+    Ok(normalized(&mask).to_string())
 }
 
 /// Whether two masks as sysfs writes them name the same CPUs.
@@ -280,11 +271,6 @@ pub fn mask_text(cpus: &[usize]) -> String {
         out.push_str(&format!(",{x:08x}"));
     }
     out
-}
-
-/// Whether a mask read from sysfs names no CPU.
-fn is_empty_mask(text: &str) -> bool {
-    same_mask(text, "0")
 }
 
 /// The cores an interface's receive work may be steered to, given the
@@ -344,10 +330,11 @@ mod tests {
 
     #[test]
     fn an_empty_mask_is_zeros_and_commas() {
-        assert!(is_empty_mask("0\n"));
-        assert!(is_empty_mask("00000000,00000000\n"));
-        assert!(!is_empty_mask("2\n"));
-        assert!(!is_empty_mask("00000000,00000001"));
+        let empty = |m: &str| normalized(m).is_empty();
+        assert!(empty("0\n"));
+        assert!(empty("00000000,00000000\n"));
+        assert!(!empty("2\n"));
+        assert!(!empty("00000000,00000001"));
     }
 
     #[test]

@@ -405,13 +405,6 @@ impl Drop for RootVeth {
     }
 }
 
-/// `rps_cpus` of `ifname`'s first receive queue, as this process's sysfs
-/// (the root namespace's) shows it, without its padding (`""`: none).
-fn rps_cpus(ifname: &str) -> String {
-    let mask = std::fs::read_to_string(format!("/sys/class/net/{ifname}/queues/rx-0/rps_cpus"));
-    rps::normalized(&mask.unwrap()).to_string()
-}
-
 /// An af_packet port steers its veth's receive work where sysfs shows the
 /// port's own interface, and empties the mask when dropped; it adopts a
 /// mask an earlier run left; it leaves an operator's mask alone, and says
@@ -446,7 +439,7 @@ fn af_packet_steers_receive_work_only_on_its_own_interface() {
         "{applied:?}"
     );
     assert_eq!(
-        rps_cpus(&name),
+        rps::shown(&name).unwrap(),
         "",
         "the root namespace's interface untouched"
     );
@@ -454,9 +447,9 @@ fn af_packet_steers_receive_work_only_on_its_own_interface() {
     // Its own: set while open, emptied when dropped.
     let mut port = AfPacketPort::open(&name, 0, 1).unwrap();
     assert_eq!(port.steer_receive(&[0], &[]).unwrap(), ours(false));
-    assert_eq!(rps_cpus(&name), "1");
+    assert_eq!(rps::shown(&name).unwrap(), "1");
     drop(port);
-    assert_eq!(rps_cpus(&name), "");
+    assert_eq!(rps::shown(&name).unwrap(), "");
 
     // The mask it would write, left by a run that ended without undoing it:
     // adopted, and emptied when dropped.
@@ -464,7 +457,7 @@ fn af_packet_steers_receive_work_only_on_its_own_interface() {
     let mut port = AfPacketPort::open(&name, 0, 1).unwrap();
     assert_eq!(port.steer_receive(&[0], &[]).unwrap(), ours(true));
     drop(port);
-    assert_eq!(rps_cpus(&name), "");
+    assert_eq!(rps::shown(&name).unwrap(), "");
 
     // Another mask is an operator's: it stays, and one that includes a
     // worker's core is said to.
@@ -481,7 +474,7 @@ fn af_packet_steers_receive_work_only_on_its_own_interface() {
         "{applied:?}"
     );
     drop(port);
-    assert_eq!(rps_cpus(&name), "1");
+    assert_eq!(rps::shown(&name).unwrap(), "1");
     set("0");
 }
 

@@ -258,6 +258,13 @@ impl Lab {
         }
     }
 
+    /// Stops `vrhost run`, as `Drop` does, and waits for it to exit.
+    fn stop_router(&mut self) {
+        if let Some(mut r) = self.router.take() {
+            stop(&mut r);
+        }
+    }
+
     fn log_path(&self) -> PathBuf {
         self.dir.path().join("vrhost.log")
     }
@@ -353,9 +360,7 @@ impl Drop for Lab {
         for h in self.helpers.iter_mut() {
             stop(h);
         }
-        if let Some(mut r) = self.router.take() {
-            stop(&mut r);
-        }
+        self.stop_router();
         if std::thread::panicking() {
             eprintln!("--- vrhost log ({}) ---\n{}", self.name, self.log());
         }
@@ -993,13 +998,6 @@ fn an_idle_worker_gives_its_core_back(driver: &str) {
     assert_output(&out, &["5 received"]);
 }
 
-/// `rps_cpus` of `link`'s first receive queue (the root namespace's sysfs),
-/// without its padding (`""`: none).
-fn rps_mask(link: &str) -> String {
-    let mask = std::fs::read_to_string(format!("/sys/class/net/{link}/queues/rx-0/rps_cpus"));
-    vrhost_io::rps::normalized(&mask.expect("rps_cpus")).to_string()
-}
-
 /// The TcpExt counters of `ns`, by name.
 fn tcp_ext(ns: &str) -> Vec<(String, u64)> {
     let out = in_ns(ns, "cat", &["/proc/net/netstat"]);
@@ -1038,11 +1036,12 @@ fn af_packet_steers_receive_work_off_the_worker() {
     let mut lab = two_host_lab("af_packet", "rp");
     let worker = core("rp");
     let (l1, l2) = (lab.link("h1").to_string(), lab.link("h2").to_string());
+    let mask = |link: &str| vrhost_io::rps::shown(link).expect("rps_cpus");
     let cpus = vrhost_io::rps::steer_cpus(&[worker]).expect("online cores");
-    let others = vrhost_io::rps::mask_text(&cpus);
-    let others = vrhost_io::rps::normalized(&others).to_string();
-    assert_eq!(rps_mask(&l1), others, "h1's link steers to the other cores");
-    assert_eq!(rps_mask(&l2), others, "h2's link steers to the other cores");
+    // No core left (one CPU): the masks stay empty.
+    let others = vrhost_io::rps::normalized(&vrhost_io::rps::mask_text(&cpus)).to_string();
+    assert_eq!(mask(&l1), others, "h1's link steers to the other cores");
+    assert_eq!(mask(&l2), others, "h2's link steers to the other cores");
 
     // One TCP stream, h1 to h2, two seconds.
     let server = Command::new("ip")
@@ -1091,21 +1090,19 @@ fn af_packet_steers_receive_work_off_the_worker() {
     );
 
     // Stopped, it empties the masks it set.
-    stop(lab.router.as_mut().expect("router"));
-    lab.router = None;
-    assert_eq!(rps_mask(&l1), "", "h1's mask emptied");
-    assert_eq!(rps_mask(&l2), "", "h2's mask emptied");
+    lab.stop_router();
+    assert_eq!(mask(&l1), "", "h1's mask emptied");
+    assert_eq!(mask(&l2), "", "h2's mask emptied");
 
     // An operator's mask stays as the operator set it, then and after.
     let own = vrhost_io::rps::mask_text(&[worker]);
     std::fs::write(format!("/sys/class/net/{l2}/queues/rx-0/rps_cpus"), &own).expect("own mask");
     lab.start_router(&one_vr("af_packet", "rp"), &[("h1", "10.1.0.2")]);
-    assert_eq!(rps_mask(&l1), others);
-    assert_eq!(rps_mask(&l2), own, "the operator's mask kept");
-    stop(lab.router.as_mut().expect("router"));
-    lab.router = None;
-    assert_eq!(rps_mask(&l2), own, "the operator's mask kept after");
-    assert_eq!(rps_mask(&l1), "");
+    assert_eq!(mask(&l1), others);
+    assert_eq!(mask(&l2), own, "the operator's mask kept");
+    lab.stop_router();
+    assert_eq!(mask(&l2), own, "the operator's mask kept after");
+    assert_eq!(mask(&l1), "");
 }
 
 /// Every driver runs the same suite: `af_packet::*`, `af_xdp::*`, `tap::*`.
