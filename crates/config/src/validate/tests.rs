@@ -673,58 +673,51 @@ fn af_packet_and_af_xdp_ports_require_an_interface() {
     );
 }
 
-#[test]
-fn only_af_packet_ports_have_a_control_queue() {
+/// An af_packet-only switch `key`: `default` for an af_packet port, false
+/// for a pcap one, the other value when given; a tap port given it is
+/// refused (`refusal` in the message), and so is a value that is no bool.
+fn af_packet_only_switch(key: &str, default: bool, get: fn(&Port) -> bool, refusal: &str) {
     let port = "[[port]]\nname = \"x\"\ndriver = \"af_packet\"\ninterface = \"v0\"\n";
     let c = valid(&format!("{BASE}{port}"));
-    assert!(c.ports[2].control_queue, "on by default");
-    assert!(!c.ports[0].control_queue, "a pcap port has none");
-    let c = valid(&format!("{BASE}{port}control_queue = false\n"));
-    assert!(!c.ports[2].control_queue);
+    assert_eq!(get(&c.ports[2]), default, "{key}: the default");
+    assert!(!get(&c.ports[0]), "{key}: never for a pcap port");
+    let c = valid(&format!("{BASE}{port}{key} = {}\n", !default));
+    assert_eq!(get(&c.ports[2]), !default, "{key} given");
     only(
-        &format!("{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\ncontrol_queue = true\n"),
-        "port \"t\".control_queue",
-        "a tap port has no control queue",
+        &format!("{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\n{key} = {default}\n"),
+        &format!("port \"t\".{key}"),
+        refusal,
     );
     only(
-        &format!("{BASE}{port}control_queue = 1\n"),
-        "port \"x\".control_queue",
+        &format!("{BASE}{port}{key} = 1\n"),
+        &format!("port \"x\".{key}"),
         "",
     );
 }
 
 #[test]
+fn only_af_packet_ports_have_a_control_queue() {
+    af_packet_only_switch(
+        "control_queue",
+        true,
+        |p| p.control_queue,
+        "a tap port has no control queue",
+    );
+}
+
+#[test]
 fn only_af_packet_ports_share_frames_with_the_host_stack() {
-    let port = "[[port]]\nname = \"x\"\ndriver = \"af_packet\"\ninterface = \"v0\"\n";
-    let c = valid(&format!("{BASE}{port}"));
-    assert!(!c.ports[2].host_stack, "off by default");
-    let c = valid(&format!("{BASE}{port}host_stack = true\n"));
-    assert!(c.ports[2].host_stack);
-    only(
-        &format!("{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\nhost_stack = true\n"),
-        "port \"t\".host_stack",
+    af_packet_only_switch(
+        "host_stack",
+        false,
+        |p| p.host_stack,
         "only an af_packet port shares its frames",
     );
 }
 
 #[test]
 fn only_af_packet_ports_steer_their_interfaces_receive_work() {
-    let port = "[[port]]\nname = \"x\"\ndriver = \"af_packet\"\ninterface = \"v0\"\n";
-    let c = valid(&format!("{BASE}{port}"));
-    assert!(c.ports[2].rps, "on by default");
-    assert!(!c.ports[0].rps, "never for other drivers");
-    let c = valid(&format!("{BASE}{port}rps = false\n"));
-    assert!(!c.ports[2].rps);
-    only(
-        &format!("{BASE}[[port]]\nname = \"t\"\ndriver = \"tap\"\nrps = true\n"),
-        "port \"t\".rps",
-        "only an af_packet port steers",
-    );
-    only(
-        &format!("{BASE}{port}rps = \"yes\"\n"),
-        "port \"x\".rps",
-        "",
-    );
+    af_packet_only_switch("rps", true, |p| p.rps, "only an af_packet port steers");
 }
 
 #[test]
