@@ -108,8 +108,7 @@ up() { # $1: router kind, $2: placement (none, router, peer or sender)
       router) mask=$(printf '%x' $((1 << ROUTER_CORE))) ;;
       peer) mask=0; for c in ${PEER_CORES//,/ }; do mask=$((mask | 1 << c)); done
             mask=$(printf '%x' $mask) ;;
-      none | sender) ;;
-      *) echo "unknown placement $2 (none, router, peer or sender)" >&2; return 1 ;;
+      none | sender) ;; # checked with -r
     esac
     for d in btr0 btr1; do
       nsx bt-rtr sysctl -qw "net.ipv6.conf.$d.disable_ipv6=1"

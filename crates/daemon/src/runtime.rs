@@ -683,12 +683,16 @@ fn steer_receive(port: &mut AfPacketPort, name: &str, workers: &[usize]) {
     };
     match port.steer_receive(&cpus, workers) {
         Ok(Applied::Set { mask, adopted }) => {
+            let ifname = port.ifname();
+            let earlier = if adopted {
+                ", as an earlier run left it"
+            } else {
+                ""
+            };
             tracing::info!(
-            "port {name:?}: the kernel receives {}'s frames on the cores of mask {mask} (RPS{}), \
-             off the workers' cores and in order per flow",
-            port.ifname(),
-            if adopted { ", as an earlier run left it" } else { "" }
-        )
+                "port {name:?}: the kernel receives {ifname}'s frames on the cores of mask \
+                 {mask} (RPS{earlier}), off the workers' cores and in order per flow"
+            );
         }
         Ok(Applied::Kept(why)) => tracing::info!("port {name:?}: RPS left alone: {why}"),
         Ok(Applied::OnWorkers(why)) => tracing::warn!(
