@@ -64,6 +64,7 @@ printf "root:x:0:\nfrrvty:x:85:root\n" >"$R/etc/group"
 cat >"$R/etc/frr/zebra.conf" <<EOF
 hostname cp-vm
 log file /tmp/zebra.log
+debug zebra fpm
 fpm address 10.9.0.1 port 2620
 EOF
 cat >"$R/etc/frr/bgpd.conf" <<EOF
@@ -91,9 +92,13 @@ arp -i eth0 -s 10.2.0.2 $VR_MAC
 /usr/lib/frr/zebra -d -u root -g root -M dplane_fpm_nl -f /etc/frr/zebra.conf
 /usr/lib/frr/bgpd -d -u root -g root -f /etc/frr/bgpd.conf
 echo VM-FRR-STARTED
+n=0
 while true; do
   sleep 2
   echo "VM-ROUTES: \$(ip -4 route | tr '\n' ';')"
+  # zebra's FPM log now and then, for a failure's report.
+  n=\$((n + 1))
+  [ \$((n % 10)) -eq 0 ] && tail -n 12 /tmp/zebra.log | sed 's/^/VM-ZEBRA: /'
 done
 EOF
 chmod +x "$R/init"
@@ -192,7 +197,9 @@ fail() {
   echo "--- VR routes"; routes || true
   echo "--- BIRD"; birdc show protocols all vm | tail -20 || true
   echo "--- vrhost.log"; tail -30 "$WORK/vrhost.log"
-  echo "--- console"; grep -a -v VM-ROUTES "$WORK/console.log" | tail -30
+  echo "--- console"; grep -a -v 'VM-ROUTES\|VM-ZEBRA' "$WORK/console.log" | tail -30
+  echo "--- the guest's kernel routes, last seen"; grep -a VM-ROUTES "$WORK/console.log" | tail -1
+  echo "--- the guest's zebra log, last seen"; grep -a VM-ZEBRA "$WORK/console.log" | tail -12
   exit 1
 }
 # wait_for SECONDS COMMAND...: until COMMAND succeeds.

@@ -344,6 +344,16 @@ impl Scene {
             .unwrap_or_else(|| panic!("tx packets of {dev}: {}", text(&out)))
     }
 
+    /// The UDP lines of `/proc/net/snmp` in the namespace of `host`.
+    fn udp(&self, host: &str) -> String {
+        let out = in_ns(&self.ns(host), "cat", &["/proc/net/snmp"]);
+        text(&out)
+            .lines()
+            .filter(|l| l.starts_with("Udp:"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     fn diagnostics(&self) -> String {
         let mut d = String::new();
         for inst in ["upstream", "site", "red-a", "red-b"] {
@@ -402,6 +412,20 @@ struct Flow {
     sent: Vec<Instant>,
     /// (sequence number, receive time), in receive order.
     received: Vec<(u64, Instant)>,
+    /// Sequence numbers whose send failed in the sender's own kernel.
+    failed: Vec<u64>,
+}
+
+impl Flow {
+    /// Joins the flow's two threads.
+    fn join(sender: Sender, receiver: Receiver) -> Flow {
+        let (sent, failed) = sender.join().expect("sender");
+        Flow {
+            sent,
+            received: receiver.join().expect("receiver"),
+            failed,
+        }
+    }
 }
 
 /// A UDP socket bound to `addr` inside namespace `ns`: made on a thread
@@ -446,6 +470,7 @@ fn start_flow(s: &Scene, stop: &Arc<AtomicBool>) -> (Sender, Receiver) {
     let stop_tx = stop.clone();
     let sender = std::thread::spawn(move || {
         let mut sent = Vec::with_capacity(200_000);
+        let mut failed = Vec::new();
         let t0 = Instant::now();
         let period = Duration::from_nanos(1_000_000_000 / RATE);
         let mut seq: u64 = 0;
@@ -457,18 +482,22 @@ fn start_flow(s: &Scene, stop: &Arc<AtomicBool>) -> (Sender, Receiver) {
             }
             let mut payload = [0u8; 32];
             payload[..8].copy_from_slice(&seq.to_be_bytes());
-            // A send error (no route for a moment) is a lost datagram.
-            let _ = tx.send(&payload);
+            // A send error (no route for a moment) is a lost datagram,
+            // counted apart.
+            if tx.send(&payload).is_err() {
+                failed.push(seq);
+            }
             sent.push(Instant::now());
             seq += 1;
         }
-        sent
+        (sent, failed)
     });
     (sender, receiver)
 }
 
-/// The flow's sender thread: yields each datagram's send time.
-type Sender = std::thread::JoinHandle<Vec<Instant>>;
+/// The flow's sender thread: yields each datagram's send time, and the
+/// sequence numbers whose send failed.
+type Sender = std::thread::JoinHandle<(Vec<Instant>, Vec<u64>)>;
 /// The flow's receiver thread: yields (sequence number, arrival time).
 type Receiver = std::thread::JoinHandle<Vec<(u64, Instant)>>;
 
@@ -476,6 +505,10 @@ type Receiver = std::thread::JoinHandle<Vec<(u64, Instant)>>;
 struct Loss {
     sent: usize,
     missing: usize,
+    /// Of the missing, those whose send failed in the sender's kernel.
+    send_failed: usize,
+    /// Send times of the first and the last missing datagram.
+    missing_sent: Option<(Instant, Instant)>,
     /// Largest time between two consecutive arrivals of this window.
     largest_gap: Duration,
 }
@@ -507,9 +540,20 @@ fn loss(flow: &Flow, from: Instant, to: Instant) -> Loss {
         })
         .map(|&(_, t)| t)
         .collect();
+    let missing: Vec<usize> = idx.iter().copied().filter(|&i| !got[i]).collect();
     Loss {
         sent: idx.len(),
-        missing: idx.iter().filter(|&&i| !got[i]).count(),
+        missing: missing.len(),
+        send_failed: flow
+            .failed
+            .iter()
+            .filter_map(|&seq| usize::try_from(seq).ok())
+            .filter(|&i| flow.sent.get(i).is_some_and(|&t| t >= from && t < to))
+            .count(),
+        missing_sent: missing
+            .first()
+            .zip(missing.last())
+            .map(|(&a, &b)| (flow.sent[a], flow.sent[b])),
         largest_gap: arrivals
             .windows(2)
             .map(|w| w[1].saturating_duration_since(w[0]))
@@ -621,10 +665,7 @@ fn a_box_dies_and_the_flow_moves_to_the_other_copy() {
     let end = [s.tx_packets("to-a"), s.tx_packets("to-b")];
     let returned = end[carrier] - after[carrier] >= RATE * 8 / 10;
     stop_flow.store(true, Ordering::Relaxed);
-    let flow = Flow {
-        sent: sender.join().expect("sender"),
-        received: receiver.join().expect("receiver"),
-    };
+    let flow = Flow::join(sender, receiver);
     let stopped = *flow.sent.last().expect("sent something");
 
     let fail = loss(&flow, killed - Duration::from_millis(500), restarted);
@@ -662,11 +703,27 @@ fn a_box_dies_and_the_flow_moves_to_the_other_copy() {
         if returned { "went back to" } else { "stayed off" },
         BOXES[carrier]
     );
-    eprintln!(
-        "scale-out: box {}'s counters after the return:\n{}",
-        BOXES[carrier],
-        s.counters(carrier)
-    );
+    if let Some((first, last)) = ret.missing_sent {
+        eprintln!(
+            "scale-out: return: the lost were sent {:.1}-{:.1} ms after the restart, {} of them \
+             refused by the site's own kernel",
+            first.saturating_duration_since(restarted).as_secs_f64() * 1e3,
+            last.saturating_duration_since(restarted).as_secs_f64() * 1e3,
+            ret.send_failed
+        );
+    }
+    for (host, what) in [("site", "sender"), ("up", "receiver")] {
+        eprintln!(
+            "scale-out: the {what}'s UDP counters ({host}):\n{}",
+            s.udp(host)
+        );
+    }
+    for (i, b) in BOXES.iter().enumerate() {
+        eprintln!(
+            "scale-out: box {b}'s counters after the return:\n{}",
+            s.counters(i)
+        );
+    }
     eprintln!(
         "scale-out: whole flow: {} sent, {} lost, {} out of order; test took {:.1} s",
         all.sent,
@@ -757,10 +814,7 @@ fn drain_then_stop(s: &mut Scene) {
     std::thread::sleep(Duration::from_millis(500));
     let after = [s.tx_packets("to-a"), s.tx_packets("to-b")];
     stop_flow.store(true, Ordering::Relaxed);
-    let flow = Flow {
-        sent: sender.join().expect("sender"),
-        received: receiver.join().expect("receiver"),
-    };
+    let flow = Flow::join(sender, receiver);
     let stopped = *flow.sent.last().expect("sent something");
     let drain = loss(&flow, start, stopped);
     let reordered = out_of_order(&flow, start, stopped);
