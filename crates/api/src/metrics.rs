@@ -6,6 +6,8 @@
 //! - `vrhost_interface_<counter>{vr,interface}` and `vrhost_interface_drops{vr,interface,reason}`
 //! - `vrhost_port_<counter>{port}` and `vrhost_port_drops{port,reason}` (admin only)
 //! - `vrhost_vr_routes{vr,family}`, `vrhost_vr_fib_bytes{vr}` (gauges)
+//! - `vrhost_vr_busy_seconds_total{vr}`: worker time the VR's traffic took,
+//!   summed over the workers (its rate is the VR's share of the cores)
 //! - `vrhost_worker_load{worker}` (gauge, 0 to 1), `vrhost_worker_packets{worker}` (admin only)
 //!
 //! `<counter>` is each of [`CounterSet::FIELDS`]. A per-VR token gets its own
@@ -113,8 +115,18 @@ pub fn render(b: &dyn Backend, p: &Principal) -> Result<String, ApiError> {
                 .set(saturate(n));
         }
     }
+    let busy = Family::<Labels, Counter<f64, AtomicU64>>::default();
+    reg.register(
+        "vrhost_vr_busy_seconds",
+        "Worker time the VR's traffic took, summed over the workers (its rate is the VR's share of the cores)",
+        busy.clone(),
+    );
     for vc in visible_counters(b, p)? {
         vr_families.record(&labels(&[("vr", &vc.vr)]), &vc.total);
+        if let Some(ns) = vc.busy_ns {
+            busy.get_or_create(&labels(&[("vr", &vc.vr)]))
+                .inc_by(ns as f64 / 1e9);
+        }
         for ic in &vc.interfaces {
             iface_families.record(
                 &labels(&[("vr", &vc.vr), ("interface", &ic.name)]),

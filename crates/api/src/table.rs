@@ -306,12 +306,17 @@ fn drop_rows(t: &mut Table, name: &str, c: &CounterSet) {
     }
 }
 
-/// `vrhost ctl counters [VR]`: VRs and their interfaces, then drop reasons.
+/// `vrhost ctl counters [VR]`: VRs and their interfaces, then each VR's
+/// worker time, then drop reasons.
 pub fn counters(list: &[VrCounters]) -> String {
     let mut t = with_counter_headers("VR/INTERFACE");
     let mut drops = Table::new(&["VR/INTERFACE", "DROP_REASON", "PACKETS"]);
+    let mut busy = Table::new(&["VR", "BUSY_SECONDS"]);
     for vc in list {
         t.row(counter_cells(vc.vr.clone(), &vc.total));
+        if let Some(ns) = vc.busy_ns {
+            busy.row(vec![vc.vr.clone(), format!("{:.3}", ns as f64 / 1e9)]);
+        }
         drop_rows(&mut drops, &vc.vr, &vc.total);
         for ic in &vc.interfaces {
             let name = format!("{}/{}", vc.vr, ic.name);
@@ -320,9 +325,11 @@ pub fn counters(list: &[VrCounters]) -> String {
         }
     }
     let mut out = t.render();
-    if !drops.rows.is_empty() {
-        out.push('\n');
-        out.push_str(&drops.render());
+    for more in [busy, drops] {
+        if !more.rows.is_empty() {
+            out.push('\n');
+            out.push_str(&more.render());
+        }
     }
     out
 }

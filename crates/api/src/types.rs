@@ -1087,6 +1087,13 @@ pub struct VrCounters {
     pub total: CounterSet,
     /// Each interface's counters.
     pub interfaces: Vec<InterfaceCounters>,
+    /// Nanoseconds of worker time the VR's traffic took, summed over the
+    /// workers, as the fair share measures it (its frames through the
+    /// stages and the fast path, and its part of the drivers' receive and
+    /// send), updated every 100 ms: its rate is the VR's share of the
+    /// cores. Absent where the workers have no clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_ns: Option<u64>,
 }
 
 /// A port (shared by VRs; admin only).

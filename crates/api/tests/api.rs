@@ -564,6 +564,11 @@ fn metrics_parse_and_a_vr_token_sees_only_its_series() {
         Some(101.0)
     );
     assert_eq!(get(&admin, "vrhost_worker_load{worker=\"1\"}"), Some(0.5));
+    // The mock's red: 1.5 s of worker time for each letter of its name.
+    assert_eq!(
+        get(&admin, "vrhost_vr_busy_seconds_total{vr=\"red\"}"),
+        Some(4.5)
+    );
     assert_eq!(
         get(&admin, "vrhost_vr_routes{vr=\"red\",family=\"ipv4\"}"),
         Some(1.0)

@@ -140,6 +140,13 @@ fn tables_render_server_data() {
     let counters = vrhost_api::table::counters(&c.counters().unwrap());
     assert!(counters.contains("red/red0"), "{counters}");
     assert!(counters.contains("ttl_exceeded"), "{counters}");
+    // The mock's red took 4.5 s of worker time (1.5 s a letter).
+    assert!(
+        counters
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["red", "4.500"]),
+        "{counters}"
+    );
     let routes = vrhost_api::table::routes(&c.all_routes(OWN).unwrap());
     assert!(
         routes.contains("0.0.0.0/0") && routes.contains("via 10.0.0.254"),

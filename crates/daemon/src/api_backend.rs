@@ -25,8 +25,9 @@ use vrhost_api::types::{
 use vrhost_api::{ApiConfig, ApiError, ApiHandle, Auth, Backend, BadTokenHash};
 use vrhost_config::Config;
 use vrhost_dataplane::{
-    sum_ifaces, sum_ports, BuildError, Counters, IfaceId, InterfaceSpec, Limits, Path, Paths,
-    PortId, RouteHop, RouteTarget, RouterSpec, TableWriter, Tpid, Urpf, VrId, WorkerCounters,
+    sum_ifaces, sum_ports, sum_vr_busy_ns, BuildError, Counters, IfaceId, InterfaceSpec, Limits,
+    Path, Paths, PortId, RouteHop, RouteTarget, RouterSpec, TableWriter, Tpid, Urpf, VrId,
+    WorkerCounters,
 };
 use vrhost_fib::IpPrefix;
 use vrhost_wire::ethernet::EthernetAddress;
@@ -913,14 +914,16 @@ impl Backend for RuntimeBackend {
 
     fn vr_counters(&self, vr: &str) -> Result<VrCounters, ApiError> {
         // Names under the lock; the counters themselves are read lock-free.
-        let ifaces: Vec<(IfaceId, String)> = {
+        let (v, ifaces): (VrId, Vec<(IfaceId, String)>) = {
             let c = lock(&self.writer);
             let v = Self::vr_index(&c, vr)?;
             let s = c.working();
-            s.vr_ifaces(v)
+            let ifaces = s
+                .vr_ifaces(v)
                 .iter()
                 .map(|&i| (i, s.ifaces()[i.index()].name.clone()))
-                .collect()
+                .collect();
+            (v, ifaces)
         };
         let ids: Vec<IfaceId> = ifaces.iter().map(|(i, _)| *i).collect();
         Ok(VrCounters {
@@ -933,6 +936,7 @@ impl Backend for RuntimeBackend {
                     counters: counter_set(&sum_ifaces(&self.counters, &[i])),
                 })
                 .collect(),
+            busy_ns: sum_vr_busy_ns(&self.counters, v),
         })
     }
 

@@ -62,6 +62,18 @@ pub fn sum_ifaces(workers: &[std::sync::Arc<WorkerCounters>], ifaces: &[IfaceId]
     c
 }
 
+/// VR `vr`'s worker time in nanoseconds summed over the workers
+/// ([`WorkerCounters::vr_busy_ns`]), or `None` where no worker has a clock.
+pub fn sum_vr_busy_ns(workers: &[std::sync::Arc<WorkerCounters>], vr: VrId) -> Option<u64> {
+    workers.iter().any(|w| w.clocked.get() != 0).then(|| {
+        workers
+            .iter()
+            .filter_map(|w| w.vr_busy_ns.get(vr.index()))
+            .map(|c| c.get())
+            .sum()
+    })
+}
+
 /// The control side and a single worker.
 pub struct Engine {
     writer: TableWriter,

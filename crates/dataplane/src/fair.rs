@@ -957,6 +957,18 @@ impl Fair {
             .collect()
     }
 
+    /// What [`Fair::charged`] gives, in nanoseconds, handed to `each` VR by
+    /// VR without a list; nothing without a clock.
+    pub fn charged_ns(&self, mut each: impl FnMut(usize, u64)) {
+        if self.clock.is_none() {
+            return;
+        }
+        for vr in 0..self.vrs.len() {
+            let ticks = self.vrs[vr].total(self.pending(vr));
+            each(vr, mul_div(ticks, 1_000_000, self.ticks_per_ms));
+        }
+    }
+
     /// VR `vr`'s budget per refill (`u64::MAX` when none is enforced).
     pub fn budget(&self, vr: usize) -> u64 {
         self.vrs.get(vr).map_or(u64::MAX, |s| s.budget)
@@ -1260,6 +1272,22 @@ mod tests {
         assert!(f.vrs[0].capped, "105: the next fast frame capped it");
         f.charge(0, 95);
         assert!(!f.admit_fast(0), "200: twice the budget");
+    }
+
+    #[test]
+    fn what_each_vr_was_charged_reads_in_nanoseconds_and_needs_a_clock() {
+        let ports = vec![vec![0u16], vec![1u16]];
+        let mut f = Fair::new(&[1, 1], &ports, 2);
+        let mut seen = Vec::new();
+        f.charged_ns(|vr, ns| seen.push((vr, ns)));
+        assert!(seen.is_empty(), "no clock: nothing measured, nothing said");
+        // A 3 GHz clock: 3,000 ticks are a microsecond.
+        f.set_clock(|| 0, 3_000_000_000);
+        f.charge(0, 3_000);
+        f.charge(1, 45_000_000_000_000);
+        f.charged_ns(|vr, ns| seen.push((vr, ns)));
+        // The second is 4 h 10 min, past what ticks × 10^6 holds in a u64.
+        assert_eq!(seen, vec![(0, 1_000), (1, 15_000_000_000_000)]);
     }
 
     #[test]

@@ -48,7 +48,7 @@ mod urpf;
 
 pub use counters::{CounterCells, Counters};
 pub use drop_reason::DropReason;
-pub use engine::{sum_ifaces, sum_ports, Engine, VrInfo};
+pub use engine::{sum_ifaces, sum_ports, sum_vr_busy_ns, Engine, VrInfo};
 pub use fair::{Clock, Fair};
 pub use filter::{Action, Filter, FilterError, FilterSpec, PortRange, Rule};
 pub use iface::{link_local_from_mac, Iface};

@@ -948,7 +948,8 @@ impl Worker {
     }
 
     /// Runs neighbor timers: retransmits ARP requests and solicitations,
-    /// and drops packets held for neighbors that never answered.
+    /// and drops packets held for neighbors that never answered. Publishes
+    /// each VR's worker time ([`crate::worker::WorkerCounters::vr_busy_ns`]).
     pub fn poll(&mut self, now: u64, tx: &mut TxBatch) {
         self.next_poll = now + POLL_INTERVAL_NS;
         let mut ctx = ctx!(self, now, tx, &self.peers);
@@ -961,6 +962,12 @@ impl Worker {
                 ctx.send_probe(vr, p);
             }
         }
+        let busy = &self.counters.vr_busy_ns;
+        self.fair.charged_ns(|vr, ns| {
+            if let Some(c) = busy.get(vr) {
+                c.set(ns);
+            }
+        });
     }
 }
 

@@ -582,6 +582,15 @@ pub struct WorkerCounters {
     /// Turns of the worker's driver loop so far: a watchdog that sees it
     /// stop moving knows the worker is stuck.
     pub heartbeat: crate::counters::Cell,
+    /// Per VR (its index): nanoseconds of this worker's time charged to the
+    /// VR, as the fair share measures it (its frames through the stages and
+    /// the fast path, and its part of the driver's receive and send),
+    /// published every 100 ms (the worker's poll). VRs past the
+    /// end (created at run time without an interface) carry no frames.
+    pub vr_busy_ns: Vec<crate::counters::Cell>,
+    /// 1 once the worker has a clock ([`Worker::set_clock`]): without one
+    /// `vr_busy_ns` measures nothing.
+    pub clocked: crate::counters::Cell,
     /// The worker's index among its peers: its row of each rule list's
     /// counters ([`crate::filter::Filter::hits`]).
     pub index: usize,
@@ -817,6 +826,11 @@ impl Worker {
                 .collect(),
             load_permille: crate::counters::Cell::default(),
             heartbeat: crate::counters::Cell::default(),
+            // Room for every VR a run-time change can add with an interface.
+            vr_busy_ns: (0..shared.vrs.len() + tables.iface_capacity)
+                .map(|_| crate::counters::Cell::default())
+                .collect(),
+            clocked: crate::counters::Cell::default(),
             index,
         });
         let (weights, vr_ports) = fair_inputs(&shared);
@@ -970,6 +984,7 @@ impl Worker {
     pub fn set_clock(&mut self, clock: Clock, ticks_per_second: u64, full_burst: usize) {
         self.fair.set_clock(clock, ticks_per_second);
         self.full_burst = full_burst;
+        self.counters.clocked.set(1);
     }
 
     /// Should the driver loop read port `port` now? False while every VR

@@ -367,6 +367,58 @@ fn every_resource_through_the_running_router() {
 /// counted twice, the route-limit check let through adds that the table
 /// then refused, after the deletes had been applied (a 500, half-applied).
 /// Now the limit refuses the request and nothing changes.
+/// Each VR's worker time, live: red takes some while its port replays
+/// frames to it, and more as it goes on; green, whose only interface is on
+/// a VLAN no frame carries, takes none. The same through `/metrics`.
+#[test]
+fn each_vr_reports_the_worker_time_its_traffic_took() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let green = r#"
+[[router]]
+name = "green"
+  [[router.interface]]
+  name = "green0"
+  port = "p0"
+  vlan = 7
+  addresses = ["10.7.0.1/24"]
+"#;
+    let (_d, socket) = start_with(dir.path(), &config(green));
+    let admin = Client::unix(&socket, Some(ADMIN.into()));
+    let busy = |vr: &str| admin.vr_counters(vr).expect("counters").busy_ns;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while busy("red").unwrap_or(0) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no worker time for red: {:?}",
+            busy("red")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let first = busy("red").expect("red's worker time");
+    // Published every 100 ms.
+    std::thread::sleep(Duration::from_millis(400));
+    let later = busy("red").expect("red's worker time");
+    assert!(
+        later > first,
+        "red's worker time stood still: {first} then {later} ns"
+    );
+    assert_eq!(busy("green"), Some(0), "green received nothing");
+    // Less than the wall time since the start: it is time, not ticks.
+    assert!(later < 60_000_000_000, "red: {later} ns");
+
+    let metrics = admin.metrics().expect("metrics");
+    let value = |vr: &str| {
+        let series = format!("vrhost_vr_busy_seconds_total{{vr=\"{vr}\"}} ");
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {series}in:\n{metrics}"))
+    };
+    assert!(value("red") > 0.0, "{metrics}");
+    assert_eq!(value("green"), 0.0, "{metrics}");
+}
+
 #[test]
 fn a_bulk_request_listing_a_delete_twice_is_refused_whole_at_the_limit() {
     let dir = tempfile::tempdir().expect("tempdir");

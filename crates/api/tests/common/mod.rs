@@ -470,6 +470,7 @@ impl Backend for FixtureBackend {
                         counters: counters(1),
                     })
                     .collect(),
+                busy_ns: Some(1_500_000_000 * vr.len() as u64),
             })
         })
     }
