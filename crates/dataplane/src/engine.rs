@@ -63,15 +63,17 @@ pub fn sum_ifaces(workers: &[std::sync::Arc<WorkerCounters>], ifaces: &[IfaceId]
 }
 
 /// VR `vr`'s worker time in nanoseconds summed over the workers
-/// ([`WorkerCounters::vr_busy_ns`]), or `None` where no worker has a clock.
+/// ([`WorkerCounters::vr_busy_ns`]), or `None` where no worker has a clock
+/// or the workers have no room for it (VRs created empty at run time, past
+/// the interfaces' headroom, that got interfaces later).
 pub fn sum_vr_busy_ns(workers: &[std::sync::Arc<WorkerCounters>], vr: VrId) -> Option<u64> {
-    workers.iter().any(|w| w.clocked.get() != 0).then(|| {
-        workers
-            .iter()
-            .filter_map(|w| w.vr_busy_ns.get(vr.index()))
-            .map(|c| c.get())
-            .sum()
-    })
+    if !workers.iter().any(|w| w.clocked.get() != 0) {
+        return None;
+    }
+    workers
+        .iter()
+        .map(|w| w.vr_busy_ns.get(vr.index()).map(|c| c.get()))
+        .sum()
 }
 
 /// The control side and a single worker.
@@ -331,5 +333,38 @@ impl Engine {
     /// Packets on punt queues, all VRs.
     pub fn punt_queued(&self) -> usize {
         self.worker.punt_queued()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counters::Cell;
+    use std::sync::Arc;
+
+    fn worker(cells: usize, clocked: bool, each: u64) -> Arc<WorkerCounters> {
+        let w = WorkerCounters {
+            ports: Vec::new(),
+            ifaces: Vec::new(),
+            load_permille: Cell::default(),
+            heartbeat: Cell::default(),
+            vr_busy_ns: (0..cells).map(|_| Cell::default()).collect(),
+            clocked: Cell::default(),
+            index: 0,
+        };
+        w.vr_busy_ns.iter().for_each(|c| c.set(each));
+        w.clocked.set(u64::from(clocked));
+        Arc::new(w)
+    }
+
+    #[test]
+    fn a_vrs_worker_time_is_summed_or_said_unknown() {
+        let two = [worker(4, true, 10), worker(4, true, 5)];
+        assert_eq!(sum_vr_busy_ns(&two, VrId::new(3)), Some(15));
+        // No room for VR 4 in the workers: unknown, not 0.
+        assert_eq!(sum_vr_busy_ns(&two, VrId::new(4)), None);
+        // No clock anywhere: nothing was measured.
+        let unclocked = [worker(4, false, 0)];
+        assert_eq!(sum_vr_busy_ns(&unclocked, VrId::new(0)), None);
     }
 }

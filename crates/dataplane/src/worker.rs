@@ -585,8 +585,11 @@ pub struct WorkerCounters {
     /// Per VR (its index): nanoseconds of this worker's time charged to the
     /// VR, as the fair share measures it (its frames through the stages and
     /// the fast path, and its part of the driver's receive and send),
-    /// published every 100 ms (the worker's poll). VRs past the
-    /// end (created at run time without an interface) carry no frames.
+    /// published every 100 ms (the worker's poll). Room is made at start
+    /// for every VR there is and every one that run-time changes can add
+    /// with an interface; one past the end (only a VR created empty, past
+    /// that headroom, and given an interface later) is not measured
+    /// ([`crate::sum_vr_busy_ns`] says `None`).
     pub vr_busy_ns: Vec<crate::counters::Cell>,
     /// 1 once the worker has a clock ([`Worker::set_clock`]): without one
     /// `vr_busy_ns` measures nothing.
