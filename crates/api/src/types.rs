@@ -1090,8 +1090,10 @@ pub struct VrCounters {
     /// Nanoseconds of worker time the VR's traffic took, summed over the
     /// workers, as the fair share measures it (its frames through the
     /// stages and the fast path, and its part of the drivers' receive and
-    /// send), updated every 100 ms: its rate is the VR's share of the
-    /// cores. Absent where the workers have no clock.
+    /// send), updated every 100 ms, never going back: its rate is the
+    /// VR's share of the cores. Absent where the workers have no clock
+    /// yet, or no room for the VR (one created without an interface past
+    /// the interfaces' headroom, given interfaces later).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy_ns: Option<u64>,
 }

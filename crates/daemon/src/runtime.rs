@@ -22,8 +22,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use vrhost_config::{Config, Driver};
 use vrhost_dataplane::{
-    sum_ifaces, sum_ports, Clock, Counters, EngineSpec, Mbuf, Shared, TableWriter, TxBatch, Worker,
-    WorkerCounters,
+    sum_ifaces, sum_ports, sum_vr_busy_ns, Clock, Counters, EngineSpec, Mbuf, Shared, TableWriter,
+    TxBatch, Worker, WorkerCounters,
 };
 use vrhost_dataplane::{PortId, VrId};
 use vrhost_io::af_packet::AfPacketPort;
@@ -562,6 +562,12 @@ impl Running {
     /// VR counters summed over the workers.
     pub fn vr_counters(&self, vr: VrId) -> Counters {
         sum_ifaces(&self.counters, self.shared.vr_ifaces(vr))
+    }
+
+    /// VR `vr`'s worker time in nanoseconds, summed over the workers
+    /// ([`vrhost_dataplane::sum_vr_busy_ns`]).
+    pub fn vr_busy_ns(&self, vr: VrId) -> Option<u64> {
+        sum_vr_busy_ns(&self.counters, vr)
     }
 
     /// Counters summed over every port and worker.

@@ -28,6 +28,17 @@ impl Cell {
         self.0.store(v, Relaxed);
     }
 
+    /// Raises the value to `v` if `v` is higher: a counter published from
+    /// a figure that may settle a little lower later (an estimate replaced
+    /// by what was measured) never goes back, which readers such as
+    /// Prometheus would take for a reset.
+    #[inline]
+    pub fn raise(&self, v: u64) {
+        if v > self.get() {
+            self.set(v);
+        }
+    }
+
     /// Adds one.
     #[inline]
     pub fn inc(&self) {

@@ -1290,6 +1290,45 @@ mod tests {
         assert_eq!(seen, vec![(0, 1_000), (1, 15_000_000_000_000)]);
     }
 
+    /// What a VR is charged for fast frames in the open round is an
+    /// estimate, which the round's end may settle lower: what the worker
+    /// publishes ([`crate::counters::Cell::raise`]) never goes back.
+    #[test]
+    fn a_published_worker_time_never_goes_back_when_a_round_settles_lower() {
+        let mut f = fast_fair(&[1, 1], 20, u64::MAX);
+        f.enforcing = false;
+        f.recount_capped();
+        f.clock = Some(|| 0);
+        f.ticks_per_ms = 1_000_000; // a tick is a nanosecond
+        f.round_ticks = 100;
+        let published = crate::counters::Cell::default();
+        let read = |f: &Fair| {
+            let mut ns = 0;
+            f.charged_ns(|vr, v| {
+                if vr == 0 {
+                    ns = v;
+                }
+            });
+            ns
+        };
+        for _ in 0..3 {
+            f.count_fast(0, false);
+        }
+        assert_eq!(read(&f), 60, "three frames at the estimate of 20");
+        published.raise(read(&f));
+        // They took 10 each.
+        f.fast_burst(3, 30);
+        f.end_call(100, false);
+        assert_eq!(read(&f), 30, "settled lower");
+        published.raise(read(&f));
+        assert_eq!(published.get(), 60, "the published figure stays");
+        f.count_fast(0, false);
+        f.fast_burst(1, 40);
+        f.end_call(200, false);
+        published.raise(read(&f));
+        assert_eq!(published.get(), 70, "and moves on once it is passed");
+    }
+
     #[test]
     fn a_round_settles_fast_frames_and_their_backlog() {
         let mut f = fast_fair(&[1, 1], 10, u64::MAX);

@@ -965,7 +965,10 @@ impl Worker {
         let busy = &self.counters.vr_busy_ns;
         self.fair.charged_ns(|vr, ns| {
             if let Some(c) = busy.get(vr) {
-                c.set(ns);
+                // The open round's fast frames are an estimate that its
+                // end may settle lower: the published figure never goes
+                // back.
+                c.raise(ns);
             }
         });
     }

@@ -201,25 +201,36 @@ pub fn run(seconds: u64, routes: usize) -> Result<ExitCode> {
         "vrhost demo: {} tenants with the same addresses on VLANs of two memory ports, {routes} routes each",
         TENANTS.len()
     );
+    // Each tenant's packets a second, and its share of the worker's time
+    // in that second (what the fair share charged it).
     println!(
         "{:>4}  {}",
         "sec",
         TENANTS
             .iter()
-            .map(|(n, _, _)| format!("{n:>14}"))
+            .map(|(n, _, _)| format!("{n:>19}"))
             .collect::<String>()
     );
     let start = Instant::now();
-    let mut last = vec![0u64; TENANTS.len()];
+    let mut last = vec![(0u64, 0u64); TENANTS.len()];
+    let mut then = start;
     for sec in 1..=seconds.max(1) {
         std::thread::sleep(
             (start + Duration::from_secs(sec)).saturating_duration_since(Instant::now()),
         );
+        let now = Instant::now();
+        let wall_ns = now.duration_since(then).as_nanos().max(1) as f64;
+        then = now;
         let mut line = format!("{sec:>4}  ");
-        for (v, prev) in last.iter_mut().enumerate() {
+        for (v, (prev_rx, prev_busy)) in last.iter_mut().enumerate() {
             let rx = running.vr_counters(VrId::new(v)).rx_packets;
-            line.push_str(&format!("{:>10.3} Mpps", (rx - *prev) as f64 / 1e6));
-            *prev = rx;
+            let busy = running.vr_busy_ns(VrId::new(v)).unwrap_or(0);
+            line.push_str(&format!(
+                "{:>8.3} Mpps {:>4.0}%",
+                (rx - *prev_rx) as f64 / 1e6,
+                busy.saturating_sub(*prev_busy) as f64 / wall_ns * 100.0
+            ));
+            (*prev_rx, *prev_busy) = (rx, busy);
         }
         println!("{line}");
     }

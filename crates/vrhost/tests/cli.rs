@@ -421,6 +421,31 @@ fn the_demos_flooding_tenants_forward_about_alike() {
         red >= 0.75 * blue,
         "red forwarded {red}, blue {blue}: red should get about blue's share\n{stdout}"
     );
+    // "   2     4.123 Mpps   41%    3.456 Mpps   38%    2.345 Mpps   20%":
+    // each tenant's share of the worker's time in the last second, which
+    // the fair share keeps about equal for the two that want more.
+    let shares: Vec<f64> = stdout
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 10 && f[0] == "2").then(|| {
+                [3, 6, 9]
+                    .iter()
+                    .filter_map(|&i| f[i].strip_suffix('%')?.parse().ok())
+                    .collect()
+            })
+        })
+        .unwrap_or_else(|| panic!("no line for second 2 in:\n{stdout}"));
+    assert_eq!(shares.len(), 3, "{stdout}");
+    let (red, blue) = (shares[0], shares[1]);
+    assert!(
+        red > 5.0 && blue > 5.0 && red >= 0.6 * blue,
+        "worker shares red {red}%, blue {blue}%: about alike\n{stdout}"
+    );
+    assert!(
+        shares.iter().sum::<f64>() <= 120.0,
+        "the tenants' shares of one worker add up past it: {shares:?}\n{stdout}"
+    );
 }
 
 #[test]
