@@ -345,10 +345,14 @@ pub fn keeper_main(hold: Duration, taps: &[String]) -> ExitCode {
     }
     let gone_at = Instant::now();
     // Our pipe closes while a killed vrhost's other files may still be
-    // open: its TAP queues count as readers until the process is dead (a
-    // zombie or reaped). Only then do queues mean a new vrhost.
+    // open: its TAP queues count as readers until every thread of it is
+    // dead. Its main thread may be a zombie already while its workers still
+    // exit (the files close with the last thread): a keeper that took the
+    // zombie for the end saw the old queues, let go, and the carrier
+    // dropped under the tenants' sessions. Only then do queues mean a new
+    // vrhost.
     while parent_start.is_some()
-        && process_start(parent) == parent_start
+        && holds_files(parent, parent_start)
         && gone_at.elapsed() < Duration::from_secs(5)
     {
         std::thread::sleep(Duration::from_millis(2));
@@ -382,6 +386,19 @@ pub fn keeper_main(hold: Duration, taps: &[String]) -> ExitCode {
         );
     }
     ExitCode::SUCCESS
+}
+
+/// Whether process `pid`, started at `start`, may still hold files: it
+/// runs, or its main thread is a zombie while others of its threads still
+/// exit (a thread group's files close with its last thread). Once it is
+/// reaped, a process that took its pid is not it (`start` differs) unless
+/// it is a zombie itself, whose threads are then waited for too, which at
+/// worst holds the keeper a little longer.
+fn holds_files(pid: u32, start: Option<u64>) -> bool {
+    if process_start(pid).is_some_and(|s| Some(s) == start) {
+        return true;
+    }
+    std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|d| d.count() > 1)
 }
 
 /// The start time of process `pid` (`/proc/PID/stat` field 22) while it
@@ -515,6 +532,36 @@ mod tests {
         assert_eq!(process_start(pid), None);
         child.wait().unwrap();
         assert_eq!(process_start(pid), None);
+    }
+
+    /// A killed vrhost's main thread can be a zombie while its workers
+    /// still exit, holding its TAP queues: it still holds its files until
+    /// its last thread is gone. (Python stands in: a thread that sleeps,
+    /// and a main thread that exits alone through the raw `exit` syscall.)
+    #[test]
+    fn a_zombie_whose_threads_still_run_still_holds_its_files() {
+        let script = "import ctypes, os, threading, time\n\
+            threading.Thread(target=time.sleep, args=(1.5,)).start()\n\
+            nr = {'x86_64': 60, 'aarch64': 93}[os.uname().machine]\n\
+            ctypes.CDLL(None).syscall(nr, 0)\n";
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .spawn()
+            .expect("python3 (apt-get install python3)");
+        let pid = child.id();
+        let start = process_start(pid);
+        assert!(start.is_some());
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(process_start(pid), None, "its main thread is a zombie");
+        assert!(holds_files(pid, start), "its other thread still runs");
+        std::thread::sleep(Duration::from_millis(1600));
+        assert!(!holds_files(pid, start), "every thread gone");
+        child.wait().unwrap();
+        assert!(!holds_files(pid, start), "reaped");
+        assert!(holds_files(
+            std::process::id(),
+            process_start(std::process::id())
+        ));
     }
 
     #[test]
