@@ -952,21 +952,21 @@ impl Fair {
     /// Ticks charged to each VR since the worker started: the clock time its
     /// runs through the stages took, whether or not budgets were enforced.
     pub fn charged(&self) -> Vec<u64> {
-        (0..self.vrs.len())
-            .map(|vr| self.vrs[vr].total(self.pending(vr)))
-            .collect()
+        self.totals().collect()
     }
 
-    /// What [`Fair::charged`] gives, in nanoseconds, handed to `each` VR by
-    /// VR without a list; nothing without a clock.
-    pub fn charged_ns(&self, mut each: impl FnMut(usize, u64)) {
-        if self.clock.is_none() {
-            return;
-        }
-        for vr in 0..self.vrs.len() {
-            let ticks = self.vrs[vr].total(self.pending(vr));
-            each(vr, mul_div(ticks, 1_000_000, self.ticks_per_ms));
-        }
+    /// What [`Fair::charged`] gives, in nanoseconds, VR by VR; `None`
+    /// without a clock.
+    pub fn charged_ns(&self) -> Option<impl Iterator<Item = u64> + '_> {
+        self.clock?;
+        Some(
+            self.totals()
+                .map(|ticks| mul_div(ticks, 1_000_000, self.ticks_per_ms)),
+        )
+    }
+
+    fn totals(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.vrs.len()).map(|vr| self.vrs[vr].total(self.pending(vr)))
     }
 
     /// VR `vr`'s budget per refill (`u64::MAX` when none is enforced).
@@ -1278,16 +1278,17 @@ mod tests {
     fn what_each_vr_was_charged_reads_in_nanoseconds_and_needs_a_clock() {
         let ports = vec![vec![0u16], vec![1u16]];
         let mut f = Fair::new(&[1, 1], &ports, 2);
-        let mut seen = Vec::new();
-        f.charged_ns(|vr, ns| seen.push((vr, ns)));
-        assert!(seen.is_empty(), "no clock: nothing measured, nothing said");
+        assert!(
+            f.charged_ns().is_none(),
+            "no clock: nothing measured, nothing said"
+        );
         // A 3 GHz clock: 3,000 ticks are a microsecond.
         f.set_clock(|| 0, 3_000_000_000);
         f.charge(0, 3_000);
         f.charge(1, 45_000_000_000_000);
-        f.charged_ns(|vr, ns| seen.push((vr, ns)));
+        let seen: Vec<u64> = f.charged_ns().expect("a clock").collect();
         // The second is 4 h 10 min, past what ticks × 10^6 holds in a u64.
-        assert_eq!(seen, vec![(0, 1_000), (1, 15_000_000_000_000)]);
+        assert_eq!(seen, vec![1_000, 15_000_000_000_000]);
     }
 
     /// What a VR is charged for fast frames in the open round is an
@@ -1302,15 +1303,7 @@ mod tests {
         f.ticks_per_ms = 1_000_000; // a tick is a nanosecond
         f.round_ticks = 100;
         let published = crate::counters::Cell::default();
-        let read = |f: &Fair| {
-            let mut ns = 0;
-            f.charged_ns(|vr, v| {
-                if vr == 0 {
-                    ns = v;
-                }
-            });
-            ns
-        };
+        let read = |f: &Fair| f.charged_ns().and_then(|mut ns| ns.next()).unwrap_or(0);
         for _ in 0..3 {
             f.count_fast(0, false);
         }

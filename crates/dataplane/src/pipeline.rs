@@ -962,15 +962,13 @@ impl Worker {
                 ctx.send_probe(vr, p);
             }
         }
-        let busy = &self.counters.vr_busy_ns;
-        self.fair.charged_ns(|vr, ns| {
-            if let Some(c) = busy.get(vr) {
-                // The open round's fast frames are an estimate that its
-                // end may settle lower: the published figure never goes
-                // back.
+        if let Some(charged) = self.fair.charged_ns() {
+            // The open round's fast frames are an estimate that its end may
+            // settle lower: the published figure never goes back.
+            for (c, ns) in self.counters.vr_busy_ns.iter().zip(charged) {
                 c.raise(ns);
             }
-        });
+        }
     }
 }
 

@@ -108,12 +108,20 @@ fn start_with(dir: &Path, text: &str) -> (Daemon, std::path::PathBuf) {
         .expect("start vrhost run");
     let daemon = Daemon(child);
     let socket = dir.join("api.sock");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Client::unix(&socket, Some(ADMIN.into())).vrs().is_err() {
-        assert!(Instant::now() < deadline, "the API never came up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(20, "the API never came up", || {
+        Client::unix(&socket, Some(ADMIN.into())).vrs().is_ok()
+    });
     (daemon, socket)
+}
+
+/// Polls `ready` every 50 ms until it holds; fails saying `what` after
+/// `secs` seconds.
+fn wait_until(secs: u64, what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn api_err<T: std::fmt::Debug>(r: Result<T, vrhost_api::ClientError>) -> ApiError {
@@ -285,11 +293,9 @@ fn every_resource_through_the_running_router() {
     );
 
     // Counters move: the memory port replays frames into red.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while red.vr_counters("red").expect("counters").total.rx_packets == 0 {
-        assert!(Instant::now() < deadline, "no traffic counted");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(10, "no traffic counted", || {
+        red.vr_counters("red").expect("counters").total.rx_packets > 0
+    });
     assert_eq!(admin.ports().expect("ports").len(), 2);
     assert_eq!(admin.workers().expect("workers").len(), 1);
 
@@ -381,15 +387,9 @@ name = "green"
     let (_d, socket) = start_with(dir.path(), &config(green));
     let admin = Client::unix(&socket, Some(ADMIN.into()));
     let busy = |vr: &str| admin.vr_counters(vr).expect("counters").busy_ns;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while busy("red").unwrap_or(0) == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "no worker time for red: {:?}",
-            busy("red")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(10, "no worker time for red", || {
+        busy("red").unwrap_or(0) > 0
+    });
     let workers = admin.workers().expect("workers").len() as u128;
     let since = Instant::now();
     let first = busy("red").expect("red's worker time");
@@ -608,14 +608,9 @@ fn sighup_reloads_the_config_file_or_changes_nothing() {
     let good = config("  [[router.route]]\n  prefix = \"10.50.0.0/16\"\n  via = \"10.0.0.9\"\n");
     std::fs::write(&cfg, good).expect("config");
     hup();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !has("10.50.0.0/16") {
-        assert!(
-            Instant::now() < deadline,
-            "SIGHUP did not reload the config"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(5, "SIGHUP did not reload the config", || {
+        has("10.50.0.0/16")
+    });
 }
 
 #[test]
